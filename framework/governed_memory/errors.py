@@ -1,0 +1,94 @@
+"""One error tree, so callers can catch by meaning instead of by provider.
+
+Every error carries a stable ``code`` that events and the CLI report; messages never
+contain memory content, query text or private provider detail.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemoryCapabilityUnsupportedError",
+    "MemoryConfigurationError",
+    "MemoryConflictError",
+    "MemoryError",
+    "MemoryNotFoundError",
+    "MemoryPolicyDeniedError",
+    "MemoryScopeError",
+    "MemoryStorageError",
+    "MemoryUnavailableError",
+    "MemoryValidationError",
+]
+
+
+class MemoryError(Exception):
+    """Root of every error governed-memory raises on purpose."""
+
+    code = "memory_error"
+
+
+class MemoryConfigurationError(MemoryError):
+    """A profile, plugin or provider configuration cannot be used."""
+
+    code = "configuration"
+
+
+class MemoryValidationError(MemoryError, ValueError):
+    """A request breaks a limit or a type rule; nothing was written.
+
+    ``field`` names the offending input (``content``, ``scope.tenant_id``, ``limit``)
+    so a caller can point at it without parsing the message.
+    """
+
+    code = "validation"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MemoryScopeError(MemoryError, PermissionError):
+    """The principal may not act on the requested scope."""
+
+    code = "scope_denied"
+
+
+class MemoryPolicyDeniedError(MemoryError, PermissionError):
+    """A registered policy denied the operation (or failed, which counts as a deny)."""
+
+    code = "policy_denied"
+
+    def __init__(self, message: str, *, decision_id: str | None = None,
+                 policy: str | None = None) -> None:
+        super().__init__(message)
+        self.decision_id = decision_id
+        self.policy = policy
+
+
+class MemoryConflictError(MemoryError):
+    """Stale ``expected_revision``, duplicate key, or idempotency key reused with another request."""
+
+    code = "conflict"
+
+
+class MemoryNotFoundError(MemoryError, LookupError):
+    """No live record with that id or key in the requested scope."""
+
+    code = "not_found"
+
+
+class MemoryCapabilityUnsupportedError(MemoryError):
+    """The provider does not declare the capability the operation needs."""
+
+    code = "capability_unsupported"
+
+
+class MemoryStorageError(MemoryError):
+    """The datastore failed; the message is safe to show and hides provider internals."""
+
+    code = "storage"
+
+
+class MemoryUnavailableError(MemoryError):
+    """The provider cannot be reached or timed out; a write's outcome may be unknown."""
+
+    code = "unavailable"

@@ -1,0 +1,131 @@
+"""The size and shape limits every provider shares, checked before anything is written.
+
+Limits live in one place so the manager, the providers and the conformance suite agree
+on exactly where the line is (a 64 KiB body is fine, one byte more is not).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from governed_memory.errors import MemoryValidationError
+
+MAX_CONTENT_BYTES: Final = 64 * 1024
+MAX_KEY_BYTES: Final = 256
+MAX_METADATA_PROVENANCE_BYTES: Final = 16 * 1024
+MAX_SCOPE_VALUE_CHARS: Final = 256
+MAX_IDEMPOTENCY_KEY_BYTES: Final = 256
+MAX_QUERY_BYTES: Final = 4 * 1024
+MIN_PAGE_SIZE: Final = 1
+MAX_PAGE_SIZE: Final = 100
+MAX_ENTITY_IDS: Final = 64
+MAX_JSON_DEPTH: Final = 32
+
+
+def utf8_size(value: str, field: str) -> int:
+    """Byte size in UTF-8, refusing strings that cannot be encoded (lone surrogates)."""
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise MemoryValidationError(
+            f"{field} is not valid UTF-8 (unpaired surrogate at index {exc.start})", field=field
+        ) from None
+
+
+def check_text(value: object, field: str, *, max_bytes: int, allow_empty: bool = False) -> str:
+    """A string within ``max_bytes`` of UTF-8, non-empty unless allowed."""
+    if not isinstance(value, str):
+        raise MemoryValidationError(f"{field} must be a string, not {type(value).__name__}",
+                                    field=field)
+    size = utf8_size(value, field)
+    if size > max_bytes:
+        raise MemoryValidationError(
+            f"{field} is {size} UTF-8 bytes; the limit is {max_bytes}", field=field
+        )
+    if not allow_empty and not value.strip():
+        raise MemoryValidationError(f"{field} must not be empty", field=field)
+    return value
+
+
+def check_identifier(value: object, field: str) -> str:
+    """An identifier used for isolation: printable, no wildcard, bounded length."""
+    text = check_text(value, field, max_bytes=4 * MAX_SCOPE_VALUE_CHARS)
+    if len(text) > MAX_SCOPE_VALUE_CHARS:
+        raise MemoryValidationError(
+            f"{field} is {len(text)} characters; the limit is {MAX_SCOPE_VALUE_CHARS}", field=field
+        )
+    if text != text.strip():
+        raise MemoryValidationError(f"{field} must not start or end with whitespace", field=field)
+    if any(not ch.isprintable() for ch in text):
+        raise MemoryValidationError(f"{field} contains a control character", field=field)
+    if "*" in text:
+        raise MemoryValidationError(
+            f"{field} contains '*': wildcards are never scope values", field=field
+        )
+    return text
+
+
+def check_page_size(limit: object, field: str = "limit") -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise MemoryValidationError(f"{field} must be an integer", field=field)
+    if not MIN_PAGE_SIZE <= limit <= MAX_PAGE_SIZE:
+        raise MemoryValidationError(
+            f"{field} must be between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}, got {limit}", field=field
+        )
+    return limit
+
+
+def check_json_safe(value: Any, field: str, _depth: int = 0) -> None:
+    """Plain JSON values only: str keys, finite numbers, no sets, bytes or objects."""
+    if _depth > MAX_JSON_DEPTH:
+        raise MemoryValidationError(f"{field} nests deeper than {MAX_JSON_DEPTH}", field=field)
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        utf8_size(value, field)
+        return
+    if isinstance(value, int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise MemoryValidationError(f"{field} contains a non-finite number", field=field)
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise MemoryValidationError(
+                    f"{field} has a non-string key of type {type(k).__name__}", field=field
+                )
+            utf8_size(k, field)
+            check_json_safe(v, f"{field}.{k}", _depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_json_safe(item, f"{field}[{i}]", _depth + 1)
+        return
+    raise MemoryValidationError(
+        f"{field} is not JSON-safe: {type(value).__name__} values are not allowed", field=field
+    )
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces) for hashes and size accounting."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def check_metadata_budget(metadata: Mapping[str, Any], provenance: Mapping[str, Any]) -> None:
+    """Metadata and provenance share one 16 KiB budget, measured as canonical JSON."""
+    check_json_safe(metadata, "metadata")
+    size = len(canonical_json(dict(metadata)).encode()) + len(
+        canonical_json(dict(provenance)).encode()
+    )
+    if size > MAX_METADATA_PROVENANCE_BYTES:
+        raise MemoryValidationError(
+            f"metadata and provenance are {size} bytes together; the limit is "
+            f"{MAX_METADATA_PROVENANCE_BYTES}",
+            field="metadata",
+        )

@@ -1,0 +1,70 @@
+"""The closed set of memory operations and what each one needs.
+
+One table maps an operation to its event family (read / write), the permission the
+scope-authorization rule demands, and its OpenTelemetry GenAI operation name, so that
+no call site decides these on its own.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from governed_memory.principal import Permission
+
+
+class OperationKind(enum.StrEnum):
+    READ = "read"
+    WRITE = "write"
+
+
+@attrs.frozen(slots=True)
+class _OperationInfo:
+    kind: OperationKind
+    permission: Permission
+    gen_ai_name: str
+
+
+class Operation(enum.StrEnum):
+    ADD = "add"
+    GET = "get"
+    LIST = "list"
+    SEARCH = "search"
+    UPDATE = "update"
+    DELETE = "delete"
+    HISTORY = "history"
+    DELETE_ALL = "delete_all"
+    DELETE_USER = "delete_user"
+    PURGE_EXPIRED = "purge_expired"
+
+    @property
+    def info(self) -> _OperationInfo:
+        return _INFO[self]
+
+    @property
+    def kind(self) -> OperationKind:
+        return _INFO[self].kind
+
+    @property
+    def permission(self) -> Permission:
+        return _INFO[self].permission
+
+    @property
+    def gen_ai_name(self) -> str:
+        return _INFO[self].gen_ai_name
+
+
+_R, _W = OperationKind.READ, OperationKind.WRITE
+_INFO: dict[Operation, _OperationInfo] = {
+    Operation.ADD: _OperationInfo(_W, Permission.WRITE, "create_memory"),
+    Operation.GET: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.LIST: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.SEARCH: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.UPDATE: _OperationInfo(_W, Permission.WRITE, "update_memory"),
+    Operation.DELETE: _OperationInfo(_W, Permission.DELETE, "delete_memory"),
+    Operation.HISTORY: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.DELETE_ALL: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
+    Operation.DELETE_USER: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
+    Operation.PURGE_EXPIRED: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
+}

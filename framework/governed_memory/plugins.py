@@ -1,0 +1,125 @@
+"""The typed facade over pluggy: load plugins once, then look things up by name.
+
+Built-in providers and policies arrive through the same ``governed_memory`` entry
+points as third-party ones. ``GOVERNED_MEMORY_BLOCK_PLUGINS`` (comma-separated entry
+point names) keeps a plugin from loading at all, and a hook implementation that names
+no known hook stops start-up instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+import attrs
+import pluggy
+
+from governed_memory import hookspecs
+from governed_memory.errors import MemoryConfigurationError
+
+BLOCK_ENV = "GOVERNED_MEMORY_BLOCK_PLUGINS"
+
+F = TypeVar("F")
+
+
+@attrs.frozen(slots=True)
+class Registration(Generic[F]):
+    name: str
+    factory: F
+    description: str
+    plugin: str
+
+
+class _Registry(Generic[F]):
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, Registration[F]] = {}
+
+    def register_from(self, plugin: str) -> Callable[..., None]:
+        def register(name: str, factory: F, description: str = "") -> None:
+            if not isinstance(name, str) or not name:
+                raise MemoryConfigurationError(f"{plugin}: {self.kind} name must be a string")
+            existing = self._entries.get(name)
+            if existing is not None:
+                raise MemoryConfigurationError(
+                    f"{self.kind} {name!r} registered twice (by {existing.plugin} and {plugin})"
+                )
+            self._entries[name] = Registration(name, factory, description, plugin)
+
+        return register
+
+    def get(self, name: str) -> Registration[F]:
+        try:
+            return self._entries[name]
+        except KeyError:
+            known = ", ".join(sorted(self._entries)) or "none"
+            raise MemoryConfigurationError(
+                f"unknown {self.kind} {name!r}; registered: {known}"
+            ) from None
+
+    def all(self) -> tuple[Registration[F], ...]:
+        return tuple(self._entries[name] for name in sorted(self._entries))
+
+
+class PluginManager:
+    """Loads plugins and holds what they registered.
+
+    ``PluginManager.load()`` is the normal path. Tests build one with
+    ``entry_points=False`` and pass plugin objects explicitly.
+    """
+
+    def __init__(self) -> None:
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self.providers: _Registry[Any] = _Registry("provider")
+        self.policies: _Registry[Any] = _Registry("policy")
+        self.sinks: _Registry[Any] = _Registry("event sink")
+        self.profiles: list[tuple[str, Any]] = []
+
+    @classmethod
+    def load(cls, plugins: Iterable[object] = (), *, entry_points: bool = True,
+             blocked: Iterable[str] | None = None) -> PluginManager:
+        manager = cls()
+        block = set(blocked) if blocked is not None else _blocked_from_env()
+        for name in block:
+            manager._pm.set_blocked(name)
+        if entry_points:
+            manager._pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+        for plugin in plugins:
+            manager._pm.register(plugin)
+        manager._collect()
+        return manager
+
+    @property
+    def plugin_names(self) -> tuple[str, ...]:
+        return tuple(sorted(name for name, _ in self._pm.list_name_plugin() if name))
+
+    def _collect(self) -> None:
+        try:
+            self._pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise MemoryConfigurationError(f"plugin {exc.plugin!r}: {exc}") from None
+        for plugin_name, plugin in self._pm.list_name_plugin():
+            # Call each plugin's hooks on its own so a registration names its plugin.
+            for hook_name, registry in (
+                ("register_memory_providers", self.providers),
+                ("register_memory_policies", self.policies),
+                ("register_event_sinks", self.sinks),
+            ):
+                impl = getattr(plugin, hook_name, None)
+                if impl is not None and self._is_hookimpl(plugin, hook_name):
+                    impl(register=registry.register_from(plugin_name))
+            if self._is_hookimpl(plugin, "register_memory_profiles"):
+                plugin.register_memory_profiles(
+                    register=lambda profile, _p=plugin_name: self.profiles.append((_p, profile))
+                )
+
+    def _is_hookimpl(self, plugin: object, hook_name: str) -> bool:
+        hook = getattr(self._pm.hook, hook_name)
+        return any(impl.plugin is plugin for impl in hook.get_hookimpls())
+
+
+def _blocked_from_env(environ: Mapping[str, str] | None = None) -> set[str]:
+    raw = (environ if environ is not None else os.environ).get(BLOCK_ENV, "")
+    return {part.strip() for part in raw.split(",") if part.strip()}

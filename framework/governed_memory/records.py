@@ -1,0 +1,257 @@
+"""The memory record and the values providers return around it.
+
+Everything here is a frozen attrs value. Providers build fresh instances on every read,
+so a caller holding a record can never see (or cause) a later change to it.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import types
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from governed_memory.limits import canonical_json
+from governed_memory.scope import Scope
+
+T = TypeVar("T")
+
+
+class MemoryType(enum.StrEnum):
+    FACT = "fact"
+    PREFERENCE = "preference"
+    DECISION = "decision"
+    EPISODE = "episode"
+    SUMMARY = "summary"
+    NOTE = "note"
+
+
+class RecordStatus(enum.StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    DELETED = "deleted"
+    PENDING_REVIEW = "pending_review"
+
+
+class Visibility(enum.StrEnum):
+    """Who beyond the owning scope may be shown the record by a host application."""
+
+    PRIVATE = "private"
+    SHARED = "shared"
+
+
+class IndexState(enum.StrEnum):
+    INDEXED = "indexed"
+    PENDING = "pending"
+    FAILED = "failed"
+    NOT_INDEXED = "not_indexed"
+
+
+class VersionOperation(enum.StrEnum):
+    ADD = "add"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only view over a private copy, so a record cannot be mutated in place."""
+    if value is None:
+        return types.MappingProxyType({})
+    if isinstance(value, types.MappingProxyType):
+        return value
+    return types.MappingProxyType(dict(value))
+
+
+def content_hash(content: str) -> str:
+    return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen(slots=True)
+class Provenance:
+    """Where a memory came from. Provenance is evidence, never instructions."""
+
+    source_type: str | None = None
+    source_id: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    agent_id: str | None = None
+    operation_id: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+
+@attrs.frozen(slots=True, eq=True, hash=False)
+class MemoryRecord:
+    id: str
+    scope: Scope
+    scope_hash: str
+    content: str
+    memory_type: MemoryType
+    version: int
+    revision: str
+    content_hash: str
+    status: RecordStatus
+    created_at: float
+    updated_at: float
+    key: str | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    provenance: Provenance = attrs.field(factory=Provenance)
+    visibility: Visibility = Visibility.PRIVATE
+    importance: float = 0.5
+    entity_ids: tuple[str, ...] = ()
+    valid_from: float | None = None
+    invalid_at: float | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    expires_at: float | None = None
+    index_state: IndexState = IndexState.INDEXED
+
+    def is_expired(self, now: float) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def is_visible(self, now: float) -> bool:
+        """What every ordinary read may return: active and not expired."""
+        return self.status is RecordStatus.ACTIVE and not self.is_expired(now)
+
+
+@attrs.frozen(slots=True)
+class MemoryVersion:
+    """One entry of a record's history: the record as it was after ``operation``."""
+
+    record: MemoryRecord
+    operation: VersionOperation
+    recorded_at: float
+    operation_id: str | None = None
+
+
+@attrs.frozen(slots=True)
+class Page(Generic[T]):
+    """A bounded page. Pass ``next_cursor`` back to continue, even after an empty page."""
+
+    items: tuple[T, ...]
+    next_cursor: str | None = None
+
+
+@attrs.frozen(slots=True)
+class SignalScore:
+    """One ranking signal's contribution to a hit: its raw value and its rank among candidates."""
+
+    name: str
+    value: float
+    rank: int
+    weight: float = 1.0
+
+
+@attrs.frozen(slots=True)
+class HitExplanation:
+    signals: tuple[SignalScore, ...]
+    tie_break: str = "score desc, id asc"
+
+
+@attrs.frozen(slots=True)
+class SearchHit:
+    record: MemoryRecord
+    score: float
+    rank: int
+    explanation: HitExplanation
+
+
+@attrs.frozen(slots=True)
+class SearchResult:
+    hits: tuple[SearchHit, ...]
+    candidates: int = 0
+
+    @property
+    def records(self) -> tuple[MemoryRecord, ...]:
+        return tuple(hit.record for hit in self.hits)
+
+
+@attrs.frozen(slots=True)
+class DeleteResult:
+    record_id: str
+    scope_hash: str
+    hard: bool
+    version: int | None = None
+    revision: str | None = None
+
+
+@attrs.frozen(slots=True)
+class CleanupPage:
+    """Physical removals of one bounded sweep; continue while ``next_cursor`` is set."""
+
+    deleted: int
+    next_cursor: str | None = None
+
+
+@attrs.frozen(slots=True)
+class ErasureReceipt:
+    """Evidence that one data subject was erased: what was removed where, and when.
+
+    ``receipt_hash`` covers every other field, so a stored receipt cannot be edited
+    without the change showing.
+    """
+
+    request_id: str
+    tenant_id: str
+    user_id: str
+    counts: Mapping[str, int] = attrs.field(converter=_frozen_mapping)
+    scope_hashes: tuple[str, ...]
+    started_at: float
+    completed_at: float
+    receipt_hash: str = ""
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "counts": dict(sorted(self.counts.items())),
+            "scope_hashes": sorted(self.scope_hashes),
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+        }
+
+    def sealed(self) -> ErasureReceipt:
+        digest = hashlib.sha256(canonical_json(self.body()).encode()).hexdigest()
+        return attrs.evolve(self, receipt_hash="sha256:" + digest)
+
+    def verify(self) -> bool:
+        return self.sealed().receipt_hash == self.receipt_hash
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.get("records", 0))
+
+
+@attrs.frozen(slots=True)
+class Capabilities:
+    """What a provider promises. The conformance suite tests exactly these claims."""
+
+    durable: bool
+    transactional: bool
+    multi_process: bool = False
+    compare_and_set: bool = True
+    idempotency: bool = True
+    history: bool = True
+    soft_delete: bool = True
+    hard_delete: bool = True
+    lexical_search: bool = True
+    vector_search: bool = False
+    metadata_filters: bool = True
+    expiry: bool = True
+    purge_expired: bool = True
+    delete_all: bool = True
+    delete_user: bool = True
+    max_page_size: int = 100
+
+
+@attrs.frozen(slots=True)
+class HealthStatus:
+    ok: bool
+    provider: str
+    detail: str = ""
+    latency_ms: float = 0.0

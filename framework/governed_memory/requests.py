@@ -1,0 +1,317 @@
+"""Typed requests, one per operation, each able to validate itself.
+
+Validation happens before the requested event, the policy decision and the provider
+call, so a rejected request never reaches storage (and nothing is written).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from governed_memory.errors import MemoryValidationError
+from governed_memory.limits import (
+    MAX_CONTENT_BYTES,
+    MAX_ENTITY_IDS,
+    MAX_IDEMPOTENCY_KEY_BYTES,
+    MAX_KEY_BYTES,
+    MAX_QUERY_BYTES,
+    canonical_json,
+    check_identifier,
+    check_json_safe,
+    check_metadata_budget,
+    check_page_size,
+    check_text,
+)
+from governed_memory.operations import Operation
+from governed_memory.records import (
+    MemoryType,
+    Provenance,
+    RecordStatus,
+    Visibility,
+    _frozen_mapping,
+)
+from governed_memory.scope import Scope
+
+
+def _check_optional_text(value: str | None, field: str, max_bytes: int) -> None:
+    if value is not None:
+        check_text(value, field, max_bytes=max_bytes)
+
+
+def _check_time(value: float | None, field: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise MemoryValidationError(f"{field} must be UTC epoch seconds", field=field)
+    if value < 0:
+        raise MemoryValidationError(f"{field} must not be negative", field=field)
+
+
+def _check_importance(value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise MemoryValidationError("importance must be a number between 0 and 1",
+                                    field="importance")
+
+
+def _check_record_id(value: object, field: str = "record_id") -> None:
+    check_identifier(value, field)
+
+
+def _check_provenance(provenance: Provenance) -> None:
+    for name, value in provenance.as_dict().items():
+        check_text(value, f"provenance.{name}", max_bytes=1024)
+
+
+def _check_entities(entity_ids: tuple[str, ...]) -> None:
+    if len(entity_ids) > MAX_ENTITY_IDS:
+        raise MemoryValidationError(
+            f"entity_ids has {len(entity_ids)} entries; the limit is {MAX_ENTITY_IDS}",
+            field="entity_ids",
+        )
+    for i, entity in enumerate(entity_ids):
+        check_identifier(entity, f"entity_ids[{i}]")
+
+
+class _Request:
+    """Shared behaviour: the scopes touched and the idempotency fingerprint."""
+
+    operation: ClassVar[Operation]
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        """Every exact scope the operation reads or writes (empty for ``delete_user``)."""
+        scope = getattr(self, "scope", None)
+        return (scope,) if isinstance(scope, Scope) else ()
+
+    def validate(self) -> None:  # pragma: no cover - every request overrides
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        """Hash of everything but the idempotency key: "the same request" means this."""
+        from governed_memory.converter import converter
+
+        body = converter.unstructure(self)
+        body.pop("idempotency_key", None)
+        body["operation"] = self.operation.value
+        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+@attrs.frozen(slots=True)
+class AddRequest(_Request):
+    operation: ClassVar[Operation] = Operation.ADD
+
+    scope: Scope
+    content: str
+    memory_type: MemoryType = MemoryType.NOTE
+    key: str | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    provenance: Provenance = attrs.field(factory=Provenance)
+    visibility: Visibility = Visibility.PRIVATE
+    importance: float = 0.5
+    entity_ids: tuple[str, ...] = ()
+    valid_from: float | None = None
+    invalid_at: float | None = None
+    supersedes: str | None = None
+    expires_at: float | None = None
+    idempotency_key: str | None = None
+    status: RecordStatus = RecordStatus.ACTIVE
+    """Set by governance (a review decision), never by the caller of the manager."""
+
+    def validate(self) -> None:
+        check_text(self.content, "content", max_bytes=MAX_CONTENT_BYTES)
+        _check_optional_text(self.key, "key", MAX_KEY_BYTES)
+        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+        _check_provenance(self.provenance)
+        check_metadata_budget(self.metadata, self.provenance.as_dict())
+        _check_importance(self.importance)
+        _check_entities(self.entity_ids)
+        for name in ("valid_from", "invalid_at", "expires_at"):
+            _check_time(getattr(self, name), name)
+        if self.supersedes is not None:
+            _check_record_id(self.supersedes, "supersedes")
+        if self.status not in (RecordStatus.ACTIVE, RecordStatus.PENDING_REVIEW):
+            raise MemoryValidationError("a new record is active or pending_review",
+                                        field="status")
+
+
+@attrs.frozen(slots=True)
+class GetRequest(_Request):
+    operation: ClassVar[Operation] = Operation.GET
+
+    scope: Scope
+    record_id: str | None = None
+    key: str | None = None
+
+    def validate(self) -> None:
+        if (self.record_id is None) == (self.key is None):
+            raise MemoryValidationError("get needs exactly one of record_id or key",
+                                        field="record_id")
+        if self.record_id is not None:
+            _check_record_id(self.record_id)
+        _check_optional_text(self.key, "key", MAX_KEY_BYTES)
+
+
+@attrs.frozen(slots=True)
+class ListRequest(_Request):
+    operation: ClassVar[Operation] = Operation.LIST
+
+    scope: Scope
+    limit: int = 20
+    cursor: str | None = None
+    memory_types: tuple[MemoryType, ...] = ()
+
+    def validate(self) -> None:
+        check_page_size(self.limit)
+        _check_optional_text(self.cursor, "cursor", 2048)
+
+
+@attrs.frozen(slots=True)
+class SearchRequest(_Request):
+    """A search over one or more exact scopes (a recall over several levels)."""
+
+    operation: ClassVar[Operation] = Operation.SEARCH
+
+    scopes: tuple[Scope, ...]
+    query: str
+    limit: int = 10
+    memory_types: tuple[MemoryType, ...] = ()
+    metadata_filter: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    entity_ids: tuple[str, ...] = ()
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        return self.scopes
+
+    def validate(self) -> None:
+        if not self.scopes:
+            raise MemoryValidationError("search needs at least one scope", field="scopes")
+        if len(self.scopes) > 16:
+            raise MemoryValidationError("search spans at most 16 scopes", field="scopes")
+        tenants = {scope.tenant_id for scope in self.scopes}
+        if len(tenants) > 1:
+            raise MemoryValidationError("one search never spans tenants", field="scopes")
+        check_text(self.query, "query", max_bytes=MAX_QUERY_BYTES)
+        check_page_size(self.limit)
+        check_json_safe(self.metadata_filter, "metadata_filter")
+        for name, value in self.metadata_filter.items():
+            if isinstance(value, Mapping | list | tuple):
+                raise MemoryValidationError(
+                    "metadata_filter compares scalar values for equality",
+                    field=f"metadata_filter.{name}",
+                )
+        _check_entities(self.entity_ids)
+
+
+@attrs.frozen(slots=True)
+class UpdateRequest(_Request):
+    """Fields left ``None`` keep their value; ``clear_expires_at`` removes an expiry."""
+
+    operation: ClassVar[Operation] = Operation.UPDATE
+
+    scope: Scope
+    record_id: str
+    expected_revision: str | None = None
+    content: str | None = None
+    memory_type: MemoryType | None = None
+    metadata: Mapping[str, Any] | None = attrs.field(
+        default=None, converter=lambda v: None if v is None else _frozen_mapping(v)
+    )
+    importance: float | None = None
+    visibility: Visibility | None = None
+    entity_ids: tuple[str, ...] | None = None
+    expires_at: float | None = None
+    clear_expires_at: bool = False
+    invalid_at: float | None = None
+    idempotency_key: str | None = None
+
+    def validate(self) -> None:
+        _check_record_id(self.record_id)
+        _check_optional_text(self.expected_revision, "expected_revision", 256)
+        _check_optional_text(self.content, "content", MAX_CONTENT_BYTES)
+        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+        if self.metadata is not None:
+            check_metadata_budget(self.metadata, {})
+        _check_importance(self.importance)
+        if self.entity_ids is not None:
+            _check_entities(self.entity_ids)
+        _check_time(self.expires_at, "expires_at")
+        _check_time(self.invalid_at, "invalid_at")
+        if self.clear_expires_at and self.expires_at is not None:
+            raise MemoryValidationError("set expires_at or clear it, not both",
+                                        field="expires_at")
+
+
+@attrs.frozen(slots=True)
+class DeleteRequest(_Request):
+    operation: ClassVar[Operation] = Operation.DELETE
+
+    scope: Scope
+    record_id: str
+    expected_revision: str | None = None
+    hard: bool = False
+    idempotency_key: str | None = None
+
+    def validate(self) -> None:
+        _check_record_id(self.record_id)
+        _check_optional_text(self.expected_revision, "expected_revision", 256)
+        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+
+
+@attrs.frozen(slots=True)
+class HistoryRequest(_Request):
+    operation: ClassVar[Operation] = Operation.HISTORY
+
+    scope: Scope
+    record_id: str
+
+    def validate(self) -> None:
+        _check_record_id(self.record_id)
+
+
+@attrs.frozen(slots=True)
+class DeleteAllRequest(_Request):
+    """Physically erase one exact scope, live and expired records alike."""
+
+    operation: ClassVar[Operation] = Operation.DELETE_ALL
+
+    scope: Scope
+
+    def validate(self) -> None:
+        return None
+
+
+@attrs.frozen(slots=True)
+class DeleteUserRequest(_Request):
+    """Erase one user in every scope of their tenant; the result is an erasure receipt."""
+
+    operation: ClassVar[Operation] = Operation.DELETE_USER
+
+    tenant_id: str
+    user_id: str
+
+    def validate(self) -> None:
+        check_identifier(self.tenant_id, "tenant_id")
+        check_identifier(self.user_id, "user_id")
+
+
+@attrs.frozen(slots=True)
+class PurgeExpiredRequest(_Request):
+    operation: ClassVar[Operation] = Operation.PURGE_EXPIRED
+
+    scope: Scope
+    limit: int = 100
+    after: str | None = None
+
+    def validate(self) -> None:
+        check_page_size(self.limit)
+        _check_optional_text(self.after, "after", 2048)
+
+
+MemoryRequest = (
+    AddRequest | GetRequest | ListRequest | SearchRequest | UpdateRequest | DeleteRequest
+    | HistoryRequest | DeleteAllRequest | DeleteUserRequest | PurgeExpiredRequest
+)
