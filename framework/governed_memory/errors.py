@@ -65,7 +65,8 @@ class MemoryPolicyDeniedError(MemoryError, PermissionError):
 
 
 class MemoryConflictError(MemoryError):
-    """Stale ``expected_revision``, duplicate key, or idempotency key reused with another request."""
+    """Stale ``expected_revision``, a duplicate key, or an idempotency key reused
+    with a different request."""
 
     code = "conflict"
 

@@ -110,8 +110,9 @@ class PluginManager:
                 impl = getattr(plugin, hook_name, None)
                 if impl is not None and self._is_hookimpl(plugin, hook_name):
                     impl(register=registry.register_from(plugin_name))
-            if self._is_hookimpl(plugin, "register_memory_profiles"):
-                plugin.register_memory_profiles(
+            profiles_hook = "register_memory_profiles"
+            if self._is_hookimpl(plugin, profiles_hook):
+                getattr(plugin, profiles_hook)(
                     register=lambda profile, _p=plugin_name: self.profiles.append((_p, profile))
                 )
 

@@ -26,22 +26,26 @@ class Permission(enum.StrEnum):
 def _permissions(values: object) -> frozenset[Permission]:
     if isinstance(values, str):
         values = [values]
-    return frozenset(Permission(v) for v in values)  # type: ignore[attr-defined]
-
-
-def _optional_user(value: object) -> str | None:
-    return None if value is None else check_identifier(value, "principal.user_id")
+    if not isinstance(values, list | tuple | set | frozenset):
+        raise TypeError("permissions must be a collection of permission names")
+    return frozenset(Permission(v) for v in values)
 
 
 @attrs.frozen(slots=True)
 class Principal:
-    principal_id: str = attrs.field(converter=lambda v: check_identifier(v, "principal.principal_id"))
+    principal_id: str
     kind: PrincipalKind = attrs.field(converter=PrincipalKind)
-    tenant_id: str = attrs.field(converter=lambda v: check_identifier(v, "principal.tenant_id"))
-    user_id: str | None = attrs.field(default=None, converter=_optional_user)
+    tenant_id: str
+    user_id: str | None = None
     permissions: frozenset[Permission] = attrs.field(
         default=frozenset({Permission.READ, Permission.WRITE}), converter=_permissions
     )
+
+    def __attrs_post_init__(self) -> None:
+        check_identifier(self.principal_id, "principal.principal_id")
+        check_identifier(self.tenant_id, "principal.tenant_id")
+        if self.user_id is not None:
+            check_identifier(self.user_id, "principal.user_id")
 
     def has(self, permission: Permission) -> bool:
         """``memory:admin`` implies every other permission."""

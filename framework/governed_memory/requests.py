@@ -78,6 +78,10 @@ def _check_entities(entity_ids: tuple[str, ...]) -> None:
         check_identifier(entity, f"entity_ids[{i}]")
 
 
+def _optional_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return None if value is None else _frozen_mapping(value)
+
+
 class _Request:
     """Shared behaviour: the scopes touched and the idempotency fingerprint."""
 
@@ -217,9 +221,7 @@ class UpdateRequest(_Request):
     expected_revision: str | None = None
     content: str | None = None
     memory_type: MemoryType | None = None
-    metadata: Mapping[str, Any] | None = attrs.field(
-        default=None, converter=lambda v: None if v is None else _frozen_mapping(v)
-    )
+    metadata: Mapping[str, Any] | None = attrs.field(default=None, converter=_optional_mapping)
     importance: float | None = None
     visibility: Visibility | None = None
     entity_ids: tuple[str, ...] | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -30,30 +30,26 @@ DIMENSIONS: Final = (
 )
 
 
-def _optional_identifier(field: str) -> Any:
-    def convert(value: object) -> str | None:
-        return None if value is None else check_identifier(value, f"scope.{field}")
-
-    return convert
-
-
 @attrs.frozen(slots=True)
 class Scope:
     """The exact owner of a memory. ``tenant_id`` is required; the rest narrow it."""
 
-    tenant_id: str = attrs.field(converter=lambda v: check_identifier(v, "scope.tenant_id"))
-    workspace_id: str | None = attrs.field(default=None,
-                                           converter=_optional_identifier("workspace_id"))
-    project_id: str | None = attrs.field(default=None, converter=_optional_identifier("project_id"))
-    user_id: str | None = attrs.field(default=None, converter=_optional_identifier("user_id"))
-    session_id: str | None = attrs.field(default=None, converter=_optional_identifier("session_id"))
-    run_id: str | None = attrs.field(default=None, converter=_optional_identifier("run_id"))
-    agent_id: str | None = attrs.field(default=None, converter=_optional_identifier("agent_id"))
-    domain_pack: str | None = attrs.field(default=None,
-                                          converter=_optional_identifier("domain_pack"))
+    tenant_id: str
+    workspace_id: str | None = None
+    project_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    agent_id: str | None = None
+    domain_pack: str | None = None
     scope_hash: str = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        check_identifier(self.tenant_id, "scope.tenant_id")
+        for name in DIMENSIONS[1:]:
+            value = getattr(self, name)
+            if value is not None:
+                check_identifier(value, f"scope.{name}")
         object.__setattr__(self, "scope_hash", compute_scope_hash(self.dimensions()))
 
     def dimensions(self) -> dict[str, str]:
@@ -72,10 +68,11 @@ class Scope:
             )
         if "tenant_id" not in values or values["tenant_id"] is None:
             raise MemoryValidationError("scope.tenant_id is required", field="scope.tenant_id")
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)  # type: ignore[arg-type]  # checked in __attrs_post_init__
 
     def replace(self, **changes: str | None) -> Scope:
-        return attrs.evolve(self, **changes)
+        """A copy with some dimensions changed (``None`` unsets one)."""
+        return Scope.from_dimensions({**self.dimensions(), **changes})
 
 
 def compute_scope_hash(dimensions: Mapping[str, str]) -> str:
@@ -130,7 +127,8 @@ def narrow(scope: Scope, level: ScopeLevel) -> Scope:
     required = _LEVEL_REQUIRES[level]
     if required is not None and getattr(scope, required) is None:
         raise MemoryValidationError(
-            f"cannot narrow to {level.value} level: scope has no {required}", field=f"scope.{required}"
+            f"cannot narrow to {level.value} level: scope has no {required}",
+            field=f"scope.{required}",
         )
     keep = _LEVEL_KEEPS[level]
     return Scope(**{name: getattr(scope, name) for name in keep})

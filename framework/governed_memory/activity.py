@@ -1,0 +1,330 @@
+"""The activity port: the single choke point every memory operation passes.
+
+Order matters and is fixed: validate, announce (requested event), decide (scope rule,
+then policies), call the provider inside a span with a deadline, verify what came
+back, announce the outcome. Nothing reaches a provider without a recorded decision,
+and nothing a provider returns reaches the caller without a scope check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+
+from governed_memory import telemetry as tm
+from governed_memory.clock import Clock
+from governed_memory.context import OperationContext, ProfileRef
+from governed_memory.errors import (
+    MemoryCapabilityUnsupportedError,
+    MemoryConflictError,
+    MemoryError,
+    MemoryNotFoundError,
+    MemoryPolicyDeniedError,
+    MemoryScopeError,
+    MemoryStorageError,
+    MemoryUnavailableError,
+    MemoryValidationError,
+)
+from governed_memory.events import EventBus, MemoryEvent, event_id
+from governed_memory.ids import new_id
+from governed_memory.operations import Operation, OperationKind
+from governed_memory.policy import SCOPE_RULE_NAME, PolicyCheck, PolicyDecision, PolicyEngine
+from governed_memory.principal import Principal
+from governed_memory.provider import MemoryProvider
+from governed_memory.records import (
+    CleanupPage,
+    DeleteResult,
+    ErasureReceipt,
+    MemoryRecord,
+    MemoryVersion,
+    Page,
+    SearchResult,
+)
+from governed_memory.requests import DeleteUserRequest, MemoryRequest
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "the request was refused" rather than "the system failed".
+_REJECTIONS = (
+    MemoryValidationError,
+    MemoryScopeError,
+    MemoryPolicyDeniedError,
+    MemoryConflictError,
+    MemoryNotFoundError,
+    MemoryCapabilityUnsupportedError,
+)
+
+
+@attrs.frozen(slots=True)
+class _Summary:
+    record_ids: tuple[str, ...] = ()
+    versions: tuple[int, ...] = ()
+    content_hashes: tuple[str, ...] = ()
+    count: int | None = None
+    scope_hashes: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+
+class ActivityPort:
+    """Runs one request through governance against one provider."""
+
+    def __init__(
+        self,
+        provider: MemoryProvider,
+        *,
+        policies: PolicyEngine,
+        events: EventBus,
+        clock: Clock,
+        tracer: Tracer,
+        profile: ProfileRef,
+        timeout_s: float | None = 30.0,
+        provider_revision: str = "unknown",
+    ) -> None:
+        self.provider = provider
+        self.policies = policies
+        self.events = events
+        self.clock = clock
+        self.tracer = tracer
+        self.profile = profile
+        self.timeout_s = timeout_s
+        self.provider_revision = provider_revision
+        self._provider_name = str(getattr(provider, "name", type(provider).__name__))
+
+    # -- events -----------------------------------------------------------------------
+
+    def _event(self, kind: str, operation: Operation, ctx: OperationContext,
+               request: MemoryRequest | None, *, decision: PolicyDecision | None = None,
+               summary: _Summary | None = None, error: BaseException | None = None,
+               started: float | None = None, outcome: str | None = None) -> MemoryEvent:
+        scopes = request.target_scopes() if request is not None else ()
+        hashes = tuple(s.scope_hash for s in scopes)
+        tenant = (request.tenant_id if isinstance(request, DeleteUserRequest)
+                  else scopes[0].tenant_id if scopes else ctx.principal.tenant_id)
+        summary = summary or _Summary()
+        return MemoryEvent(
+            event_id=event_id(),
+            type=f"memory.{operation.kind.value}.{kind}",
+            occurred_at=self.clock.now(),
+            operation_id=ctx.operation_id,
+            operation=operation.value,
+            principal_id=ctx.principal.principal_id,
+            tenant_id=tenant,
+            scope_hash=hashes[0] if hashes else None,
+            scope_hashes=summary.scope_hashes or (hashes if len(hashes) > 1 else ()),
+            profile_id=ctx.profile.id,
+            profile_version=ctx.profile.version,
+            profile_revision=ctx.profile.revision,
+            provider=self._provider_name,
+            provider_revision=self.provider_revision,
+            decision_id=decision.decision_id if decision else ctx.decision_id,
+            policy_revision=decision.policy_revision if decision else None,
+            outcome=outcome if outcome is not None else (decision.outcome if decision else None),
+            reasons=summary.reasons or (decision.reasons() if decision else ()),
+            record_ids=summary.record_ids,
+            versions=summary.versions,
+            content_hashes=summary.content_hashes,
+            count=summary.count,
+            duration_ms=None if started is None else (time.perf_counter() - started) * 1000,
+            error_code=getattr(error, "code", None) if error is not None else None,
+            trace_id=ctx.trace_id,
+            span_id=ctx.span_id,
+        )
+
+    async def reject_invalid(self, operation: Operation, principal: Principal,
+                             error: MemoryValidationError) -> None:
+        """Record a request that could not even be built (bad type, unknown enum)."""
+        ctx = OperationContext("op_" + new_id(), principal, self.clock.now(), self.profile)
+        await self.events.emit(self._event("rejected", operation, ctx, None, error=error,
+                                           outcome="invalid"))
+
+    # -- the pipeline -----------------------------------------------------------------
+
+    async def execute(self, request: MemoryRequest, principal: Principal) -> Any:
+        operation = request.operation
+        started = time.perf_counter()
+        ctx = OperationContext("op_" + new_id(), principal, self.clock.now(), self.profile)
+        attributes: dict[str, Any] = {
+            tm.ATTR_OPERATION_NAME: operation.gen_ai_name,
+            tm.ATTR_OPERATION: operation.value,
+            tm.ATTR_OPERATION_ID: ctx.operation_id,
+            tm.ATTR_PROFILE: str(self.profile),
+            tm.ATTR_PROFILE_REVISION: self.profile.revision,
+            tm.ATTR_PROVIDER: self._provider_name,
+        }
+        with self.tracer.start_as_current_span(
+            tm.span_name(operation, self._provider_name), kind=SpanKind.INTERNAL,
+            attributes=attributes, record_exception=False, set_status_on_exception=False,
+        ) as span:
+            trace_id, span_id = tm.span_ids(span)
+            ctx = attrs.evolve(ctx, trace_id=trace_id, span_id=span_id)
+            try:
+                result = await self._run(operation, request, ctx, span, started)
+            except MemoryError as exc:
+                span.set_attribute(tm.ATTR_ERROR_CODE, exc.code)
+                span.set_attribute(tm.ATTR_OUTCOME, _outcome_of(exc))
+                span.set_status(Status(StatusCode.ERROR, exc.code))
+                raise
+            span.set_attribute(tm.ATTR_OUTCOME, "ok")
+            return result
+
+    async def _run(self, operation: Operation, request: MemoryRequest, ctx: OperationContext,
+                   span: Any, started: float) -> Any:
+        try:
+            request.validate()
+        except MemoryValidationError as exc:
+            await self.events.emit(self._event("rejected", operation, ctx, request, error=exc,
+                                               started=started, outcome="invalid"))
+            raise
+        scopes = request.target_scopes()
+        if scopes:
+            span.set_attribute(tm.ATTR_SCOPE_HASH, scopes[0].scope_hash)
+        await self.events.emit(self._event("requested", operation, ctx, request))
+
+        decision = await self.policies.decide(PolicyCheck(
+            operation, ctx.principal, request, ctx.operation_id, ctx.now))
+        span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
+        span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
+        if not decision.allowed:
+            denial = decision.denial()
+            error: MemoryError
+            if denial is not None and denial.policy == SCOPE_RULE_NAME:
+                error = MemoryScopeError(f"scope authorization denied: {denial.reason}")
+            else:
+                error = MemoryPolicyDeniedError(
+                    "denied by policy: " + "; ".join(decision.reasons()),
+                    decision_id=decision.decision_id,
+                    policy=denial.policy if denial else None,
+                )
+            await self.events.emit(self._event("rejected", operation, ctx, request,
+                                               decision=decision, error=error, started=started))
+            raise error
+
+        request = decision.request
+        ctx = attrs.evolve(ctx, decision_id=decision.decision_id)
+        try:
+            result = await self._call_provider(operation, request, ctx)
+            result, summary = await self._verify(operation, request, result, ctx)
+        except MemoryError as exc:
+            kind = "rejected" if isinstance(exc, _REJECTIONS) else "failed"
+            await self.events.emit(self._event(kind, operation, ctx, request, decision=decision,
+                                               error=exc, started=started,
+                                               outcome=_outcome_of(exc)))
+            raise
+        if summary.record_ids and len(summary.record_ids) == 1:
+            span.set_attribute(tm.ATTR_RECORD_ID, summary.record_ids[0])
+        if summary.count is not None:
+            span.set_attribute(tm.ATTR_RECORD_COUNT, summary.count)
+        done = "committed" if operation.kind is OperationKind.WRITE else "completed"
+        await self.events.emit(self._event(done, operation, ctx, request, decision=decision,
+                                           summary=summary, started=started, outcome=done))
+        return result
+
+    async def _call_provider(self, operation: Operation, request: MemoryRequest,
+                             ctx: OperationContext) -> Any:
+        handler: Callable[..., Any] = getattr(self.provider, operation.value)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await handler(request, ctx)
+        except MemoryError:
+            raise
+        except TimeoutError:
+            if operation.kind is OperationKind.WRITE:
+                raise MemoryUnavailableError(
+                    f"provider {self._provider_name} timed out; the write may or may not "
+                    "have been applied and is not retried"
+                ) from None
+            raise MemoryUnavailableError(f"provider {self._provider_name} timed out") from None
+        except Exception as exc:
+            # Provider exceptions may quote stored data; log the type only.
+            log.error("provider %s raised %s in %s", self._provider_name,
+                      type(exc).__name__, operation.value)
+            raise MemoryStorageError(f"provider {self._provider_name} failed") from None
+
+    # -- verification -----------------------------------------------------------------
+
+    async def _verify(self, operation: Operation, request: MemoryRequest, result: Any,
+                      ctx: OperationContext) -> tuple[Any, _Summary]:
+        allowed = {scope.scope_hash for scope in request.target_scopes()}
+        dropped: list[str] = []
+        reading = operation.kind is OperationKind.READ
+
+        def owned(record: MemoryRecord) -> bool:
+            good = (record.scope_hash in allowed
+                    and record.scope.scope_hash == record.scope_hash)
+            if not good:
+                dropped.append(record.id)
+            return good
+
+        def visible(record: MemoryRecord) -> bool:
+            return operation is Operation.HISTORY or record.is_visible(ctx.now)
+
+        summary: _Summary
+        if isinstance(result, MemoryRecord):
+            if not owned(result):
+                await self._report_violation(operation, request, ctx, dropped)
+                if reading:
+                    raise MemoryNotFoundError("no such record in this scope")
+                raise MemoryStorageError("provider returned a record of another scope")
+            if reading and not visible(result):
+                raise MemoryNotFoundError("no such record in this scope")
+            summary = _Summary((result.id,), (result.version,), (result.content_hash,), 1)
+        elif isinstance(result, Page):
+            items = tuple(r for r in result.items if owned(r) and visible(r))
+            result = Page(items, result.next_cursor)
+            summary = _Summary(tuple(r.id for r in items), tuple(r.version for r in items),
+                               (), len(items))
+        elif isinstance(result, SearchResult):
+            hits = tuple(h for h in result.hits if owned(h.record) and visible(h.record))
+            result = SearchResult(hits, result.candidates)
+            summary = _Summary(tuple(h.record.id for h in hits),
+                               tuple(h.record.version for h in hits), (), len(hits))
+        elif isinstance(result, tuple) and all(isinstance(v, MemoryVersion) for v in result):
+            versions = tuple(v for v in result if owned(v.record))
+            result = versions
+            summary = _Summary(tuple(dict.fromkeys(v.record.id for v in versions)),
+                               tuple(v.record.version for v in versions), (), len(versions))
+        elif isinstance(result, DeleteResult):
+            if result.scope_hash not in allowed:
+                dropped.append(result.record_id)
+                await self._report_violation(operation, request, ctx, dropped)
+                raise MemoryStorageError("provider deleted in another scope")
+            summary = _Summary((result.record_id,),
+                               () if result.version is None else (result.version,), (), 1)
+        elif isinstance(result, ErasureReceipt):
+            assert isinstance(request, DeleteUserRequest)
+            if (result.tenant_id, result.user_id) != (request.tenant_id, request.user_id):
+                raise MemoryStorageError("provider erased another subject")
+            summary = _Summary(count=result.total, scope_hashes=result.scope_hashes,
+                               reasons=(f"receipt {result.receipt_hash}",))
+        elif isinstance(result, CleanupPage):
+            summary = _Summary(count=result.deleted)
+        elif isinstance(result, int) and not isinstance(result, bool):
+            summary = _Summary(count=result)
+        else:
+            raise MemoryStorageError(
+                f"provider returned {type(result).__name__} for {operation.value}"
+            )
+        if dropped:
+            await self._report_violation(operation, request, ctx, dropped)
+        return result, summary
+
+    async def _report_violation(self, operation: Operation, request: MemoryRequest,
+                                ctx: OperationContext, record_ids: list[str]) -> None:
+        log.warning("provider %s returned %d record(s) outside the requested scope or "
+                    "visibility in %s", self._provider_name, len(record_ids), operation.value)
+        event = self._event("scope_violation", operation, ctx, request,
+                            summary=_Summary(record_ids=tuple(record_ids),
+                                             count=len(record_ids)),
+                            outcome="dropped")
+        await self.events.emit(attrs.evolve(event, type="memory.read.scope_violation"))
+        record_ids.clear()
+
+
+def _outcome_of(exc: MemoryError) -> str:
+    return "rejected" if isinstance(exc, _REJECTIONS) else "failed"

@@ -1,0 +1,267 @@
+"""``GovernedMemoryManager``: the canonical async API for application code.
+
+Each method builds a typed request and hands it to the activity port, so governance
+is not something a call site can forget. The principal is an argument on every call
+because it comes from the host's authentication, per request, never from the scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from opentelemetry.trace import TracerProvider
+
+from governed_memory.activity import ActivityPort
+from governed_memory.clock import Clock, SystemClock
+from governed_memory.context import ProfileRef
+from governed_memory.errors import MemoryValidationError
+from governed_memory.events import EventBus, EventSink
+from governed_memory.operations import Operation
+from governed_memory.plugins import PluginManager
+from governed_memory.policy import MemoryPolicy, PolicyEngine
+from governed_memory.principal import Principal
+from governed_memory.provider import MemoryProvider
+from governed_memory.records import (
+    CleanupPage,
+    DeleteResult,
+    ErasureReceipt,
+    MemoryRecord,
+    MemoryType,
+    MemoryVersion,
+    Page,
+    Provenance,
+    SearchResult,
+    Visibility,
+)
+from governed_memory.requests import (
+    AddRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
+    MemoryRequest,
+    PurgeExpiredRequest,
+    SearchRequest,
+    UpdateRequest,
+)
+from governed_memory.scope import Scope
+from governed_memory.telemetry import get_tracer
+
+R = TypeVar("R", bound=MemoryRequest)
+
+
+def _types(values: Iterable[MemoryType | str] | None) -> tuple[MemoryType, ...]:
+    return tuple(MemoryType(v) for v in values or ())
+
+
+class GovernedMemoryManager:
+    """Scoped, authorized, decided, traced and audited memory over one provider."""
+
+    def __init__(
+        self,
+        provider: MemoryProvider,
+        *,
+        policies: Sequence[MemoryPolicy] = (),
+        sinks: Sequence[EventSink] = (),
+        clock: Clock | None = None,
+        tracer_provider: TracerProvider | None = None,
+        profile: ProfileRef | None = None,
+        timeout_s: float | None = 30.0,
+        provider_revision: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.clock = clock or SystemClock()
+        self.events = EventBus(sinks)
+        self.policy_engine = PolicyEngine(policies)
+        self.activity = ActivityPort(
+            provider,
+            policies=self.policy_engine,
+            events=self.events,
+            clock=self.clock,
+            tracer=get_tracer(tracer_provider),
+            profile=profile or ProfileRef(),
+            timeout_s=timeout_s,
+            provider_revision=provider_revision
+            or str(getattr(provider, "revision", "unknown")),
+        )
+        self._started = False
+
+    @classmethod
+    def from_plugins(
+        cls,
+        provider: str,
+        config: Mapping[str, Any] | None = None,
+        *,
+        plugins: PluginManager | None = None,
+        clock: Clock | None = None,
+        **kwargs: Any,
+    ) -> GovernedMemoryManager:
+        """Build over a provider registered by a plugin (``native``, …) by name."""
+        manager = plugins or PluginManager.load()
+        clock = clock or SystemClock()
+        registration = manager.providers.get(provider)
+        instance = registration.factory(dict(config or {}), clock)
+        return cls(instance, clock=clock, **kwargs)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if not self._started:
+            await self.provider.start()
+            self._started = True
+
+    async def close(self) -> None:
+        if self._started:
+            self._started = False
+            await self.provider.close()
+        await self.events.close()
+
+    async def __aenter__(self) -> GovernedMemoryManager:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    async def _execute(self, operation: Operation, principal: Principal,
+                       build: Callable[[], R]) -> Any:
+        if not isinstance(principal, Principal):
+            raise MemoryValidationError("principal must be a Principal from authenticated "
+                                        "context", field="principal")
+        try:
+            request = build()
+        except MemoryValidationError as exc:
+            await self.activity.reject_invalid(operation, principal, exc)
+            raise
+        except (TypeError, ValueError) as exc:
+            error = MemoryValidationError(f"invalid {operation.value} request: {exc}",
+                                          field=operation.value)
+            await self.activity.reject_invalid(operation, principal, error)
+            raise error from None
+        return await self.activity.execute(request, principal)
+
+    # -- operations ---------------------------------------------------------------------
+
+    async def add(
+        self,
+        principal: Principal,
+        scope: Scope,
+        content: str,
+        *,
+        memory_type: MemoryType | str = MemoryType.NOTE,
+        key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        provenance: Provenance | None = None,
+        visibility: Visibility | str = Visibility.PRIVATE,
+        importance: float = 0.5,
+        entity_ids: Iterable[str] = (),
+        valid_from: float | None = None,
+        invalid_at: float | None = None,
+        supersedes: str | None = None,
+        expires_at: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> MemoryRecord:
+        result: MemoryRecord = await self._execute(Operation.ADD, principal, lambda: AddRequest(
+            scope=scope, content=content, memory_type=MemoryType(memory_type), key=key,
+            metadata=metadata or {}, provenance=provenance or Provenance(),
+            visibility=Visibility(visibility), importance=importance,
+            entity_ids=tuple(entity_ids), valid_from=valid_from, invalid_at=invalid_at,
+            supersedes=supersedes, expires_at=expires_at, idempotency_key=idempotency_key,
+        ))
+        return result
+
+    async def get(self, principal: Principal, scope: Scope, record_id: str | None = None, *,
+                  key: str | None = None) -> MemoryRecord:
+        result: MemoryRecord = await self._execute(
+            Operation.GET, principal, lambda: GetRequest(scope, record_id, key))
+        return result
+
+    async def list(self, principal: Principal, scope: Scope, *, limit: int = 20,
+                   cursor: str | None = None,
+                   memory_types: Iterable[MemoryType | str] | None = None
+                   ) -> Page[MemoryRecord]:
+        result: Page[MemoryRecord] = await self._execute(
+            Operation.LIST, principal,
+            lambda: ListRequest(scope, limit, cursor, _types(memory_types)))
+        return result
+
+    async def search(self, principal: Principal, scopes: Scope | Sequence[Scope], query: str,
+                     *, limit: int = 10,
+                     memory_types: Iterable[MemoryType | str] | None = None,
+                     metadata_filter: Mapping[str, Any] | None = None,
+                     entity_ids: Iterable[str] = ()) -> SearchResult:
+        scope_tuple = (scopes,) if isinstance(scopes, Scope) else tuple(scopes)
+        result: SearchResult = await self._execute(
+            Operation.SEARCH, principal,
+            lambda: SearchRequest(scope_tuple, query, limit, _types(memory_types),
+                                  metadata_filter or {}, tuple(entity_ids)))
+        return result
+
+    async def update(
+        self,
+        principal: Principal,
+        scope: Scope,
+        record_id: str,
+        *,
+        expected_revision: str | None = None,
+        content: str | None = None,
+        memory_type: MemoryType | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        importance: float | None = None,
+        visibility: Visibility | str | None = None,
+        entity_ids: Iterable[str] | None = None,
+        expires_at: float | None = None,
+        clear_expires_at: bool = False,
+        invalid_at: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> MemoryRecord:
+        result: MemoryRecord = await self._execute(
+            Operation.UPDATE, principal, lambda: UpdateRequest(
+                scope=scope, record_id=record_id, expected_revision=expected_revision,
+                content=content,
+                memory_type=None if memory_type is None else MemoryType(memory_type),
+                metadata=metadata, importance=importance,
+                visibility=None if visibility is None else Visibility(visibility),
+                entity_ids=None if entity_ids is None else tuple(entity_ids),
+                expires_at=expires_at, clear_expires_at=clear_expires_at,
+                invalid_at=invalid_at, idempotency_key=idempotency_key,
+            ))
+        return result
+
+    async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str | None = None, hard: bool = False,
+                     idempotency_key: str | None = None) -> DeleteResult:
+        result: DeleteResult = await self._execute(
+            Operation.DELETE, principal,
+            lambda: DeleteRequest(scope, record_id, expected_revision, hard, idempotency_key))
+        return result
+
+    async def history(self, principal: Principal, scope: Scope,
+                      record_id: str) -> tuple[MemoryVersion, ...]:
+        result: tuple[MemoryVersion, ...] = await self._execute(
+            Operation.HISTORY, principal, lambda: HistoryRequest(scope, record_id))
+        return result
+
+    async def delete_all(self, principal: Principal, scope: Scope) -> int:
+        result: int = await self._execute(Operation.DELETE_ALL, principal,
+                                          lambda: DeleteAllRequest(scope))
+        return result
+
+    async def delete_user(self, principal: Principal, tenant_id: str,
+                          user_id: str) -> ErasureReceipt:
+        result: ErasureReceipt = await self._execute(
+            Operation.DELETE_USER, principal, lambda: DeleteUserRequest(tenant_id, user_id))
+        return result
+
+    async def purge_expired(self, principal: Principal, scope: Scope, *, limit: int = 100,
+                            after: str | None = None) -> CleanupPage:
+        result: CleanupPage = await self._execute(
+            Operation.PURGE_EXPIRED, principal, lambda: PurgeExpiredRequest(scope, limit, after))
+        return result
