@@ -1,0 +1,125 @@
+"""Shared plumbing for CLI commands: the database location, scope flags, the
+operator principal and output formatting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from governed_memory.converter import unstructure
+from governed_memory.errors import MemoryError
+from governed_memory.manager import GovernedMemoryManager
+from governed_memory.principal import Permission, Principal, PrincipalKind
+from governed_memory.scope import Scope
+
+HOME_ENV = "GOVERNED_MEMORY_HOME"
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Exit codes by error family, so scripts can branch without parsing text.
+EXIT_CODES = {
+    "validation": 2,
+    "scope_denied": 3,
+    "policy_denied": 3,
+    "not_found": 4,
+    "conflict": 5,
+    "capability_unsupported": 6,
+    "configuration": 7,
+    "storage": 8,
+    "unavailable": 9,
+}
+
+
+def default_db_path() -> Path:
+    home = os.environ.get(HOME_ENV)
+    base = Path(home) if home else Path.cwd() / ".governed-memory"
+    return base / "memory.db"
+
+
+def db_option(func: F) -> F:
+    return click.option(
+        "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help=f"SQLite database file [default: ${HOME_ENV}/memory.db, else "
+             "./.governed-memory/memory.db]",
+    )(func)
+
+
+def scope_options(func: F) -> F:
+    options = [
+        click.option("--tenant", required=True, help="tenant_id (required)"),
+        click.option("--workspace", default=None, help="workspace_id"),
+        click.option("--project", default=None, help="project_id"),
+        click.option("--user", default=None, help="user_id"),
+        click.option("--session", default=None, help="session_id"),
+        click.option("--run", default=None, help="run_id"),
+        click.option("--agent", default=None, help="agent_id"),
+        click.option("--domain-pack", default=None, help="domain_pack"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="print JSON")(func)
+
+
+def scope_from(kwargs: dict[str, Any]) -> Scope:
+    return Scope(
+        tenant_id=kwargs.pop("tenant"), workspace_id=kwargs.pop("workspace"),
+        project_id=kwargs.pop("project"), user_id=kwargs.pop("user"),
+        session_id=kwargs.pop("session"), run_id=kwargs.pop("run"),
+        agent_id=kwargs.pop("agent"), domain_pack=kwargs.pop("domain_pack"),
+    )
+
+
+def operator(tenant_id: str) -> Principal:
+    """The CLI is an operator tool run by someone with shell access to the database:
+    it acts as a tenant-scoped service principal with every permission."""
+    user = os.environ.get("USER") or "operator"
+    return Principal(f"cli:{user}", PrincipalKind.SERVICE, tenant_id,
+                     permissions=frozenset(Permission))
+
+
+def open_manager(db: Path | None) -> GovernedMemoryManager:
+    path = db or default_db_path()
+    return GovernedMemoryManager.from_plugins("native", {"backend": "sqlite", "path": str(path)})
+
+
+def run_with_manager(db: Path | None, work: Callable[[GovernedMemoryManager], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with open_manager(db) as manager:
+            return await work(manager)
+
+    try:
+        return asyncio.run(main())
+    except MemoryError as exc:
+        click.echo(f"error ({exc.code}): {exc}", err=True)
+        sys.exit(EXIT_CODES.get(exc.code, 1))
+
+
+def emit(value: Any, as_json: bool, text: Callable[[Any], str]) -> None:
+    if as_json:
+        click.echo(json.dumps(unstructure(value), indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        click.echo(text(value))
+
+
+def parse_metadata(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc.msg}", param_hint="--metadata") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--metadata")
+    return value
+

@@ -1,0 +1,81 @@
+"""Plain-text renderings of records, pages, results and events for the terminal."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from governed_memory.events import MemoryEvent
+from governed_memory.records import MemoryRecord, MemoryVersion, Page, SearchResult
+
+
+def when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def short(value: str | None, width: int = 12) -> str:
+    if not value:
+        return "-"
+    return value if len(value) <= width else value[:width] + "…"
+
+
+def record_text(record: MemoryRecord) -> str:
+    lines = [
+        f"id:        {record.id}",
+        f"scope:     {record.scope.dimensions()}  ({short(record.scope_hash, 16)})",
+        f"type:      {record.memory_type.value}   status: {record.status.value}",
+        f"version:   {record.version}   revision: {record.revision}",
+        f"key:       {record.key or '-'}",
+        f"created:   {when(record.created_at)}   updated: {when(record.updated_at)}",
+        f"expires:   {when(record.expires_at)}",
+        f"content:   {record.content}",
+    ]
+    if record.metadata:
+        lines.append(f"metadata:  {dict(record.metadata)}")
+    return "\n".join(lines)
+
+
+def record_line(record: MemoryRecord) -> str:
+    text = record.content.replace("\n", " ")
+    return (f"{record.id}  v{record.version}  {record.memory_type.value:<10} "
+            f"{text[:70]}{'…' if len(text) > 70 else ''}")
+
+
+def page_text(page: Page[MemoryRecord]) -> str:
+    lines = [record_line(r) for r in page.items] or ["(no records)"]
+    if page.next_cursor:
+        lines.append(f"next cursor: {page.next_cursor}")
+    return "\n".join(lines)
+
+
+def search_text(result: SearchResult) -> str:
+    if not result.hits:
+        return "(no matches)"
+    lines = []
+    for hit in result.hits:
+        signals = ", ".join(f"{s.name}={s.value:.3f} (#{s.rank})"
+                            for s in hit.explanation.signals)
+        lines.append(f"{hit.rank:>2}. {hit.score:8.3f}  {record_line(hit.record)}")
+        lines.append(f"    why: {signals}")
+    return "\n".join(lines)
+
+
+def history_text(versions: Iterable[MemoryVersion]) -> str:
+    lines = []
+    for version in versions:
+        record = version.record
+        lines.append(f"v{record.version}  {version.operation.value:<7} {when(version.recorded_at)}"
+                     f"  {record.status.value:<8} {short(record.content_hash, 18)}")
+    return "\n".join(lines) or "(no history)"
+
+
+def event_table(events: Iterable[MemoryEvent]) -> str:
+    rows = [("type", "operation", "outcome", "tenant", "scope", "records", "error")]
+    for e in events:
+        rows.append((e.type, e.operation, e.outcome or "-", e.tenant_id, short(e.scope_hash, 12),
+                     ",".join(short(r, 8) for r in e.record_ids) or "-", e.error_code or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+                     for row in rows)

@@ -1,0 +1,205 @@
+"""The ``governed-memory`` command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from governed_memory import __version__
+from governed_memory.cli import format as fmt
+from governed_memory.cli.common import (
+    db_option,
+    emit,
+    json_option,
+    operator,
+    parse_metadata,
+    run_with_manager,
+    scope_from,
+    scope_options,
+)
+from governed_memory.cli.demo import demo
+from governed_memory.converter import unstructure
+from governed_memory.manager import GovernedMemoryManager
+from governed_memory.plugins import PluginManager
+from governed_memory.records import MemoryType
+
+TYPES = click.Choice([t.value for t in MemoryType])
+
+
+@click.group()
+@click.version_option(__version__, prog_name="governed-memory")
+def cli() -> None:
+    """Scoped, governed memory for LLM chat and agents."""
+
+
+cli.add_command(demo)
+
+
+@cli.group()
+def providers() -> None:
+    """Registered memory providers."""
+
+
+@providers.command("list")
+@json_option
+def providers_list(as_json: bool) -> None:
+    """Providers registered by plugins, with the capabilities they declare."""
+    from governed_memory.clock import SystemClock
+
+    manager = PluginManager.load()
+    rows = []
+    for registration in manager.providers.all():
+        provider = registration.factory({}, SystemClock())
+        rows.append({"name": registration.name, "plugin": registration.plugin,
+                     "description": registration.description,
+                     "capabilities": unstructure(provider.capabilities())})
+    if as_json:
+        import json
+
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    for row in rows:
+        caps = row["capabilities"]
+        flags = [name for name, value in caps.items() if value is True]
+        click.echo(f"{row['name']}  (plugin {row['plugin']})  {row['description']}")
+        click.echo(f"  capabilities: {', '.join(flags)}")
+        click.echo(f"  max page size: {caps['max_page_size']}")
+
+
+@cli.command()
+@db_option
+@scope_options
+@click.argument("content")
+@click.option("--type", "memory_type", type=TYPES, default="note", show_default=True)
+@click.option("--key", default=None, help="unique key within the scope")
+@click.option("--metadata", default=None, help="JSON object")
+@click.option("--importance", type=float, default=0.5, show_default=True)
+@click.option("--ttl", type=float, default=None, help="seconds until the memory expires")
+@click.option("--idempotency-key", default=None)
+@json_option
+def add(db: Path | None, content: str, memory_type: str, key: str | None,
+        metadata: str | None, importance: float, ttl: float | None,
+        idempotency_key: str | None, as_json: bool, **scope_kw: Any) -> None:
+    """Write a memory."""
+    scope = scope_from(scope_kw)
+    meta = parse_metadata(metadata)
+
+    async def work(m: GovernedMemoryManager) -> Any:
+        expires = None if ttl is None else m.clock.now() + ttl
+        return await m.add(operator(scope.tenant_id), scope, content, memory_type=memory_type,
+                           key=key, metadata=meta, importance=importance, expires_at=expires,
+                           idempotency_key=idempotency_key)
+
+    emit(run_with_manager(db, work), as_json, fmt.record_text)
+
+
+@cli.command()
+@db_option
+@scope_options
+@click.argument("record_id", required=False)
+@click.option("--key", default=None, help="look up by key instead of id")
+@json_option
+def get(db: Path | None, record_id: str | None, key: str | None, as_json: bool,
+        **scope_kw: Any) -> None:
+    """Read one memory by id or key."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.get(operator(scope.tenant_id), scope, record_id,
+                                                  key=key))
+    emit(result, as_json, fmt.record_text)
+
+
+@cli.command("list")
+@db_option
+@scope_options
+@click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--cursor", default=None)
+@click.option("--type", "memory_types", type=TYPES, multiple=True)
+@json_option
+def list_(db: Path | None, limit: int, cursor: str | None, memory_types: tuple[str, ...],
+          as_json: bool, **scope_kw: Any) -> None:
+    """Page through the memories of one exact scope, oldest first."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.list(operator(scope.tenant_id), scope, limit=limit,
+                                                   cursor=cursor, memory_types=memory_types))
+    emit(result, as_json, fmt.page_text)
+
+
+@cli.command()
+@db_option
+@scope_options
+@click.argument("query")
+@click.option("--limit", type=int, default=10, show_default=True)
+@click.option("--type", "memory_types", type=TYPES, multiple=True)
+@json_option
+def search(db: Path | None, query: str, limit: int, memory_types: tuple[str, ...],
+           as_json: bool, **scope_kw: Any) -> None:
+    """Search the memories of one exact scope."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.search(operator(scope.tenant_id), scope, query,
+                                                     limit=limit, memory_types=memory_types))
+    emit(result, as_json, fmt.search_text)
+
+
+@cli.command()
+@db_option
+@scope_options
+@click.argument("record_id")
+@click.option("--expected-revision", default=None, help="refuse if the record has moved on")
+@click.option("--content", default=None)
+@click.option("--type", "memory_type", type=TYPES, default=None)
+@click.option("--metadata", default=None, help="JSON object (replaces the metadata)")
+@click.option("--importance", type=float, default=None)
+@click.option("--idempotency-key", default=None)
+@json_option
+def update(db: Path | None, record_id: str, expected_revision: str | None, content: str | None,
+           memory_type: str | None, metadata: str | None, importance: float | None,
+           idempotency_key: str | None, as_json: bool, **scope_kw: Any) -> None:
+    """Change a memory (compare-and-set with --expected-revision)."""
+    scope = scope_from(scope_kw)
+    meta = parse_metadata(metadata)
+    result = run_with_manager(db, lambda m: m.update(
+        operator(scope.tenant_id), scope, record_id, expected_revision=expected_revision,
+        content=content, memory_type=memory_type, metadata=meta, importance=importance,
+        idempotency_key=idempotency_key))
+    emit(result, as_json, fmt.record_text)
+
+
+@cli.command()
+@db_option
+@scope_options
+@click.argument("record_id")
+@click.option("--expected-revision", default=None)
+@click.option("--hard", is_flag=True, help="remove the record and its history physically")
+@json_option
+def delete(db: Path | None, record_id: str, expected_revision: str | None, hard: bool,
+           as_json: bool, **scope_kw: Any) -> None:
+    """Delete a memory (soft: a tombstone version; --hard: gone with its history)."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.delete(
+        operator(scope.tenant_id), scope, record_id, expected_revision=expected_revision,
+        hard=hard))
+    emit(result, as_json, lambda r: f"deleted {r.record_id} ({'hard' if r.hard else 'soft'}"
+                                    + (f", tombstone v{r.version}" if r.version else "") + ")")
+
+
+@cli.command()
+@db_option
+@scope_options
+@click.argument("record_id")
+@json_option
+def history(db: Path | None, record_id: str, as_json: bool, **scope_kw: Any) -> None:
+    """Every version of a memory, oldest first."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.history(operator(scope.tenant_id), scope,
+                                                      record_id))
+    emit(list(result), as_json, fmt.history_text)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()
