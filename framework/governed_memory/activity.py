@@ -34,7 +34,13 @@ from governed_memory.errors import (
 from governed_memory.events import EventBus, MemoryEvent, event_id
 from governed_memory.ids import new_id
 from governed_memory.operations import Operation, OperationKind
-from governed_memory.policy import SCOPE_RULE_NAME, PolicyCheck, PolicyDecision, PolicyEngine
+from governed_memory.policy import (
+    SCOPE_RULE_NAME,
+    Effect,
+    PolicyCheck,
+    PolicyDecision,
+    PolicyEngine,
+)
 from governed_memory.principal import Principal
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
@@ -44,9 +50,10 @@ from governed_memory.records import (
     MemoryRecord,
     MemoryVersion,
     Page,
+    RecordStatus,
     SearchResult,
 )
-from governed_memory.requests import DeleteUserRequest, MemoryRequest
+from governed_memory.requests import AddRequest, DeleteUserRequest, MemoryRequest
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +213,8 @@ class ActivityPort:
             raise error
 
         request = decision.request
+        if decision.effect is Effect.REVIEW and isinstance(request, AddRequest):
+            request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
         ctx = attrs.evolve(ctx, decision_id=decision.decision_id)
         try:
             result = await self._call_provider(operation, request, ctx)
