@@ -17,7 +17,6 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import attrs
-
 from governed_memory.records import Capabilities, MemoryRecord, MemoryType, MemoryVersion
 
 

@@ -1,0 +1,25 @@
+"""``build_native_provider``: profile config in, unstarted provider out, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from governed_memory.clock import Clock
+
+from governed_memory_native.config import BackendKind, parse_config
+from governed_memory_native.memory_backend import MemoryBackend
+from governed_memory_native.port import StorageBackend
+from governed_memory_native.provider import NativeMemoryProvider
+from governed_memory_native.sqlite_backend import SqliteBackend
+
+
+def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemoryProvider:
+    settings = parse_config(config)
+    backend: StorageBackend
+    if settings.backend is BackendKind.MEMORY:
+        backend = MemoryBackend()
+    else:
+        assert settings.path is not None  # parse_config always resolves a sqlite path
+        backend = SqliteBackend(settings.path, busy_timeout_ms=settings.busy_timeout_ms)
+    return NativeMemoryProvider(backend, clock)

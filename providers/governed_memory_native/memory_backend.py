@@ -1,0 +1,300 @@
+"""The in-memory backend: deterministic and transactional, for tests and ephemeral use.
+
+Atomicity comes from an undo log: every mutation records how to reverse itself, and a
+transaction that raises replays the log backwards before the lock is released, so a
+failed write is never observable. One asyncio lock serializes transactions, which is
+also what makes compare-and-set atomic here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+from governed_memory.errors import MemoryConflictError, MemoryUnavailableError
+from governed_memory.records import (
+    Capabilities,
+    MemoryRecord,
+    MemoryType,
+    MemoryVersion,
+    RecordStatus,
+)
+
+from governed_memory_native.bm25 import Document, score_documents
+from governed_memory_native.filters import metadata_matches
+from governed_memory_native.port import (
+    IdempotencyEntry,
+    ReadTransaction,
+    Removal,
+    ScoredRecord,
+    SearchPage,
+    SearchQuery,
+    WriteTransaction,
+)
+from governed_memory_native.tokens import words
+
+
+@attrs.frozen(slots=True)
+class _Row:
+    record: MemoryRecord
+    document: Document | None
+    """The lexical index entry; ``None`` once the record is deleted."""
+
+
+def _row(record: MemoryRecord) -> _Row:
+    if record.status is RecordStatus.DELETED:
+        return _Row(record, None)
+    terms = words(record.content)
+    return _Row(record, Document(record.id, Counter(terms), len(terms)))
+
+
+_IdemKey = tuple[str, str, str]
+
+
+@attrs.define(slots=True)
+class _State:
+    rows: dict[str, _Row] = attrs.field(factory=dict)
+    keys: dict[tuple[str, str], str] = attrs.field(factory=dict)
+    versions: dict[str, list[MemoryVersion]] = attrs.field(factory=dict)
+    idempotency: dict[_IdemKey, IdempotencyEntry] = attrs.field(factory=dict)
+
+
+_MISSING: Any = object()
+
+
+class _MemoryTransaction:
+    """Reads and (when ``undo`` is given) writes over the shared state."""
+
+    def __init__(self, state: _State, undo: list[Callable[[], None]] | None) -> None:
+        self._state = state
+        self._undo = undo
+
+    # -- undo-logged primitives ---------------------------------------------------
+
+    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        previous = table.get(key, _MISSING)
+        self._log(lambda: _restore(table, key, previous))
+        table[key] = value
+
+    def _pop(self, table: dict[Any, Any], key: Any) -> None:
+        if key not in table:
+            return
+        previous = table.pop(key)
+        self._log(lambda: _restore(table, key, previous))
+
+    def _log(self, action: Callable[[], None]) -> None:
+        if self._undo is None:
+            raise RuntimeError("write attempted in a read transaction")
+        self._undo.append(action)
+
+    # -- reads ----------------------------------------------------------------------
+
+    async def record(self, scope_hash: str, record_id: str) -> MemoryRecord | None:
+        row = self._state.rows.get(record_id)
+        if row is None or row.record.scope_hash != scope_hash:
+            return None
+        return row.record
+
+    async def record_by_key(self, scope_hash: str, key: str) -> MemoryRecord | None:
+        record_id = self._state.keys.get((scope_hash, key))
+        return None if record_id is None else self._state.rows[record_id].record
+
+    async def list_visible(
+        self, scope_hash: str, after_id: str | None, limit: int,
+        memory_types: tuple[MemoryType, ...], now: float,
+    ) -> list[MemoryRecord]:
+        found = sorted(
+            (row.record for row in self._state.rows.values()
+             if row.record.scope_hash == scope_hash and row.record.is_visible(now)
+             and (after_id is None or row.record.id > after_id)
+             and (not memory_types or row.record.memory_type in memory_types)),
+            key=lambda record: record.id,
+        )
+        return found[:limit]
+
+    async def search(self, query: SearchQuery) -> SearchPage:
+        scopes = set(query.scope_hashes)
+        visible = [row for row in self._state.rows.values()
+                   if row.record.scope_hash in scopes and row.record.is_visible(query.now)
+                   and row.document is not None]
+        corpus = [row.document for row in visible if row.document is not None]
+        scores = score_documents(corpus, query.tokens)
+        wanted_entities = set(query.entity_ids)
+        matches = [
+            ScoredRecord(row.record, scores[row.record.id]) for row in visible
+            if row.record.id in scores
+            and (not query.memory_types or row.record.memory_type in query.memory_types)
+            and (not wanted_entities or wanted_entities.intersection(row.record.entity_ids))
+            and metadata_matches(row.record.metadata, query.metadata_filter)
+        ]
+        matches.sort(key=lambda match: (-match.score, match.record.id))
+        return SearchPage(matches=tuple(matches[: query.limit]), candidates=len(matches))
+
+    async def versions(self, record_id: str) -> list[MemoryVersion]:
+        return list(self._state.versions.get(record_id, ()))
+
+    async def version(self, record_id: str, version: int) -> MemoryVersion | None:
+        for stored in self._state.versions.get(record_id, ()):
+            if stored.record.version == version:
+                return stored
+        return None
+
+    async def idempotency(
+        self, scope_hash: str, operation: str, key: str
+    ) -> IdempotencyEntry | None:
+        return self._state.idempotency.get((scope_hash, operation, key))
+
+    async def record_ids_in_scope(
+        self, scope_hash: str, after_id: str | None, limit: int
+    ) -> list[str]:
+        return [record.id for record in await self.scan_scope(scope_hash, after_id, limit)]
+
+    async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
+        return sorted(
+            record_id for record_id, row in self._state.rows.items()
+            if row.record.scope.tenant_id == tenant_id and row.record.scope.user_id == user_id
+        )[:limit]
+
+    async def scan_scope(
+        self, scope_hash: str, after_id: str | None, limit: int
+    ) -> list[MemoryRecord]:
+        found = sorted(
+            (row.record for row in self._state.rows.values()
+             if row.record.scope_hash == scope_hash
+             and (after_id is None or row.record.id > after_id)),
+            key=lambda record: record.id,
+        )
+        return found[:limit]
+
+    # -- writes ---------------------------------------------------------------------
+
+    async def insert_record(self, record: MemoryRecord) -> None:
+        if record.id in self._state.rows:
+            raise MemoryConflictError("a record with this id already exists")
+        self._claim_key(record)
+        self._set(self._state.rows, record.id, _row(record))
+
+    async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
+        current = self._state.rows.get(record.id)
+        if current is None or current.record.revision != expected_revision:
+            return False
+        self._release_key(current.record)
+        self._claim_key(record)
+        self._set(self._state.rows, record.id, _row(record))
+        return True
+
+    async def append_version(self, version: MemoryVersion) -> None:
+        record_id = version.record.id
+        history = [*self._state.versions.get(record_id, ()), version]
+        self._set(self._state.versions, record_id, history)
+
+    async def put_idempotency(self, entry: IdempotencyEntry) -> None:
+        self._set(self._state.idempotency, (entry.scope_hash, entry.operation, entry.key), entry)
+
+    async def erase_records(self, record_ids: Sequence[str]) -> Removal:
+        removal = Removal()
+        doomed = set(record_ids)
+        for record_id in sorted(doomed):
+            row = self._state.rows.get(record_id)
+            if row is None:
+                continue
+            self._release_key(row.record)
+            self._pop(self._state.rows, record_id)
+            versions = len(self._state.versions.get(record_id, ()))
+            self._pop(self._state.versions, record_id)
+            removal += Removal(records=1, versions=versions,
+                               index_entries=int(row.document is not None),
+                               scope_hashes=frozenset({row.record.scope_hash}))
+        stale = [key for key, entry in self._state.idempotency.items()
+                 if entry.record_id in doomed]
+        for key in stale:
+            self._pop(self._state.idempotency, key)
+        return removal + Removal(idempotency_entries=len(stale))
+
+    async def erase_idempotency(
+        self, *, scope_hash: str | None = None,
+        tenant_user: tuple[str, str] | None = None,
+    ) -> Removal:
+        def doomed(entry: IdempotencyEntry) -> bool:
+            if scope_hash is not None:
+                return entry.scope_hash == scope_hash
+            if tenant_user is not None:
+                return (entry.tenant_id, entry.user_id) == tenant_user
+            return False
+
+        stale = [(key, entry) for key, entry in self._state.idempotency.items() if doomed(entry)]
+        for key, _ in stale:
+            self._pop(self._state.idempotency, key)
+        return Removal(idempotency_entries=len(stale),
+                       scope_hashes=frozenset(entry.scope_hash for _, entry in stale))
+
+    def _claim_key(self, record: MemoryRecord) -> None:
+        if record.key is None or record.status is RecordStatus.DELETED:
+            return
+        slot = (record.scope_hash, record.key)
+        holder = self._state.keys.get(slot)
+        if holder is not None and holder != record.id:
+            raise MemoryConflictError("the key is already used by a record in this scope")
+        self._set(self._state.keys, slot, record.id)
+
+    def _release_key(self, record: MemoryRecord) -> None:
+        slot = (record.scope_hash, record.key) if record.key is not None else None
+        if slot is not None and self._state.keys.get(slot) == record.id:
+            self._pop(self._state.keys, slot)
+
+
+def _restore(table: dict[Any, Any], key: Any, previous: Any) -> None:
+    if previous is _MISSING:
+        table.pop(key, None)
+    else:
+        table[key] = previous
+
+
+class MemoryBackend:
+    """Process-local storage; everything is lost when the process ends."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._state = _State()
+        self._lock = asyncio.Lock()
+        self._open = False
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(durable=False, transactional=True, multi_process=False)
+
+    async def open(self) -> None:
+        self._open = True
+
+    async def close(self) -> None:
+        self._open = False
+
+    async def check(self) -> str:
+        self._require_open()
+        return f"memory backend, {len(self._state.rows)} records"
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[ReadTransaction]:
+        self._require_open()
+        async with self._lock:
+            yield _MemoryTransaction(self._state, None)
+
+    @asynccontextmanager
+    async def writing(self) -> AsyncIterator[WriteTransaction]:
+        self._require_open()
+        async with self._lock:
+            undo: list[Callable[[], None]] = []
+            try:
+                yield _MemoryTransaction(self._state, undo)
+            except BaseException:
+                for action in reversed(undo):
+                    action()
+                raise
+
+    def _require_open(self) -> None:
+        if not self._open:
+            raise MemoryUnavailableError("the memory backend is not open")

@@ -1,0 +1,419 @@
+"""``NativeMemoryProvider``: the provider semantics, written once over a storage port.
+
+Every rule a caller can observe lives here (idempotency replay, compare-and-set, key
+ownership, expiry, tombstones, erasure receipts), so each backend stays a dumb but
+transactional row store and they all behave alike.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Final, NoReturn, TypeVar
+
+import attrs
+from governed_memory.clock import Clock
+from governed_memory.context import OperationContext
+from governed_memory.cursor import decode_cursor, encode_cursor
+from governed_memory.errors import (
+    MemoryConflictError,
+    MemoryNotFoundError,
+    MemoryUnavailableError,
+)
+from governed_memory.ids import new_id, new_revision
+from governed_memory.records import (
+    Capabilities,
+    CleanupPage,
+    DeleteResult,
+    ErasureReceipt,
+    HealthStatus,
+    HitExplanation,
+    IndexState,
+    MemoryRecord,
+    MemoryVersion,
+    Page,
+    RecordStatus,
+    SearchHit,
+    SearchResult,
+    SignalScore,
+    VersionOperation,
+    content_hash,
+)
+from governed_memory.requests import (
+    AddRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
+    PurgeExpiredRequest,
+    SearchRequest,
+    UpdateRequest,
+)
+from governed_memory.scope import Scope
+
+from governed_memory_native.port import (
+    IdempotencyEntry,
+    Removal,
+    SearchQuery,
+    StorageBackend,
+    WriteTransaction,
+)
+from governed_memory_native.snapshots import detach, detach_version
+from governed_memory_native.tokens import query_tokens
+
+T = TypeVar("T")
+
+ERASURE_BATCH: Final = 500
+"""Records erased per transaction, so erasing a large user never holds the write lock long."""
+
+_TIE_BREAK: Final = "score desc, id asc"
+
+
+class NativeMemoryProvider:
+    """The built-in provider; ``backend`` decides where (and how durably) data lives."""
+
+    name = "native"
+
+    def __init__(self, backend: StorageBackend, clock: Clock) -> None:
+        self._backend = backend
+        self._clock = clock
+        self._open = False
+
+    @property
+    def backend(self) -> StorageBackend:
+        return self._backend
+
+    def capabilities(self) -> Capabilities:
+        return self._backend.capabilities()
+
+    async def start(self) -> None:
+        await self._backend.open()
+        self._open = True
+
+    async def close(self) -> None:
+        self._open = False
+        await self._backend.close()
+
+    async def health(self) -> HealthStatus:
+        if not self._open:
+            return HealthStatus(ok=False, provider=self.name, detail="not started")
+        began = time.perf_counter()
+        try:
+            detail = await self._backend.check()
+        except Exception as exc:  # health reports failure, it never raises
+            code = getattr(exc, "code", "error")
+            return HealthStatus(ok=False, provider=self.name, detail=f"check failed: {code}",
+                                latency_ms=_elapsed_ms(began))
+        return HealthStatus(ok=True, provider=self.name, detail=detail,
+                            latency_ms=_elapsed_ms(began))
+
+    # -- writes -----------------------------------------------------------------
+
+    async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord:
+        request.validate()
+        self._require_open()
+        scope = request.scope
+        async with self._backend.writing() as tx:
+            replay = await self._replayed_record(tx, scope.scope_hash, request)
+            if replay is not None:
+                return replay
+            if request.key is not None:
+                holder = await tx.record_by_key(scope.scope_hash, request.key)
+                if holder is not None and not holder.is_expired(ctx.now):
+                    raise MemoryConflictError("the key is already used by a record in this scope")
+                if holder is not None:
+                    # An expired record is invisible, so its key is free: erase it first.
+                    await tx.erase_records([holder.id])
+            provenance = request.provenance
+            if provenance.operation_id is None:
+                provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
+            record = MemoryRecord(
+                id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
+                memory_type=request.memory_type, version=1, revision=new_revision(),
+                content_hash=content_hash(request.content), status=request.status,
+                created_at=ctx.now, updated_at=ctx.now, key=request.key,
+                metadata=request.metadata, provenance=provenance,
+                visibility=request.visibility, importance=request.importance,
+                entity_ids=request.entity_ids, valid_from=request.valid_from,
+                invalid_at=request.invalid_at, supersedes=request.supersedes,
+                expires_at=request.expires_at, index_state=IndexState.INDEXED,
+            )
+            record = detach(record)  # nothing the caller still holds may alias storage
+            await tx.insert_record(record)
+            await tx.append_version(
+                MemoryVersion(record, VersionOperation.ADD, ctx.now, ctx.operation_id)
+            )
+            await self._remember(tx, request, scope, record, ctx)
+        return detach(record)
+
+    async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        async with self._backend.writing() as tx:
+            replay = await self._replayed_record(tx, scope_hash, request)
+            if replay is not None:
+                return replay
+            current = await tx.record(scope_hash, request.record_id)
+            if current is None or not current.is_visible(ctx.now):
+                _raise_missing(request.expected_revision)
+            _check_revision(current, request.expected_revision)
+            updated = detach(_apply_update(current, request, ctx.now))
+            if not await tx.replace_record(updated, current.revision):
+                raise MemoryConflictError("the record changed concurrently; re-read and retry")
+            await tx.append_version(
+                MemoryVersion(updated, VersionOperation.UPDATE, ctx.now, ctx.operation_id)
+            )
+            await self._remember(tx, request, request.scope, updated, ctx)
+        return detach(updated)
+
+    async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        async with self._backend.writing() as tx:
+            if request.idempotency_key is not None:
+                entry = await tx.idempotency(scope_hash, request.operation.value,
+                                             request.idempotency_key)
+                if entry is not None:
+                    _check_fingerprint(entry, request.fingerprint())
+                    return DeleteResult(entry.record_id, scope_hash, entry.hard,
+                                        entry.version, entry.revision)
+            current = await tx.record(scope_hash, request.record_id)
+            if current is None or current.status is RecordStatus.DELETED:
+                _raise_missing(request.expected_revision)
+            _check_revision(current, request.expected_revision)
+            if request.hard:
+                await tx.erase_records([current.id])
+                result = DeleteResult(current.id, scope_hash, hard=True)
+            else:
+                tombstone = attrs.evolve(
+                    current, status=RecordStatus.DELETED, version=current.version + 1,
+                    revision=new_revision(), updated_at=ctx.now,
+                    index_state=IndexState.NOT_INDEXED,
+                )
+                if not await tx.replace_record(tombstone, current.revision):
+                    raise MemoryConflictError("the record changed concurrently; re-read and retry")
+                await tx.append_version(
+                    MemoryVersion(tombstone, VersionOperation.DELETE, ctx.now, ctx.operation_id)
+                )
+                result = DeleteResult(current.id, scope_hash, hard=False,
+                                      version=tombstone.version, revision=tombstone.revision)
+            if request.idempotency_key is not None:
+                await tx.put_idempotency(IdempotencyEntry(
+                    scope_hash=scope_hash, operation=request.operation.value,
+                    key=request.idempotency_key, fingerprint=request.fingerprint(),
+                    record_id=result.record_id, tenant_id=request.scope.tenant_id,
+                    user_id=request.scope.user_id, created_at=ctx.now,
+                    version=result.version, revision=result.revision, hard=result.hard,
+                ))
+        return result
+
+    # -- reads ------------------------------------------------------------------
+
+    async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord:
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        async with self._backend.reading() as tx:
+            if request.record_id is not None:
+                found = await tx.record(scope_hash, request.record_id)
+            else:
+                assert request.key is not None  # validate() guarantees exactly one
+                found = await tx.record_by_key(scope_hash, request.key)
+        if found is None or not found.is_visible(ctx.now):
+            raise MemoryNotFoundError("no live record with that id or key in this scope")
+        return detach(found)
+
+    async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]:
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        after = (decode_cursor(request.cursor, "list", scope_hash)
+                 if request.cursor is not None else None)
+        async with self._backend.reading() as tx:
+            rows = await tx.list_visible(scope_hash, after, request.limit,
+                                         request.memory_types, ctx.now)
+        items = tuple(detach(row) for row in rows)
+        cursor = (encode_cursor("list", scope_hash, items[-1].id)
+                  if len(items) == request.limit else None)
+        return Page(items=items, next_cursor=cursor)
+
+    async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
+        request.validate()
+        self._require_open()
+        tokens = query_tokens(request.query)
+        if not tokens:
+            return SearchResult(hits=(), candidates=0)
+        query = SearchQuery(
+            scope_hashes=tuple(dict.fromkeys(scope.scope_hash for scope in request.scopes)),
+            tokens=tokens, now=ctx.now, limit=request.limit,
+            memory_types=request.memory_types, entity_ids=request.entity_ids,
+            metadata_filter=dict(request.metadata_filter),
+        )
+        async with self._backend.reading() as tx:
+            page = await tx.search(query)
+        hits = tuple(
+            SearchHit(
+                record=detach(match.record), score=match.score, rank=rank,
+                explanation=HitExplanation(
+                    signals=(SignalScore(name="lexical_bm25", value=match.score, rank=rank),),
+                    tie_break=_TIE_BREAK,
+                ),
+            )
+            for rank, match in enumerate(page.matches[: request.limit], start=1)
+        )
+        return SearchResult(hits=hits, candidates=page.candidates)
+
+    async def history(
+        self, request: HistoryRequest, ctx: OperationContext
+    ) -> tuple[MemoryVersion, ...]:
+        request.validate()
+        self._require_open()
+        async with self._backend.reading() as tx:
+            current = await tx.record(request.scope.scope_hash, request.record_id)
+            if current is None:
+                raise MemoryNotFoundError("no record with that id in this scope")
+            versions = await tx.versions(current.id)
+        return tuple(detach_version(version) for version in versions)
+
+    # -- maintenance ------------------------------------------------------------
+
+    async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int:
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        removed = Removal()
+        async with self._backend.writing() as tx:
+            while ids := await tx.record_ids_in_scope(scope_hash, None, ERASURE_BATCH):
+                removed += await tx.erase_records(ids)
+            removed += await tx.erase_idempotency(scope_hash=scope_hash)
+        return removed.records
+
+    async def delete_user(
+        self, request: DeleteUserRequest, ctx: OperationContext
+    ) -> ErasureReceipt:
+        request.validate()
+        self._require_open()
+        removed = Removal()
+        while True:
+            async with self._backend.writing() as tx:
+                ids = await tx.record_ids_of_user(request.tenant_id, request.user_id,
+                                                  ERASURE_BATCH)
+                if ids:
+                    removed += await tx.erase_records(ids)
+                else:
+                    removed += await tx.erase_idempotency(
+                        tenant_user=(request.tenant_id, request.user_id)
+                    )
+            if not ids:
+                break
+        return ErasureReceipt(
+            request_id=ctx.operation_id, tenant_id=request.tenant_id, user_id=request.user_id,
+            counts={"records": removed.records, "versions": removed.versions,
+                    "index_entries": removed.index_entries,
+                    "idempotency_entries": removed.idempotency_entries},
+            scope_hashes=tuple(sorted(removed.scope_hashes)),
+            started_at=ctx.now, completed_at=max(ctx.now, self._clock.now()),
+        ).sealed()
+
+    async def purge_expired(
+        self, request: PurgeExpiredRequest, ctx: OperationContext
+    ) -> CleanupPage:
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        after = (decode_cursor(request.after, "purge", scope_hash, field="after")
+                 if request.after is not None else None)
+        async with self._backend.writing() as tx:
+            inspected = await tx.scan_scope(scope_hash, after, request.limit)
+            expired = [record.id for record in inspected if record.is_expired(ctx.now)]
+            removed = await tx.erase_records(expired) if expired else Removal()
+        cursor = (encode_cursor("purge", scope_hash, inspected[-1].id)
+                  if len(inspected) == request.limit else None)
+        return CleanupPage(deleted=removed.records, next_cursor=cursor)
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _require_open(self) -> None:
+        if not self._open:
+            raise MemoryUnavailableError("the native provider is not started (or was closed)")
+
+    async def _replayed_record(
+        self, tx: WriteTransaction, scope_hash: str, request: AddRequest | UpdateRequest
+    ) -> MemoryRecord | None:
+        """The first result of an earlier identical write, or ``None`` if this one is new."""
+        if request.idempotency_key is None:
+            return None
+        entry = await tx.idempotency(scope_hash, request.operation.value,
+                                     request.idempotency_key)
+        if entry is None:
+            return None
+        _check_fingerprint(entry, request.fingerprint())
+        if entry.version is None:
+            return None
+        snapshot = await tx.version(entry.record_id, entry.version)
+        if snapshot is None:  # history vanished with its record; the entry is stale
+            return None
+        return detach(snapshot.record)
+
+    async def _remember(
+        self, tx: WriteTransaction, request: AddRequest | UpdateRequest, scope: Scope,
+        record: MemoryRecord, ctx: OperationContext,
+    ) -> None:
+        if request.idempotency_key is None:
+            return
+        await tx.put_idempotency(IdempotencyEntry(
+            scope_hash=scope.scope_hash, operation=request.operation.value,
+            key=request.idempotency_key, fingerprint=request.fingerprint(),
+            record_id=record.id, tenant_id=scope.tenant_id, user_id=scope.user_id,
+            created_at=ctx.now, version=record.version, revision=record.revision,
+        ))
+
+
+def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> MemoryRecord:
+    """The next version: requested fields replaced, everything else carried over."""
+    content = _given(request.content, current.content)
+    expires_at = None if request.clear_expires_at else _given(request.expires_at,
+                                                               current.expires_at)
+    return attrs.evolve(
+        current,
+        content=content,
+        content_hash=content_hash(content),
+        memory_type=_given(request.memory_type, current.memory_type),
+        metadata=_given(request.metadata, current.metadata),
+        importance=_given(request.importance, current.importance),
+        visibility=_given(request.visibility, current.visibility),
+        entity_ids=_given(request.entity_ids, current.entity_ids),
+        expires_at=expires_at,
+        invalid_at=_given(request.invalid_at, current.invalid_at),
+        version=current.version + 1,
+        revision=new_revision(),
+        updated_at=now,
+        index_state=IndexState.INDEXED,
+    )
+
+
+def _given(value: T | None, current: T) -> T:
+    return current if value is None else value
+
+
+def _check_fingerprint(entry: IdempotencyEntry, fingerprint: str) -> None:
+    if entry.fingerprint != fingerprint:
+        raise MemoryConflictError("the idempotency key was already used for a different request")
+
+
+def _check_revision(current: MemoryRecord, expected: str | None) -> None:
+    if expected is not None and current.revision != expected:
+        raise MemoryConflictError("expected_revision is stale; re-read and retry")
+
+
+def _raise_missing(expected_revision: str | None) -> NoReturn:
+    if expected_revision is not None:
+        raise MemoryConflictError("expected_revision refers to a deleted or missing record")
+    raise MemoryNotFoundError("no live record with that id in this scope")
+
+
+def _elapsed_ms(began: float) -> float:
+    return (time.perf_counter() - began) * 1000.0

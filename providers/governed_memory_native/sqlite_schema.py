@@ -1,0 +1,152 @@
+"""The SQLite schema as an ordered list of migrations, applied on start.
+
+Each migration runs once, inside a ``BEGIN IMMEDIATE`` transaction, so two processes
+starting on one fresh file cannot both apply it. A file whose schema is newer than this
+code knows is refused rather than written with stale assumptions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from typing import Final
+
+import aiosqlite
+import attrs
+from governed_memory.errors import MemoryConfigurationError
+
+
+@attrs.frozen(slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        version=1,
+        description="records, versions, idempotency entries and the FTS5 lexical index",
+        statements=(
+            """
+            CREATE TABLE memory_records (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                scope_hash TEXT NOT NULL,
+                tenant_id TEXT NOT NULL,
+                user_id TEXT,
+                scope TEXT NOT NULL,
+                record_key TEXT,
+                content TEXT NOT NULL,
+                memory_type TEXT NOT NULL,
+                status TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                revision TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                metadata TEXT NOT NULL,
+                provenance TEXT NOT NULL,
+                visibility TEXT NOT NULL,
+                importance REAL NOT NULL,
+                entity_ids TEXT NOT NULL,
+                valid_from REAL,
+                invalid_at REAL,
+                supersedes TEXT,
+                superseded_by TEXT,
+                expires_at REAL,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL,
+                index_state TEXT NOT NULL
+            )
+            """,
+            """
+            CREATE UNIQUE INDEX memory_records_live_key
+                ON memory_records (scope_hash, record_key)
+                WHERE record_key IS NOT NULL AND status <> 'deleted'
+            """,
+            "CREATE INDEX memory_records_scope_id ON memory_records (scope_hash, id)",
+            "CREATE INDEX memory_records_user ON memory_records (tenant_id, user_id, id)",
+            """
+            CREATE TABLE memory_versions (
+                record_id TEXT NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+                version INTEGER NOT NULL,
+                operation TEXT NOT NULL,
+                recorded_at REAL NOT NULL,
+                operation_id TEXT,
+                snapshot TEXT NOT NULL,
+                PRIMARY KEY (record_id, version)
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE memory_idempotency (
+                scope_hash TEXT NOT NULL,
+                operation TEXT NOT NULL,
+                idem_key TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                record_id TEXT NOT NULL,
+                tenant_id TEXT NOT NULL,
+                user_id TEXT,
+                version INTEGER,
+                revision TEXT,
+                hard INTEGER NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (scope_hash, operation, idem_key)
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX memory_idempotency_record ON memory_idempotency (record_id)",
+            "CREATE INDEX memory_idempotency_user ON memory_idempotency (tenant_id, user_id)",
+            # A plain (content-storing) FTS5 table keyed by memory_records.seq: deleting a
+            # row needs only its rowid, so the index can never drift from a stale copy.
+            """
+            CREATE VIRTUAL TABLE memory_fts USING fts5 (
+                content, tokenize = 'unicode61 remove_diacritics 2'
+            )
+            """,
+        ),
+    ),
+)
+
+LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+async def current_version(conn: aiosqlite.Connection) -> int:
+    async with conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ) as cursor:
+        row = await cursor.fetchone()
+    if row is None or row[0] == 0:
+        return 0
+    async with conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations") as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+async def migrate(conn: aiosqlite.Connection, applied_at: float) -> int:
+    """Bring the schema to ``LATEST_VERSION``; the caller holds no transaction."""
+    await conn.execute("BEGIN IMMEDIATE")
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        version = await current_version(conn)
+        if version > LATEST_VERSION:
+            raise MemoryConfigurationError(
+                f"path: the database schema is version {version}, newer than this code "
+                f"supports ({LATEST_VERSION}); upgrade governed-memory"
+            )
+        for migration in MIGRATIONS:
+            if migration.version <= version:
+                continue
+            for statement in migration.statements:
+                await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.description, applied_at),
+            )
+        await conn.execute(f"PRAGMA user_version = {LATEST_VERSION:d}")
+        await conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            await conn.execute("ROLLBACK")
+        raise
+    return LATEST_VERSION
