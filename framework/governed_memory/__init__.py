@@ -14,8 +14,11 @@ from governed_memory.errors import (
     MemoryUnavailableError,
     MemoryValidationError,
 )
+from governed_memory.events import EventSink, InMemoryEventSink, JsonLinesEventSink, MemoryEvent
 from governed_memory.hookspecs import hookimpl
+from governed_memory.manager import GovernedMemoryManager
 from governed_memory.operations import Operation, OperationKind
+from governed_memory.policy import Effect, MemoryPolicy, PolicyCheck, PolicyVerdict
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.provider import MemoryProvider, ProviderFactory
 from governed_memory.records import (
@@ -63,19 +66,26 @@ __all__ = [
     "DeleteRequest",
     "DeleteResult",
     "DeleteUserRequest",
+    "Effect",
     "ErasureReceipt",
+    "EventSink",
     "GetRequest",
+    "GovernedMemoryManager",
     "HealthStatus",
     "HistoryRequest",
     "HitExplanation",
+    "InMemoryEventSink",
     "IndexState",
+    "JsonLinesEventSink",
     "ListRequest",
     "ManualClock",
     "MemoryCapabilityUnsupportedError",
     "MemoryConfigurationError",
     "MemoryConflictError",
     "MemoryError",
+    "MemoryEvent",
     "MemoryNotFoundError",
+    "MemoryPolicy",
     "MemoryPolicyDeniedError",
     "MemoryProvider",
     "MemoryRecord",
@@ -90,6 +100,8 @@ __all__ = [
     "OperationKind",
     "Page",
     "Permission",
+    "PolicyCheck",
+    "PolicyVerdict",
     "Principal",
     "PrincipalKind",
     "ProfileRef",
