@@ -16,12 +16,16 @@ _last_ms = -1
 _last_rand = 0
 
 
+_PAIRS = tuple(hi + lo for hi in _CROCKFORD for lo in _CROCKFORD)
+
+
 def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        value, rem = divmod(value, 32)
-        chars.append(_CROCKFORD[rem])
-    return "".join(reversed(chars))
+    """Crockford base32, two characters (10 bits) per step; ``length`` is even."""
+    chunks = []
+    for _ in range(length // 2):
+        value, rem = divmod(value, 1024)
+        chunks.append(_PAIRS[rem])
+    return "".join(reversed(chunks))
 
 
 def new_id(now_ms: int | None = None) -> str:

@@ -59,7 +59,7 @@ def check_identifier(value: object, field: str) -> str:
         )
     if text != text.strip():
         raise MemoryValidationError(f"{field} must not start or end with whitespace", field=field)
-    if any(not ch.isprintable() for ch in text):
+    if not text.isprintable():
         raise MemoryValidationError(f"{field} contains a control character", field=field)
     if "*" in text:
         raise MemoryValidationError(
