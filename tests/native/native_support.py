@@ -1,0 +1,49 @@
+"""Shared helpers for the native provider tests: contexts, scopes and a started provider."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from governed_memory import (
+    AddRequest,
+    ManualClock,
+    OperationContext,
+    Principal,
+    Scope,
+)
+from governed_memory_native import NativeMemoryProvider, build_native_provider
+
+BACKENDS = ("memory", "sqlite")
+_operations = itertools.count(1)
+
+
+def make_ctx(clock: ManualClock, tenant_id: str = "acme") -> OperationContext:
+    return OperationContext(
+        operation_id=f"op-{next(_operations)}",
+        principal=Principal(principal_id="svc", kind="service", tenant_id=tenant_id,
+                            permissions=["memory:admin"]),
+        now=clock.now(),
+    )
+
+
+def config_for(backend: str, tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    if backend == "memory":
+        return {"backend": "memory", **extra}
+    return {"backend": "sqlite", "path": str(tmp_path / "memory.db"), **extra}
+
+
+def build(backend: str, tmp_path: Path, clock: ManualClock) -> NativeMemoryProvider:
+    return build_native_provider(config_for(backend, tmp_path), clock)
+
+
+USER_SCOPE = Scope(tenant_id="acme", user_id="alice")
+OTHER_USER = Scope(tenant_id="acme", user_id="bob")
+OTHER_TENANT = Scope(tenant_id="globex", user_id="alice")
+TENANT_SCOPE = Scope(tenant_id="acme")
+
+
+def note(content: str = "the user likes green tea", scope: Scope = USER_SCOPE,
+         **fields: Any) -> AddRequest:
+    return AddRequest(scope=scope, content=content, **fields)
