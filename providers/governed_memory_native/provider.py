@@ -18,6 +18,7 @@ from governed_memory.errors import (
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryUnavailableError,
+    MemoryValidationError,
 )
 from governed_memory.ids import new_id, new_revision
 from governed_memory.records import (
@@ -177,7 +178,7 @@ class NativeMemoryProvider:
                 entry = await tx.idempotency(scope_hash, request.operation.value,
                                              request.idempotency_key)
                 if entry is not None:
-                    _check_fingerprint(entry, request.fingerprint())
+                    _check_fingerprint(entry, _fingerprint(request))
                     return DeleteResult(entry.record_id, scope_hash, entry.hard,
                                         entry.version, entry.revision)
             current = await tx.record(scope_hash, request.record_id)
@@ -203,7 +204,7 @@ class NativeMemoryProvider:
             if request.idempotency_key is not None:
                 await tx.put_idempotency(IdempotencyEntry(
                     scope_hash=scope_hash, operation=request.operation.value,
-                    key=request.idempotency_key, fingerprint=request.fingerprint(),
+                    key=request.idempotency_key, fingerprint=_fingerprint(request),
                     record_id=result.record_id, tenant_id=request.scope.tenant_id,
                     user_id=request.scope.user_id, created_at=ctx.now,
                     version=result.version, revision=result.revision, hard=result.hard,
@@ -350,7 +351,7 @@ class NativeMemoryProvider:
                                      request.idempotency_key)
         if entry is None:
             return None
-        _check_fingerprint(entry, request.fingerprint())
+        _check_fingerprint(entry, _fingerprint(request))
         if entry.version is None:
             return None
         snapshot = await tx.version(entry.record_id, entry.version)
@@ -366,7 +367,7 @@ class NativeMemoryProvider:
             return
         await tx.put_idempotency(IdempotencyEntry(
             scope_hash=scope.scope_hash, operation=request.operation.value,
-            key=request.idempotency_key, fingerprint=request.fingerprint(),
+            key=request.idempotency_key, fingerprint=_fingerprint(request),
             record_id=record.id, tenant_id=scope.tenant_id, user_id=scope.user_id,
             created_at=ctx.now, version=record.version, revision=record.revision,
         ))
@@ -397,6 +398,20 @@ def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> 
 
 def _given(value: T | None, current: T) -> T:
     return current if value is None else value
+
+
+def _fingerprint(request: AddRequest | UpdateRequest | DeleteRequest) -> str:
+    """The request's fingerprint, or a validation error if it cannot be computed.
+
+    ``validate()`` lets an infinite time through, which canonical JSON refuses.
+    """
+    try:
+        return request.fingerprint()
+    except ValueError:
+        raise MemoryValidationError(
+            "the request holds a value JSON cannot represent (a non-finite number?)",
+            field="idempotency_key",
+        ) from None
 
 
 def _check_fingerprint(entry: IdempotencyEntry, fingerprint: str) -> None:

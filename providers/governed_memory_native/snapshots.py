@@ -20,7 +20,18 @@ def dumps(value: Any) -> str:
 
 
 def record_to_json(record: MemoryRecord) -> str:
-    return dumps(unstructure(record))
+    """The record as JSON; refuses values JSON cannot carry (an infinite ``expires_at``).
+
+    Every write serializes its record before touching storage, so this refusal doubles
+    as a last validation step that leaves nothing half-written.
+    """
+    try:
+        return dumps(unstructure(record))
+    except (ValueError, TypeError):
+        raise MemoryValidationError(
+            "the record holds a value JSON cannot represent (a non-finite number?)",
+            field="record",
+        ) from None
 
 
 def record_from_json(text: str) -> MemoryRecord:

@@ -6,6 +6,7 @@ import pytest
 from governed_memory import (
     GetRequest,
     IndexState,
+    ListRequest,
     ManualClock,
     MemoryConflictError,
     MemoryNotFoundError,
@@ -145,3 +146,15 @@ async def test_invalid_add_is_rejected_before_storage(provider: NativeMemoryProv
         await provider.add(note(status=RecordStatus.DELETED), ctx)
     with pytest.raises(MemoryValidationError):
         await provider.get(GetRequest(scope=USER_SCOPE), ctx)
+
+
+async def test_non_finite_times_are_refused_without_writing(provider: NativeMemoryProvider,
+                                                            clock: ManualClock) -> None:
+    ctx = make_ctx(clock)
+    with pytest.raises(MemoryValidationError):
+        await provider.add(note(expires_at=float("inf")), ctx)
+    page = await provider.list(ListRequest(scope=USER_SCOPE), ctx)
+    assert page.items == ()
+    with pytest.raises(MemoryValidationError):
+        await provider.add(note(expires_at=float("inf"), idempotency_key="i"), ctx)
+    assert (await provider.list(ListRequest(scope=USER_SCOPE), ctx)).items == ()
