@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import enum
 import types
+import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import cattrs
-from cattrs.errors import BaseValidationError
+from cattrs.errors import BaseValidationError, IterableValidationError, IterableValidationNote
 from cattrs.v import format_exception, transform_error
 
 from governed_memory.errors import MemoryValidationError
 from governed_memory.principal import Permission
+from governed_memory.records import json_copy
 from governed_memory.scope import Scope
 
 T = TypeVar("T")
@@ -56,6 +58,33 @@ def _structure_mapping(value: Any, _: type[Any]) -> dict[str, Any]:
     return dict(value)
 
 
+def _is_homogeneous_tuple(kind: Any) -> bool:
+    args = typing.get_args(kind)
+    return typing.get_origin(kind) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _structure_tuple_with(conv: cattrs.Converter) -> Any:
+    """``tuple[T, ...]`` from a JSON array only: a string is not a tuple of characters."""
+
+    def structure(value: Any, kind: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"expected an array, got {type(value).__name__}")
+        item = typing.get_args(kind)[0]
+        result, errors = [], []
+        for index, element in enumerate(value):
+            try:
+                result.append(conv.structure(element, item))
+            except Exception as exc:  # collected, so every bad index is named
+                exc.__notes__ = [*getattr(exc, "__notes__", []), IterableValidationNote(
+                    f"Structuring {kind} @ index {index}", index, item)]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError(f"While structuring {kind!r}", errors, kind)
+        return tuple(result)
+
+    return structure
+
+
 def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     for kind in (str, int, float, bool):
@@ -66,11 +95,13 @@ def make_converter() -> cattrs.Converter:
         conv.register_unstructure_hook(base, lambda member: member.value)
     conv.register_unstructure_hook(Scope, lambda scope: scope.dimensions())
     conv.register_structure_hook(Scope, _structure_scope)
-    conv.register_unstructure_hook(types.MappingProxyType, lambda m: {k: v for k, v in m.items()})
+    conv.register_unstructure_hook(types.MappingProxyType, json_copy)
+    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _structure_mapping)
     conv.register_structure_hook_func(
-        lambda t: t == Mapping[str, Any] or t == (Mapping[str, Any] | None),
+        lambda t: t == (Mapping[str, Any] | None),
         lambda v, t: None if v is None else _structure_mapping(v, t),
     )
+    conv.register_structure_hook_func(_is_homogeneous_tuple, _structure_tuple_with(conv))
     conv.register_unstructure_hook_func(
         lambda t: t == frozenset[Permission], lambda perms: sorted(p.value for p in perms)
     )

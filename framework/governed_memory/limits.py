@@ -120,9 +120,8 @@ def canonical_json(value: Any) -> str:
 def check_metadata_budget(metadata: Mapping[str, Any], provenance: Mapping[str, Any]) -> None:
     """Metadata and provenance share one 16 KiB budget, measured as canonical JSON."""
     check_json_safe(metadata, "metadata")
-    size = len(canonical_json(dict(metadata)).encode()) + len(
-        canonical_json(dict(provenance)).encode()
-    )
+    size = sum(len(canonical_json(dict(part)).encode()) for part in (metadata, provenance)
+               if part)
     if size > MAX_METADATA_PROVENANCE_BYTES:
         raise MemoryValidationError(
             f"metadata and provenance are {size} bytes together; the limit is "

@@ -84,16 +84,23 @@ class PluginManager:
         block = set(blocked) if blocked is not None else _blocked_from_env()
         for name in block:
             manager._pm.set_blocked(name)
-        if entry_points:
-            manager._pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
-        for plugin in plugins:
-            manager._pm.register(plugin)
+        try:
+            if entry_points:
+                manager._pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+            for plugin in plugins:
+                manager._pm.register(plugin)
+        except pluggy.PluginValidationError as exc:
+            raise MemoryConfigurationError(f"plugin {exc.plugin!r}: {exc}") from None
+        except ImportError as exc:
+            raise MemoryConfigurationError(f"a governed_memory plugin failed to import: {exc}"
+                                           ) from None
         manager._collect()
         return manager
 
     @property
     def plugin_names(self) -> tuple[str, ...]:
-        return tuple(sorted(name for name, _ in self._pm.list_name_plugin() if name))
+        return tuple(sorted(name for name, plugin in self._pm.list_name_plugin()
+                            if name and plugin is not None))
 
     def _collect(self) -> None:
         try:
@@ -101,6 +108,8 @@ class PluginManager:
         except pluggy.PluginValidationError as exc:
             raise MemoryConfigurationError(f"plugin {exc.plugin!r}: {exc}") from None
         for plugin_name, plugin in self._pm.list_name_plugin():
+            if plugin is None:  # blocked
+                continue
             # Call each plugin's hooks on its own so a registration names its plugin.
             for hook_name, registry in (
                 ("register_memory_providers", self.providers),

@@ -56,13 +56,28 @@ class VersionOperation(enum.StrEnum):
     DELETE = "delete"
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy in plain JSON shapes (mappings to dicts, tuples to lists).
+
+    Values JSON cannot hold are kept as they are, for validation to name them.
+    """
+    if isinstance(value, Mapping):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_copy(v) for v in value]
+    return value
+
+
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """A read-only view over a private copy, so a record cannot be mutated in place."""
+    """A read-only view over a private deep copy: neither the caller's later changes
+    nor a reader's can reach a record."""
     if value is None:
         return types.MappingProxyType({})
     if isinstance(value, types.MappingProxyType):
         return value
-    return types.MappingProxyType(dict(value))
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected a mapping, got {type(value).__name__}")
+    return types.MappingProxyType(json_copy(value))
 
 
 def content_hash(content: str) -> str:

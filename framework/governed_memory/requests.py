@@ -7,6 +7,7 @@ call, so a rejected request never reaches storage (and nothing is written).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -45,8 +46,9 @@ def _check_optional_text(value: str | None, field: str, max_bytes: int) -> None:
 def _check_time(value: float | None, field: str) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise MemoryValidationError(f"{field} must be UTC epoch seconds", field=field)
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value)):
+        raise MemoryValidationError(f"{field} must be finite UTC epoch seconds", field=field)
     if value < 0:
         raise MemoryValidationError(f"{field} must not be negative", field=field)
 

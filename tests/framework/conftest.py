@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from governed_memory.clock import ManualClock
+from governed_memory.events import InMemoryEventSink
+from governed_memory.manager import GovernedMemoryManager
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from governed_memory.clock import ManualClock
-from governed_memory.events import InMemoryEventSink
-from governed_memory.manager import GovernedMemoryManager
 
 @pytest.fixture
 def clock() -> ManualClock:

@@ -8,8 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
+from actors import ADMIN, ALICE, ALICE_SCOPE, BOB_SCOPE, GLOBEX
 from governed_memory.clock import ManualClock
 from governed_memory.context import OperationContext
 from governed_memory.errors import (
@@ -26,8 +25,7 @@ from governed_memory.manager import GovernedMemoryManager
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.records import Page, RecordStatus, SearchHit, SearchResult
 from governed_memory.requests import AddRequest, GetRequest, ListRequest, SearchRequest
-
-from actors import ADMIN, ALICE, ALICE_SCOPE, BOB_SCOPE, GLOBEX
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 MARKER = "ZEBRA-MARKER-7731"
 

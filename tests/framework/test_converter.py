@@ -474,21 +474,14 @@ def test_int_is_accepted_for_float_but_not_the_other_way() -> None:
     assert isinstance(record.importance, float)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: converter accepts a string for tuple[str, ...] "
-                   "and splits it into characters (entity_ids='abc' -> ('a','b','c'))")
 def test_string_for_a_tuple_is_refused() -> None:
     _refused({**_record_data(), "entity_ids": "abc"}, MemoryRecord)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: converter accepts null for the non-optional "
-                   "MemoryRecord.metadata mapping and silently turns it into {}")
 def test_null_for_a_required_mapping_is_refused() -> None:
     _refused({**_record_data(), "metadata": None}, MemoryRecord)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: unstructure leaves tuples nested inside metadata "
-                   "as tuples (MappingProxyType hook is shallow), so a record whose JSON-safe "
-                   "metadata holds a tuple does not survive a JSON round trip")
 def test_tuple_nested_in_metadata_survives_json() -> None:
     request = AddRequest(SCOPE, "c", metadata={"tags": ("a", "b")})
     request.validate()  # tuples are JSON-safe per limits.check_json_safe

@@ -12,9 +12,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from governed_memory import (
     GovernedMemoryManager,
     ManualClock,
@@ -24,6 +21,8 @@ from governed_memory import (
     PrincipalKind,
     Scope,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 WORDS = ["apple", "river", "stone", "cloud"]
 

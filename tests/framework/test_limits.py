@@ -398,9 +398,6 @@ def test_delete_user_ids_are_identifiers() -> None:
     DeleteUserRequest("acme", "alice").validate()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: _check_time accepts float('inf') for expires_at/"
-                   "valid_from/invalid_at; such a request passes validate() but its "
-                   "fingerprint() (canonical_json, allow_nan=False) raises a bare ValueError")
 @pytest.mark.parametrize("name", ["valid_from", "invalid_at", "expires_at"])
 def test_infinite_time_is_refused(name: str) -> None:
     request = AddRequest(SCOPE, "c", idempotency_key="k", **{name: float("inf")})

@@ -141,8 +141,6 @@ def test_explicit_blocked_argument_overrides_env(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.usefixtures("native_importable")
-@pytest.mark.xfail(strict=True, reason="BUG: PluginManager.plugin_names still lists a blocked "
-                   "plugin (pluggy keeps blocked names mapped to None in list_name_plugin)")
 def test_blocked_plugin_is_not_listed_as_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BLOCK_ENV, "native")
     assert "native" not in PluginManager.load().plugin_names
@@ -194,9 +192,6 @@ def test_misspelled_hookimpl_is_a_configuration_error_at_load() -> None:
     assert "register_memory_provider" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a hookimpl whose argument names do not match the "
-                   "hookspec raises a raw pluggy.PluginValidationError from PluginManager.load "
-                   "instead of MemoryConfigurationError (pm.register is not wrapped)")
 def test_hookimpl_with_wrong_argument_name_is_a_configuration_error() -> None:
     with pytest.raises(MemoryConfigurationError):
         load(WrongArgumentPlugin)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import attrs
 import pytest
-
 from governed_memory.operations import Operation
 from governed_memory.policy import (
     SCOPE_RULE_NAME,

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryError
+from governed_memory.errors import MemoryError, MemoryValidationError
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.scope import Scope
@@ -72,12 +72,17 @@ def json_option(func: F) -> F:
 
 
 def scope_from(kwargs: dict[str, Any]) -> Scope:
-    return Scope(
-        tenant_id=kwargs.pop("tenant"), workspace_id=kwargs.pop("workspace"),
-        project_id=kwargs.pop("project"), user_id=kwargs.pop("user"),
-        session_id=kwargs.pop("session"), run_id=kwargs.pop("run"),
-        agent_id=kwargs.pop("agent"), domain_pack=kwargs.pop("domain_pack"),
-    )
+    """The scope named by the flags; a bad value is a usage error (exit 2)."""
+    try:
+        return Scope(
+            tenant_id=kwargs.pop("tenant"), workspace_id=kwargs.pop("workspace"),
+            project_id=kwargs.pop("project"), user_id=kwargs.pop("user"),
+            session_id=kwargs.pop("session"), run_id=kwargs.pop("run"),
+            agent_id=kwargs.pop("agent"), domain_pack=kwargs.pop("domain_pack"),
+        )
+    except MemoryValidationError as exc:
+        flag = "--" + (exc.field or "scope").removeprefix("scope.").removesuffix("_id")
+        raise click.BadParameter(str(exc), param_hint=flag.replace("_", "-")) from None
 
 
 def operator(tenant_id: str) -> Principal:
