@@ -21,6 +21,7 @@ from governed_memory.errors import (
     MemoryValidationError,
 )
 from governed_memory.ids import new_id, new_revision
+from governed_memory.limits import check_metadata_budget
 from governed_memory.records import (
     Capabilities,
     CleanupPage,
@@ -161,6 +162,8 @@ class NativeMemoryProvider:
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
             updated = detach(_apply_update(current, request, ctx.now))
+            # The request alone cannot see the stored provenance that shares the budget.
+            check_metadata_budget(updated.metadata, updated.provenance.as_dict())
             if not await tx.replace_record(updated, current.revision):
                 raise MemoryConflictError("the record changed concurrently; re-read and retry")
             await tx.append_version(
@@ -182,7 +185,8 @@ class NativeMemoryProvider:
                     return DeleteResult(entry.record_id, scope_hash, entry.hard,
                                         entry.version, entry.revision)
             current = await tx.record(scope_hash, request.record_id)
-            if current is None or current.status is RecordStatus.DELETED:
+            # A tombstone stays erasable: a hard delete after a soft one removes it for good.
+            if current is None or (current.status is RecordStatus.DELETED and not request.hard):
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
             if request.hard:

@@ -144,16 +144,17 @@ class SqliteTransaction:
         )
         match = fts5_match_expression(query.tokens)
         body = "FROM hits JOIN memory_records AS r ON r.seq = hits.seq WHERE " + " ".join(where)
+        # One MATCH: the window count is taken over every filtered candidate before LIMIT.
         rows = await self._rows(
-            f"{matched} SELECT {SELECT_RECORD}, hits.score AS score {body} "
+            f"{matched} SELECT {SELECT_RECORD}, hits.score AS score, "
+            f"count(*) OVER () AS candidates {body} "
             "ORDER BY hits.score DESC, r.id ASC LIMIT ?",
             [match, *params, query.limit],
         )
-        counted = await self._rows(f"{matched} SELECT count(*) {body}", [match, *params])
         return SearchPage(
             matches=tuple(ScoredRecord(record_from_row(row), float(row["score"]))
                           for row in rows),
-            candidates=int(counted[0][0]),
+            candidates=int(rows[0]["candidates"]) if rows else 0,
         )
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:

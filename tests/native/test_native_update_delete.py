@@ -181,16 +181,6 @@ async def test_hard_delete_erases_record_and_history(provider: NativeMemoryProvi
     assert again.id != record.id
 
 
-async def test_hard_delete_of_soft_deleted_record_is_not_found(
-        provider: NativeMemoryProvider, clock: ManualClock) -> None:
-    ctx = make_ctx(clock)
-    record = await provider.add(note(), ctx)
-    await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id), ctx)
-    with pytest.raises(MemoryNotFoundError):
-        await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id, hard=True),
-                              ctx)
-
-
 async def test_pending_review_record_can_be_deleted(provider: NativeMemoryProvider,
                                                     clock: ManualClock) -> None:
     ctx = make_ctx(clock)
