@@ -40,16 +40,33 @@ from governed_memory.events import JsonLinesEventSink
 from governed_memory_native import build_native_provider
 
 RESULTS = Path(__file__).parent / "results"
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
-         "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "
-         "zulu billing invoice theme editor deploy friday incident oncall schedule").split()
+SYLLABLES = ("ka lo mi nu pe ra si to vu we xa yo za be co di fu ga hi ju "
+             "la me no pu qi re su ti vo wu").split()
+
+
+def vocabulary(size: int = 3000, seed: int = 11) -> list[str]:
+    """Pseudo-words, so the corpus has a realistic spread of rare and common terms."""
+    rng = random.Random(seed)
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+WORDS = vocabulary()
+# Zipf-like weights: a few words are everywhere, most are rare (as in real text).
+WEIGHTS = [1.0 / (rank + 1) for rank in range(len(WORDS))]
 PRINCIPAL = Principal("svc:bench", PrincipalKind.SERVICE, "bench", permissions=frozenset(
     {Permission.READ, Permission.WRITE}))
 SCOPE = Scope("bench", project_id="p", user_id="u1")
 
 
 def sentence(rng: random.Random, n: int = 12) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
+    return " ".join(rng.choices(WORDS, WEIGHTS, k=n))
+
+
+def query_text(rng: random.Random) -> str:
+    return " ".join(rng.choices(WORDS, WEIGHTS, k=2))
 
 
 async def timed(samples: list[int], call: Callable[[], Awaitable[Any]]) -> Any:
@@ -80,7 +97,7 @@ async def run_direct(path: Path, ops: int, seed: int, rng_seed: int) -> dict[str
         rid = rng.choice(ids)
         await timed(samples["get"], lambda: provider.get(GetRequest(SCOPE, rid), ctx()))
     for _ in range(ops):
-        query = " ".join(rng.sample(WORDS, 2))
+        query = query_text(rng)
         await timed(samples["search"],
                     lambda: provider.search(SearchRequest((SCOPE,), query, 10), ctx()))
     await provider.close()
@@ -106,7 +123,7 @@ async def run_governed(path: Path, ops: int, seed: int, rng_seed: int,
             rid = rng.choice(ids)
             await timed(samples["get"], lambda: manager.get(PRINCIPAL, SCOPE, rid))
         for _ in range(ops):
-            query = " ".join(rng.sample(WORDS, 2))
+            query = query_text(rng)
             await timed(samples["search"],
                         lambda: manager.search(PRINCIPAL, SCOPE, query, limit=10))
     return samples

@@ -68,6 +68,10 @@ _REJECTIONS = (
 )
 
 
+# An operation emits at most one event of each kind; the kind orders its events.
+_SEQUENCE = {"requested": 0, "scope_violation": 1}
+
+
 @attrs.frozen(slots=True)
 class _Summary:
     record_ids: tuple[str, ...] = ()
@@ -115,7 +119,7 @@ class ActivityPort:
                   else scopes[0].tenant_id if scopes else ctx.principal.tenant_id)
         summary = summary or _Summary()
         return MemoryEvent(
-            event_id=event_id(),
+            event_id=event_id(ctx.operation_id, _SEQUENCE.get(kind, 9)),
             type=f"memory.{operation.kind.value}.{kind}",
             occurred_at=self.clock.now(),
             operation_id=ctx.operation_id,

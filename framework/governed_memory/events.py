@@ -57,8 +57,12 @@ class MemoryEvent:
         return json.dumps(unstructure(self), sort_keys=True, separators=(",", ":"))
 
 
-def event_id() -> str:
-    return "evt_" + new_id()
+def event_id(operation_id: str | None = None, sequence: int = 0) -> str:
+    """Unique per event: derived from the operation's id and the event's place in it
+    (an operation emits a handful), else a fresh id."""
+    if operation_id is None:
+        return "evt_" + new_id()
+    return f"evt_{operation_id.removeprefix('op_')}.{sequence}"
 
 
 @runtime_checkable

@@ -1,7 +1,9 @@
-"""Identifiers: time-sortable record ids (ULID layout) and opaque revisions.
+"""Identifiers: time-sortable record ids and opaque revisions.
 
 Record ids sort by creation time, which is what makes ``list`` pages stable and lets a
-cursor keep going across concurrent inserts: new records land after it.
+cursor keep going across concurrent inserts: new records land after it. The layout is
+ULID's (48-bit millisecond time, then 80 bits that increase within a millisecond in
+this process), written as 26 Crockford base32 characters.
 """
 
 from __future__ import annotations
@@ -11,27 +13,17 @@ import threading
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = tuple(hi + lo for hi in _CROCKFORD for lo in _CROCKFORD)
+_RANDOM_BITS = 80
 _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
 
 
-_PAIRS = tuple(hi + lo for hi in _CROCKFORD for lo in _CROCKFORD)
-
-
-def _encode(value: int, length: int) -> str:
-    """Crockford base32, two characters (10 bits) per step; ``length`` is even."""
-    chunks = []
-    for _ in range(length // 2):
-        value, rem = divmod(value, 1024)
-        chunks.append(_PAIRS[rem])
-    return "".join(reversed(chunks))
-
-
 def new_id(now_ms: int | None = None) -> str:
-    """A 26-character ULID, strictly increasing within this process."""
+    """A 26-character id, strictly increasing within this process."""
     global _last_ms, _last_rand
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     with _lock:
         if ms <= _last_ms:
             ms = _last_ms
@@ -39,7 +31,12 @@ def new_id(now_ms: int | None = None) -> str:
         else:
             rand = int.from_bytes(os.urandom(10), "big") >> 1  # leave headroom to increment
         _last_ms, _last_rand = ms, rand
-    return _encode(ms, 10) + _encode(rand, 16)
+    value = (ms << _RANDOM_BITS) | rand
+    chunks = []
+    for _ in range(13):  # two characters (10 bits) per step
+        value, rem = divmod(value, 1024)
+        chunks.append(_PAIRS[rem])
+    return "".join(reversed(chunks))
 
 
 def new_revision() -> str:

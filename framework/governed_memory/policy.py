@@ -18,7 +18,6 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from governed_memory.errors import MemoryScopeError
-from governed_memory.ids import new_id
 from governed_memory.limits import canonical_json
 from governed_memory.operations import Operation, OperationKind
 from governed_memory.principal import Permission, Principal, PrincipalKind
@@ -171,7 +170,8 @@ class PolicyEngine:
         return self._policies
 
     async def decide(self, check: PolicyCheck) -> PolicyDecision:
-        decision_id = "dec_" + new_id()
+        # One decision per operation, so its id is derived from the operation's.
+        decision_id = "dec_" + check.operation_id.removeprefix("op_")
         reason = authorize_scope(check.principal, check.request)
         if reason is not None:
             outcome = PolicyOutcome(SCOPE_RULE_NAME, Effect.DENY, reason)
