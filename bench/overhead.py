@@ -1,10 +1,13 @@
 """What governance costs: the governed manager against the native SQLite provider
-called directly, for add, get and search, in one run on the same database shape.
+called directly, for add, get and search, side by side in one run.
 
-Each variant gets its own fresh SQLite file seeded with the same corpus. Timings are
-per operation (perf_counter_ns around each awaited call), reported as medians in µs,
-with the ratio governed / direct. Writes ``bench/results/overhead.json`` and
-``bench/results/overhead.md``.
+Three targets are open at once, each on its own fresh SQLite file seeded with the same
+corpus: the provider called directly, the governed manager, and the governed manager
+with a JSON lines event sink. Every operation is issued to all three in turn, the
+order rotating from one operation to the next, so drift in the machine (other load,
+disk flushes, WAL checkpoints) lands on every variant alike. Timings are per call
+(``perf_counter_ns`` around each awaited call); the tables give medians in µs and the
+ratio governed / direct. Writes ``bench/results/overhead.json`` and ``.md``.
 
     python bench/overhead.py [--ops 2000] [--seed-records 2000]
 """
@@ -40,8 +43,13 @@ from governed_memory.events import JsonLinesEventSink
 from governed_memory_native import build_native_provider
 
 RESULTS = Path(__file__).parent / "results"
-SYLLABLES = ("ka lo mi nu pe ra si to vu we xa yo za be co di fu ga hi ju "
-             "la me no pu qi re su ti vo wu").split()
+SYLLABLES = tuple("kalominuperasitovuwexayozabecodifugahijulamenopuqiresutivowu"[i:i + 2]
+                  for i in range(0, 60, 2))
+PRINCIPAL = Principal("svc:bench", PrincipalKind.SERVICE, "bench", permissions=frozenset(
+    {Permission.READ, Permission.WRITE}))
+SCOPE = Scope("bench", project_id="p", user_id="u1")
+VARIANTS = ("direct", "governed", "governed+jsonl")
+OPERATIONS = ("add", "get", "search")
 
 
 def vocabulary(size: int = 3000, seed: int = 11) -> list[str]:
@@ -56,9 +64,6 @@ def vocabulary(size: int = 3000, seed: int = 11) -> list[str]:
 WORDS = vocabulary()
 # Zipf-like weights: a few words are everywhere, most are rare (as in real text).
 WEIGHTS = [1.0 / (rank + 1) for rank in range(len(WORDS))]
-PRINCIPAL = Principal("svc:bench", PrincipalKind.SERVICE, "bench", permissions=frozenset(
-    {Permission.READ, Permission.WRITE}))
-SCOPE = Scope("bench", project_id="p", user_id="u1")
 
 
 def sentence(rng: random.Random, n: int = 12) -> str:
@@ -69,64 +74,82 @@ def query_text(rng: random.Random) -> str:
     return " ".join(rng.choices(WORDS, WEIGHTS, k=2))
 
 
-async def timed(samples: list[int], call: Callable[[], Awaitable[Any]]) -> Any:
-    start = time.perf_counter_ns()
-    result = await call()
-    samples.append(time.perf_counter_ns() - start)
-    return result
+class Target:
+    """One variant: how to add, get and search, with the ids it has written."""
+
+    def __init__(self, name: str, add: Callable[[str], Awaitable[Any]],
+                 get: Callable[[str], Awaitable[Any]],
+                 search: Callable[[str], Awaitable[Any]]) -> None:
+        self.name = name
+        self.add, self.get, self.search = add, get, search
+        self.ids: list[str] = []
+        self.samples: dict[str, list[int]] = {op: [] for op in OPERATIONS}
+
+    async def timed(self, operation: str, call: Awaitable[Any]) -> Any:
+        start = time.perf_counter_ns()
+        result = await call
+        self.samples[operation].append(time.perf_counter_ns() - start)
+        return result
 
 
-async def run_direct(path: Path, ops: int, seed: int, rng_seed: int) -> dict[str, list[int]]:
+async def open_targets(base: Path) -> tuple[list[Target], list[Any]]:
     clock = SystemClock()
-    provider = build_native_provider({"backend": "sqlite", "path": str(path)}, clock)
+    provider = build_native_provider({"backend": "sqlite", "path": str(base / "direct.db")},
+                                     clock)
     await provider.start()
-    rng = random.Random(rng_seed)
 
     def ctx() -> OperationContext:
         return OperationContext("op_bench", PRINCIPAL, clock.now())
 
-    samples: dict[str, list[int]] = {"add": [], "get": [], "search": []}
-    ids = []
-    for _ in range(seed):
-        ids.append((await provider.add(AddRequest(SCOPE, sentence(rng)), ctx())).id)
-    for _ in range(ops):
-        record = await timed(samples["add"],
-                             lambda: provider.add(AddRequest(SCOPE, sentence(rng)), ctx()))
-        ids.append(record.id)
-    for _ in range(ops):
-        rid = rng.choice(ids)
-        await timed(samples["get"], lambda: provider.get(GetRequest(SCOPE, rid), ctx()))
-    for _ in range(ops):
-        query = query_text(rng)
-        await timed(samples["search"],
-                    lambda: provider.search(SearchRequest((SCOPE,), query, 10), ctx()))
-    await provider.close()
-    return samples
+    direct = Target(
+        "direct",
+        lambda text: provider.add(AddRequest(SCOPE, text), ctx()),
+        lambda rid: provider.get(GetRequest(SCOPE, rid), ctx()),
+        lambda q: provider.search(SearchRequest((SCOPE,), q, 10), ctx()),
+    )
+    targets, closers = [direct], [provider]
+    for name, sinks in (("governed", []),
+                        ("governed+jsonl", [JsonLinesEventSink(base / "trail.jsonl")])):
+        manager = GovernedMemoryManager.from_plugins(
+            "native", {"backend": "sqlite", "path": str(base / f"{len(targets)}.db")},
+            sinks=sinks)
+        await manager.start()
+        targets.append(Target(
+            name,
+            lambda text, m=manager: m.add(PRINCIPAL, SCOPE, text),
+            lambda rid, m=manager: m.get(PRINCIPAL, SCOPE, rid),
+            lambda q, m=manager: m.search(PRINCIPAL, SCOPE, q, limit=10),
+        ))
+        closers.append(manager)
+    return targets, closers
 
 
-async def run_governed(path: Path, ops: int, seed: int, rng_seed: int,
-                       trail: Path | None) -> dict[str, list[int]]:
-    sinks = [JsonLinesEventSink(trail)] if trail else []
-    manager = GovernedMemoryManager.from_plugins("native", {"backend": "sqlite",
-                                                            "path": str(path)}, sinks=sinks)
-    rng = random.Random(rng_seed)
-    samples: dict[str, list[int]] = {"add": [], "get": [], "search": []}
-    ids = []
-    async with manager:
-        for _ in range(seed):
-            ids.append((await manager.add(PRINCIPAL, SCOPE, sentence(rng))).id)
-        for _ in range(ops):
-            record = await timed(samples["add"],
-                                 lambda: manager.add(PRINCIPAL, SCOPE, sentence(rng)))
-            ids.append(record.id)
-        for _ in range(ops):
-            rid = rng.choice(ids)
-            await timed(samples["get"], lambda: manager.get(PRINCIPAL, SCOPE, rid))
-        for _ in range(ops):
-            query = query_text(rng)
-            await timed(samples["search"],
-                        lambda: manager.search(PRINCIPAL, SCOPE, query, limit=10))
-    return samples
+async def run(ops: int, seed_records: int) -> dict[str, dict[str, list[int]]]:
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        targets, closers = await open_targets(Path(tmp))
+        try:
+            for _ in range(seed_records):
+                text = sentence(rng)
+                for target in targets:
+                    target.ids.append((await target.add(text)).id)
+            for i in range(ops * len(OPERATIONS)):
+                operation = OPERATIONS[i // ops]
+                order = targets[i % 3:] + targets[:i % 3]
+                text, pick, query = sentence(rng), rng.randrange(len(targets[0].ids)), \
+                    query_text(rng)
+                for target in order:
+                    if operation == "add":
+                        record = await target.timed("add", target.add(text))
+                        target.ids.append(record.id)
+                    elif operation == "get":
+                        await target.timed("get", target.get(target.ids[pick]))
+                    else:
+                        await target.timed("search", target.search(query))
+        finally:
+            for closer in closers:
+                await closer.close()
+    return {target.name: target.samples for target in targets}
 
 
 def median_us(values: list[int]) -> float:
@@ -134,44 +157,25 @@ def median_us(values: list[int]) -> float:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--seed-records", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="variants run interleaved this many times; samples are pooled")
     args = parser.parse_args()
 
-    pooled: dict[str, dict[str, list[int]]] = {"direct": {}, "governed": {},
-                                               "governed+jsonl": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        for round_ in range(args.rounds):
-            runs = {
-                "direct": run_direct(base / f"direct{round_}.db", args.ops, args.seed_records, 7),
-                "governed": run_governed(base / f"gov{round_}.db", args.ops, args.seed_records,
-                                         7, None),
-                "governed+jsonl": run_governed(base / f"govj{round_}.db", args.ops,
-                                               args.seed_records, 7,
-                                               base / f"trail{round_}.jsonl"),
-            }
-            for name, coro in runs.items():
-                samples = await coro
-                for op, values in samples.items():
-                    pooled[name].setdefault(op, []).extend(values)
-
+    samples = await run(args.ops, args.seed_records)
     table = []
-    for op in ("add", "get", "search"):
-        direct = median_us(pooled["direct"][op])
-        governed = median_us(pooled["governed"][op])
-        jsonl = median_us(pooled["governed+jsonl"][op])
+    for op in OPERATIONS:
+        direct = median_us(samples["direct"][op])
+        governed = median_us(samples["governed"][op])
+        jsonl = median_us(samples["governed+jsonl"][op])
         table.append({"operation": op, "direct_us": round(direct, 1),
                       "governed_us": round(governed, 1),
                       "governed_jsonl_us": round(jsonl, 1),
                       "ratio": round(governed / direct, 3),
                       "ratio_jsonl": round(jsonl / direct, 3),
-                      "samples": len(pooled["direct"][op])})
+                      "samples": len(samples["direct"][op])})
     meta = {"python": sys.version.split()[0], "machine": platform.machine(),
-            "ops": args.ops, "seed_records": args.seed_records, "rounds": args.rounds,
+            "ops": args.ops, "seed_records": args.seed_records,
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "overhead.json").write_text(json.dumps({"meta": meta, "results": table},
@@ -179,10 +183,12 @@ async def main() -> None:
     lines = [
         "# Governance overhead: governed manager vs native SQLite provider called directly",
         "",
-        f"Median µs per operation; {args.ops} ops × {args.rounds} rounds per variant over "
-        f"{args.seed_records} seeded records; Python {meta['python']}, {meta['when']}.",
-        "`governed` has no event sink and no tracer provider installed (spans are no-ops);",
-        "`governed+jsonl` also appends every event to a JSON lines file (no fsync).",
+        f"Median µs per call; {args.ops} calls per operation and variant, interleaved, over "
+        f"{args.seed_records} seeded records (12 words each, Zipf-distributed vocabulary of "
+        f"{len(WORDS)} words; 2-word queries, top 10); Python {meta['python']}, "
+        f"{meta['when']}. `governed` has no event sink and no tracer provider installed "
+        "(spans are no-ops); `governed+jsonl` also appends every event to a JSON lines file "
+        "(no fsync). SQLite runs with `synchronous=FULL`, so add includes an fsync.",
         "",
         "| operation | direct µs | governed µs | ratio | governed+jsonl µs | ratio |",
         "|---|---:|---:|---:|---:|---:|",
