@@ -229,6 +229,13 @@ class ActivityPort:
                                                error=exc, started=started,
                                                outcome=_outcome_of(exc)))
             raise
+        except asyncio.CancelledError:
+            # The caller gave up; a write may or may not have been applied. The trail
+            # still closes the operation, so no ``requested`` event is left dangling.
+            await self.events.emit(self._event("failed", operation, ctx, request,
+                                               decision=decision, error=_Cancelled(),
+                                               started=started, outcome="cancelled"))
+            raise
         if summary.record_ids and len(summary.record_ids) == 1:
             span.set_attribute(tm.ATTR_RECORD_ID, summary.record_ids[0])
         if summary.count is not None:
@@ -337,6 +344,10 @@ class ActivityPort:
                             outcome="dropped")
         await self.events.emit(attrs.evolve(event, type="memory.read.scope_violation"))
         record_ids.clear()
+
+
+class _Cancelled(MemoryUnavailableError):
+    code = "cancelled"
 
 
 def _outcome_of(exc: MemoryError) -> str:

@@ -353,3 +353,24 @@ async def test_a_principal_that_is_not_a_principal_is_refused(
 ) -> None:
     with pytest.raises(MemoryValidationError):
         await manager.add({"principal_id": "me"}, ALICE_SCOPE, "x")  # type: ignore[arg-type]
+
+
+async def test_a_cancelled_operation_still_closes_its_trail(clock: ManualClock) -> None:
+    inner = native(clock)
+    started = asyncio.Event()
+
+    async def hang(request: AddRequest, ctx: OperationContext) -> Any:
+        started.set()
+        await asyncio.sleep(10)
+
+    sink = InMemoryEventSink()
+    async with GovernedMemoryManager(Wrapped(inner, add=hang), clock=clock,  # type: ignore[arg-type]
+                                     sinks=[sink]) as manager:
+        task = asyncio.create_task(manager.add(ALICE, ALICE_SCOPE, "x"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert types(sink) == ["memory.write.requested", "memory.write.failed"]
+    assert sink.events[-1].error_code == "cancelled"
+    assert sink.events[-1].outcome == "cancelled"
