@@ -34,3 +34,13 @@ class OperationContext:
     decision_id: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    request_fingerprint: str | None = None
+    """The caller's request as it was before any policy transformed it. Providers key
+    idempotency on this when set, so a retry matches even if a policy stamps something
+    time-dependent (a TTL) onto the request it hands on."""
+
+    def fingerprint_of(self, request: object) -> str:
+        """The idempotency fingerprint to store or compare for ``request``."""
+        if self.request_fingerprint is not None:
+            return self.request_fingerprint
+        return request.fingerprint()  # type: ignore[attr-defined, no-any-return]
