@@ -54,6 +54,7 @@ from governed_memory.records import (
     SearchResult,
 )
 from governed_memory.requests import AddRequest, DeleteUserRequest, MemoryRequest
+from governed_memory.scope import Scope
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,9 @@ class ActivityPort:
                request: MemoryRequest | None, *, decision: PolicyDecision | None = None,
                summary: _Summary | None = None, error: BaseException | None = None,
                started: float | None = None, outcome: str | None = None) -> MemoryEvent:
-        scopes = request.target_scopes() if request is not None else ()
+        # A request that failed validation may hold anything where its scopes belong.
+        scopes = tuple(s for s in request.target_scopes() if isinstance(s, Scope)
+                       ) if request is not None else ()
         hashes = tuple(s.scope_hash for s in scopes)
         tenant = (request.tenant_id if isinstance(request, DeleteUserRequest)
                   else scopes[0].tenant_id if scopes else ctx.principal.tenant_id)
@@ -192,6 +195,10 @@ class ActivityPort:
             await self.events.emit(self._event("rejected", operation, ctx, request, error=exc,
                                                started=started, outcome="invalid"))
             raise
+        if getattr(request, "idempotency_key", None) is not None:
+            # Fingerprinted as the caller sent it: policies may transform the request
+            # (a TTL from the clock), and a retry must still match the first attempt.
+            ctx = attrs.evolve(ctx, request_fingerprint=request.fingerprint())
         scopes = request.target_scopes()
         if scopes:
             span.set_attribute(tm.ATTR_SCOPE_HASH, scopes[0].scope_hash)

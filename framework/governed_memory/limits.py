@@ -88,6 +88,8 @@ def check_json_safe(value: Any, field: str, _depth: int = 0) -> None:
         utf8_size(value, field)
         return
     if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise MemoryValidationError(f"{field} holds an integer outside 64 bits", field=field)
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -120,8 +122,12 @@ def canonical_json(value: Any) -> str:
 def check_metadata_budget(metadata: Mapping[str, Any], provenance: Mapping[str, Any]) -> None:
     """Metadata and provenance share one 16 KiB budget, measured as canonical JSON."""
     check_json_safe(metadata, "metadata")
-    size = sum(len(canonical_json(dict(part)).encode()) for part in (metadata, provenance)
-               if part)
+    try:
+        size = sum(len(canonical_json(dict(part)).encode()) for part in (metadata, provenance)
+                   if part)
+    except (ValueError, RecursionError):
+        raise MemoryValidationError("metadata cannot be serialized as JSON",
+                                    field="metadata") from None
     if size > MAX_METADATA_PROVENANCE_BYTES:
         raise MemoryValidationError(
             f"metadata and provenance are {size} bytes together; the limit is "

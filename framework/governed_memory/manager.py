@@ -7,6 +7,7 @@ because it comes from the host's authentication, per request, never from the sco
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -54,8 +55,35 @@ from governed_memory.telemetry import get_tracer
 R = TypeVar("R", bound=MemoryRequest)
 
 
+E = TypeVar("E", bound=enum.Enum)
+
+
+def _enum(kind: type[E], value: object, field: str) -> E:
+    """An enum member from a member or its value; a bad value names its field."""
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in kind)
+        raise MemoryValidationError(f"{field} must be one of {allowed}, got {value!r}",
+                                    field=field) from None
+
+
+def _optional_enum(kind: type[E], value: object, field: str) -> E | None:
+    return None if value is None else _enum(kind, value, field)
+
+
 def _types(values: Iterable[MemoryType | str] | None) -> tuple[MemoryType, ...]:
-    return tuple(MemoryType(v) for v in values or ())
+    if isinstance(values, str):
+        raise MemoryValidationError("memory_types must be a list of types, not a string",
+                                    field="memory_types")
+    return tuple(_enum(MemoryType, v, "memory_types") for v in values or ())
+
+
+def _strings(values: Iterable[str], field: str) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise MemoryValidationError(f"{field} must be a list of strings, not a string",
+                                    field=field)
+    return tuple(values)
 
 
 class GovernedMemoryManager:
@@ -169,10 +197,12 @@ class GovernedMemoryManager:
         idempotency_key: str | None = None,
     ) -> MemoryRecord:
         result: MemoryRecord = await self._execute(Operation.ADD, principal, lambda: AddRequest(
-            scope=scope, content=content, memory_type=MemoryType(memory_type), key=key,
+            scope=scope, content=content,
+            memory_type=_enum(MemoryType, memory_type, "memory_type"), key=key,
             metadata=metadata or {}, provenance=provenance or Provenance(),
-            visibility=Visibility(visibility), importance=importance,
-            entity_ids=tuple(entity_ids), valid_from=valid_from, invalid_at=invalid_at,
+            visibility=_enum(Visibility, visibility, "visibility"), importance=importance,
+            entity_ids=_strings(entity_ids, "entity_ids"), valid_from=valid_from,
+            invalid_at=invalid_at,
             supersedes=supersedes, expires_at=expires_at, idempotency_key=idempotency_key,
         ))
         return result
@@ -197,11 +227,12 @@ class GovernedMemoryManager:
                      memory_types: Iterable[MemoryType | str] | None = None,
                      metadata_filter: Mapping[str, Any] | None = None,
                      entity_ids: Iterable[str] = ()) -> SearchResult:
-        scope_tuple = (scopes,) if isinstance(scopes, Scope) else tuple(scopes)
+        scope_tuple = ((scopes,) if isinstance(scopes, Scope)
+                       else tuple(scopes) if isinstance(scopes, list | tuple) else (scopes,))
         result: SearchResult = await self._execute(
             Operation.SEARCH, principal,
             lambda: SearchRequest(scope_tuple, query, limit, _types(memory_types),
-                                  metadata_filter or {}, tuple(entity_ids)))
+                                  metadata_filter or {}, _strings(entity_ids, "entity_ids")))
         return result
 
     async def update(
@@ -226,10 +257,10 @@ class GovernedMemoryManager:
             Operation.UPDATE, principal, lambda: UpdateRequest(
                 scope=scope, record_id=record_id, expected_revision=expected_revision,
                 content=content,
-                memory_type=None if memory_type is None else MemoryType(memory_type),
+                memory_type=_optional_enum(MemoryType, memory_type, "memory_type"),
                 metadata=metadata, importance=importance,
-                visibility=None if visibility is None else Visibility(visibility),
-                entity_ids=None if entity_ids is None else tuple(entity_ids),
+                visibility=_optional_enum(Visibility, visibility, "visibility"),
+                entity_ids=None if entity_ids is None else _strings(entity_ids, "entity_ids"),
                 expires_at=expires_at, clear_expires_at=clear_expires_at,
                 invalid_at=invalid_at, idempotency_key=idempotency_key,
             ))

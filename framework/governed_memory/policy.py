@@ -194,6 +194,14 @@ class PolicyEngine:
             effect = max(effect, verdict.effect)
             if effect is Effect.DENY:
                 break
+        if effect is not Effect.DENY and request is not check.request:
+            # Transforms never widen access: the request the provider will see must pass
+            # the fixed rule on its own.
+            again = authorize_scope(check.principal, request)
+            if again is not None:
+                outcomes.append(PolicyOutcome(SCOPE_RULE_NAME, Effect.DENY,
+                                              f"transformed request: {again}"))
+                effect = Effect.DENY
         if effect is Effect.REVIEW and not isinstance(request, AddRequest):
             outcomes.append(PolicyOutcome("review", Effect.DENY,
                                           f"review is only possible for new records, "
@@ -221,6 +229,10 @@ def _transform_problem(before: MemoryRequest, after: object) -> str | None:
         s.scope_hash for s in before.target_scopes()
     ]:
         return "changed the scope"
+    if isinstance(before, DeleteUserRequest) and (
+        (after.tenant_id, after.user_id) != (before.tenant_id, before.user_id)  # type: ignore[union-attr]
+    ):
+        return "changed the data subject"
     return None
 
 

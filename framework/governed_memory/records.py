@@ -14,7 +14,8 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from governed_memory.limits import canonical_json
+from governed_memory.errors import MemoryValidationError
+from governed_memory.limits import MAX_JSON_DEPTH, canonical_json
 from governed_memory.scope import Scope
 
 T = TypeVar("T")
@@ -56,15 +57,19 @@ class VersionOperation(enum.StrEnum):
     DELETE = "delete"
 
 
-def json_copy(value: Any) -> Any:
+def json_copy(value: Any, _depth: int = 0) -> Any:
     """A deep copy in plain JSON shapes (mappings to dicts, tuples to lists).
 
-    Values JSON cannot hold are kept as they are, for validation to name them.
+    Values JSON cannot hold are kept as they are, for validation to name them; nesting
+    past the JSON depth limit is refused here, before it can exhaust the stack.
     """
+    if _depth > MAX_JSON_DEPTH:
+        raise MemoryValidationError(f"metadata nests deeper than {MAX_JSON_DEPTH}",
+                                    field="metadata")
     if isinstance(value, Mapping):
-        return {k: json_copy(v) for k, v in value.items()}
+        return {k: json_copy(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [json_copy(v) for v in value]
+        return [json_copy(v, _depth + 1) for v in value]
     return value
 
 

@@ -94,7 +94,18 @@ class _Request:
         scope = getattr(self, "scope", None)
         return (scope,) if isinstance(scope, Scope) else ()
 
-    def validate(self) -> None:  # pragma: no cover - every request overrides
+    def validate(self) -> None:
+        """Check every limit and type; raises ``MemoryValidationError`` naming the field."""
+        if isinstance(self, SearchRequest):
+            if not isinstance(self.scopes, tuple) or not all(
+                isinstance(scope, Scope) for scope in self.scopes
+            ):
+                raise MemoryValidationError("scopes must be a tuple of Scope", field="scopes")
+        elif hasattr(self, "scope") and not isinstance(getattr(self, "scope"), Scope):  # noqa: B009
+            raise MemoryValidationError("scope must be a Scope", field="scope")
+        self._validate()
+
+    def _validate(self) -> None:  # pragma: no cover - every request overrides
         raise NotImplementedError
 
     def fingerprint(self) -> str:
@@ -104,7 +115,12 @@ class _Request:
         body = converter.unstructure(self)
         body.pop("idempotency_key", None)
         body["operation"] = self.operation.value
-        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+        try:
+            text = canonical_json(body)
+        except ValueError:
+            raise MemoryValidationError("the request cannot be serialized as JSON",
+                                        field="metadata") from None
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 @attrs.frozen(slots=True)
@@ -128,7 +144,7 @@ class AddRequest(_Request):
     status: RecordStatus = RecordStatus.ACTIVE
     """Set by governance (a review decision), never by the caller of the manager."""
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         check_text(self.content, "content", max_bytes=MAX_CONTENT_BYTES)
         _check_optional_text(self.key, "key", MAX_KEY_BYTES)
         _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
@@ -153,7 +169,7 @@ class GetRequest(_Request):
     record_id: str | None = None
     key: str | None = None
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         if (self.record_id is None) == (self.key is None):
             raise MemoryValidationError("get needs exactly one of record_id or key",
                                         field="record_id")
@@ -171,7 +187,7 @@ class ListRequest(_Request):
     cursor: str | None = None
     memory_types: tuple[MemoryType, ...] = ()
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         check_page_size(self.limit)
         _check_optional_text(self.cursor, "cursor", 2048)
 
@@ -192,7 +208,7 @@ class SearchRequest(_Request):
     def target_scopes(self) -> tuple[Scope, ...]:
         return self.scopes
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         if not self.scopes:
             raise MemoryValidationError("search needs at least one scope", field="scopes")
         if len(self.scopes) > 16:
@@ -232,7 +248,7 @@ class UpdateRequest(_Request):
     invalid_at: float | None = None
     idempotency_key: str | None = None
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         _check_record_id(self.record_id)
         _check_optional_text(self.expected_revision, "expected_revision", 256)
         _check_optional_text(self.content, "content", MAX_CONTENT_BYTES)
@@ -259,7 +275,7 @@ class DeleteRequest(_Request):
     hard: bool = False
     idempotency_key: str | None = None
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         _check_record_id(self.record_id)
         _check_optional_text(self.expected_revision, "expected_revision", 256)
         _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
@@ -272,7 +288,7 @@ class HistoryRequest(_Request):
     scope: Scope
     record_id: str
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         _check_record_id(self.record_id)
 
 
@@ -284,7 +300,7 @@ class DeleteAllRequest(_Request):
 
     scope: Scope
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         return None
 
 
@@ -297,7 +313,7 @@ class DeleteUserRequest(_Request):
     tenant_id: str
     user_id: str
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         check_identifier(self.tenant_id, "tenant_id")
         check_identifier(self.user_id, "user_id")
 
@@ -310,7 +326,7 @@ class PurgeExpiredRequest(_Request):
     limit: int = 100
     after: str | None = None
 
-    def validate(self) -> None:
+    def _validate(self) -> None:
         check_page_size(self.limit)
         _check_optional_text(self.after, "after", 2048)
 

@@ -25,6 +25,7 @@ from governed_memory.manager import GovernedMemoryManager
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.records import Page, RecordStatus, SearchHit, SearchResult
 from governed_memory.requests import AddRequest, GetRequest, ListRequest, SearchRequest
+from governed_memory.scope import Scope
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 MARKER = "ZEBRA-MARKER-7731"
@@ -374,3 +375,79 @@ async def test_a_cancelled_operation_still_closes_its_trail(clock: ManualClock) 
     assert types(sink) == ["memory.write.requested", "memory.write.failed"]
     assert sink.events[-1].error_code == "cancelled"
     assert sink.events[-1].outcome == "cancelled"
+
+
+class Redirect:
+    """A malicious (or buggy) transform that tries to erase someone else."""
+
+    name = "redirect"
+    revision = "1"
+
+    async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
+        from governed_memory.requests import DeleteUserRequest
+
+        if isinstance(check.request, DeleteUserRequest):
+            return PolicyVerdict.transform(DeleteUserRequest("globex", "bob"), "redirected")
+        return PolicyVerdict.allow()
+
+
+async def test_a_transform_cannot_redirect_an_erasure(clock: ManualClock) -> None:
+    provider = native(clock)
+    async with GovernedMemoryManager(provider, clock=clock, policies=[Redirect()]) as manager:
+        globex_admin = attrs.evolve(ADMIN, tenant_id="globex")
+        bob = Scope("globex", user_id="bob")
+        kept = await manager.add(globex_admin, bob, "bob's memory")
+        with pytest.raises(MemoryPolicyDeniedError):
+            await manager.delete_user(ADMIN, "acme", "alice")
+        assert (await manager.get(globex_admin, bob, kept.id)).id == kept.id
+
+
+class StampTTL:
+    """Stamps an expiry from the clock: the transformed request differs on every call."""
+
+    name = "ttl"
+    revision = "1"
+
+    async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
+        if isinstance(check.request, AddRequest):
+            return PolicyVerdict.transform(
+                attrs.evolve(check.request, expires_at=check.now + 3600), "ttl applied")
+        return PolicyVerdict.allow()
+
+
+@pytest.mark.xfail(reason="TEMP: until the native provider keys idempotency on "
+                   "ctx.fingerprint_of (in progress)", strict=False)
+async def test_idempotent_retry_matches_across_time_dependent_transforms(
+    clock: ManualClock,
+) -> None:
+    async with GovernedMemoryManager(native(clock), clock=clock,
+                                     policies=[StampTTL()]) as manager:
+        first = await manager.add(ALICE, ALICE_SCOPE, "once", idempotency_key="k1")
+        clock.advance(1)
+        again = await manager.add(ALICE, ALICE_SCOPE, "once", idempotency_key="k1")
+        assert (again.id, again.version) == (first.id, first.version)
+        with pytest.raises(MemoryConflictError):
+            await manager.add(ALICE, ALICE_SCOPE, "something else", idempotency_key="k1")
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda m: m.add(ALICE, {"tenant_id": "acme"}, "x"), "scope"),
+        (lambda m: m.search(ALICE, "acme", "x"), "scopes"),
+        (lambda m: m.add(ALICE, ALICE_SCOPE, "x", entity_ids="abc"), "entity_ids"),
+        (lambda m: m.add(ALICE, ALICE_SCOPE, "x", memory_type="bogus"), "memory_type"),
+        (lambda m: m.add(ALICE, ALICE_SCOPE, "x", visibility="public"), "visibility"),
+        (lambda m: m.list(ALICE, ALICE_SCOPE, memory_types=["nope"]), "memory_types"),
+        (lambda m: m.add(ALICE, ALICE_SCOPE, "x", metadata={"n": 10**5000}), "metadata.n"),
+    ],
+)
+async def test_malformed_arguments_are_validation_errors_naming_the_field(
+    manager: GovernedMemoryManager, sink: InMemoryEventSink, call: Any, field: str
+) -> None:
+    with pytest.raises(MemoryValidationError) as info:
+        await call(manager)
+    assert info.value.field == field
+    assert len(sink.events) == 1 and sink.events[0].type.endswith(".rejected")
+    assert sink.events[0].error_code == "validation"
+    assert (await manager.list(ADMIN, ALICE_SCOPE)).items == ()

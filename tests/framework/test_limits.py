@@ -231,9 +231,27 @@ def test_metadata_nesting_depth_is_bounded() -> None:
 
 def test_json_safe_metadata_is_accepted() -> None:
     AddRequest(SCOPE, "c", metadata={
-        "s": "ünï 🙂", "i": -(2**70), "f": 1.5e300, "b": False, "n": None,
+        "s": "ünï 🙂", "i": -(2**63), "j": 2**63 - 1, "f": 1.5e300, "b": False, "n": None,
         "l": [1, "two", [3.0], {"x": None}], "d": {"nested": {"ok": True}},
     }).validate()
+
+
+@pytest.mark.parametrize("number", [2**63, -(2**63) - 1, 2**70, 10**5000],
+                         ids=["2^63", "-2^63-1", "2^70", "10^5000"])
+def test_integers_beyond_64_bits_are_refused(number: int) -> None:
+    # Stores keep JSON integers in 64 bits (SQLite turns larger ones into lossy floats).
+    refused(AddRequest(SCOPE, "c", metadata={"n": number}), "metadata.n")
+
+
+def test_metadata_nested_beyond_the_depth_limit_is_refused() -> None:
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(5000):
+        node["k"] = {}
+        node = node["k"]  # type: ignore[assignment]
+    with pytest.raises(MemoryValidationError) as info:
+        AddRequest(SCOPE, "c", metadata=deep)
+    assert info.value.field == "metadata"
 
 
 # -- lone surrogates ---------------------------------------------------------------------
