@@ -1,9 +1,12 @@
 """Identifiers: time-sortable record ids and opaque revisions.
 
-Record ids sort by creation time, which is what makes ``list`` pages stable and lets a
-cursor keep going across concurrent inserts: new records land after it. The layout is
-ULID's (48-bit millisecond time, then 80 bits that increase within a millisecond in
-this process), written as 26 Crockford base32 characters.
+Record ids sort by creation time, which is what makes ``list`` pages stable: a cursor
+never repeats or skips a record that existed when it was issued, and records created
+after it by this process land after it. Across processes the order follows their
+clocks, so a record another process creates at the same moment may sort before a
+cursor already handed out; it is then seen by the next listing, not this one. The
+layout is ULID's (48-bit millisecond time, then 80 bits that increase within a
+millisecond in this process), written as 26 Crockford base32 characters.
 """
 
 from __future__ import annotations
