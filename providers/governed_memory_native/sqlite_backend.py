@@ -15,6 +15,17 @@ Settings and why:
 
 One connection serves the provider, guarded by an asyncio lock: aiosqlite would
 otherwise interleave statements of concurrent tasks inside one transaction.
+
+Cancellation: aiosqlite runs every statement on its own worker thread, so cancelling
+the awaiting task does not stop a statement that was already queued (a ``BEGIN`` still
+opens its transaction after the caller is gone). A transaction is therefore always
+ended by queueing ``ROLLBACK`` (or the read's ``COMMIT``) behind whatever is in flight
+and waiting for it under ``asyncio.shield``, even while the task is being cancelled;
+the lock is released only once the connection is back in autocommit mode. A cancelled
+operation thus takes as long as its in-flight statement (a ``BEGIN IMMEDIATE`` waiting
+for another process's lock waits at most ``busy_timeout``). A connection that still
+holds a transaction after that is closed and replaced by the next operation, rather
+than left to wedge every later call and lock out other processes.
 """
 
 from __future__ import annotations
@@ -44,6 +55,8 @@ class SqliteBackend:
         self._path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._conn: aiosqlite.Connection | None = None
+        self._started = False
+        """Between ``open()`` and ``close()``: a discarded connection is replaced lazily."""
         self._lock = asyncio.Lock()
 
     @property
@@ -55,26 +68,29 @@ class SqliteBackend:
 
     async def open(self) -> None:
         async with self._lock:
-            if self._conn is not None:
-                return
-            try:
-                await asyncio.to_thread(self._path.parent.mkdir, parents=True, exist_ok=True)
-            except OSError:
-                raise MemoryConfigurationError(
-                    "path: the database directory cannot be created"
-                ) from None
+            if self._conn is None:
+                self._conn = await self._connect()
+            self._started = True
+
+    async def _connect(self) -> aiosqlite.Connection:
+        try:
+            await asyncio.to_thread(self._path.parent.mkdir, parents=True, exist_ok=True)
+        except OSError:
+            raise MemoryConfigurationError(
+                "path: the database directory cannot be created"
+            ) from None
+        with translated("open"):
+            conn = await aiosqlite.connect(
+                self._path, isolation_level=None, timeout=self._busy_timeout_ms / 1000
+            )
+        try:
             with translated("open"):
-                conn = await aiosqlite.connect(
-                    self._path, isolation_level=None, timeout=self._busy_timeout_ms / 1000
-                )
-            try:
-                with translated("open"):
-                    await self._configure(conn)
-                    await migrate(conn, applied_at=time.time())
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
+                await self._configure(conn)
+                await migrate(conn, applied_at=time.time())
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     async def _configure(self, conn: aiosqlite.Connection) -> None:
         conn.row_factory = sqlite3.Row
@@ -88,6 +104,7 @@ class SqliteBackend:
 
     async def close(self) -> None:
         async with self._lock:
+            self._started = False
             conn, self._conn = self._conn, None
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
@@ -95,7 +112,7 @@ class SqliteBackend:
 
     async def check(self) -> str:
         async with self._lock:
-            conn = self._require_conn()
+            conn = await self._connection()
             with translated("health check"):
                 async with conn.execute("SELECT 1") as cursor:
                     await cursor.fetchone()
@@ -107,40 +124,92 @@ class SqliteBackend:
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[ReadTransaction]:
         async with self._lock:
-            conn = self._require_conn()
-            with translated("read"):
-                await conn.execute("BEGIN")
+            conn = await self._connection()
             try:
+                with translated("read"):
+                    await conn.execute("BEGIN")
                 yield SqliteTransaction(conn)
-            finally:
-                await self._end(conn, "COMMIT")
+            except BaseException:
+                await self._finish(conn, "ROLLBACK")
+                raise
+            # Nothing was written: a failed COMMIT is rolled back, never reported.
+            await self._finish(conn, "COMMIT")
 
     @asynccontextmanager
     async def writing(self) -> AsyncIterator[WriteTransaction]:
         async with self._lock:
-            conn = self._require_conn()
-            with translated("write"):
-                await conn.execute("BEGIN IMMEDIATE")
+            conn = await self._connection()
             try:
+                with translated("write"):
+                    await conn.execute("BEGIN IMMEDIATE")
                 yield SqliteTransaction(conn)
-            except BaseException:
-                await self._end(conn, "ROLLBACK")
-                raise
-            try:
                 with translated("commit"):
                     await conn.execute("COMMIT")
             except BaseException:
-                await self._end(conn, "ROLLBACK")
+                # Also after a failed or interrupted COMMIT: if the COMMIT did run, the
+                # ROLLBACK queued behind it finds no transaction and changes nothing.
+                await self._finish(conn, "ROLLBACK")
                 raise
 
-    async def _end(self, conn: aiosqlite.Connection, statement: str) -> None:
-        """Finish a transaction on a path that is already failing or read-only."""
+    async def _finish(self, conn: aiosqlite.Connection, statement: str) -> None:
+        """End the transaction and wait until it has ended, even while being cancelled.
+
+        The ending runs as its own task behind ``asyncio.shield``: a cancellation that
+        arrives meanwhile is held back until the connection is settled (so the lock is
+        never released over an open transaction), then re-raised.
+        """
+        settling = asyncio.ensure_future(self._settle(conn, statement))
+        interrupted = False
+        while not settling.done():
+            try:
+                await asyncio.shield(settling)
+            except asyncio.CancelledError:
+                interrupted = True
+        if interrupted or settling.cancelled():
+            raise asyncio.CancelledError
+        settling.result()
+
+    async def _settle(self, conn: aiosqlite.Connection, statement: str) -> None:
+        """Run ``statement``, fall back to ROLLBACK, and insist on autocommit afterwards."""
+        if not await self._end(conn, statement) and statement != "ROLLBACK":
+            await self._end(conn, "ROLLBACK")
+        if not _in_autocommit(conn):
+            logger.warning("sqlite connection still in a transaction after %s; replacing it",
+                           statement.lower())
+            await self._discard(conn)
+
+    async def _end(self, conn: aiosqlite.Connection, statement: str) -> bool:
+        """Run COMMIT or ROLLBACK on a path that must not raise; ``False`` if it failed.
+
+        ROLLBACK after a BEGIN that never ran fails harmlessly ("no transaction").
+        """
         try:
             await conn.execute(statement)
-        except sqlite3.Error:
+        except Exception:
             logger.debug("sqlite %s failed", statement.lower(), exc_info=True)
+            return False
+        return True
 
-    def _require_conn(self) -> aiosqlite.Connection:
+    async def _discard(self, conn: aiosqlite.Connection) -> None:
+        """Close a connection that cannot be trusted; closing releases its locks."""
+        if self._conn is conn:
+            self._conn = None
+        try:
+            await conn.close()
+        except Exception:
+            logger.debug("closing a discarded sqlite connection failed", exc_info=True)
+
+    async def _connection(self) -> aiosqlite.Connection:
+        """The open connection; reconnects if the last one had to be discarded."""
         if self._conn is None:
-            raise MemoryUnavailableError("the sqlite backend is not open")
+            if not self._started:
+                raise MemoryUnavailableError("the sqlite backend is not open")
+            self._conn = await self._connect()
         return self._conn
+
+
+def _in_autocommit(conn: aiosqlite.Connection) -> bool:
+    try:
+        return not conn.in_transaction
+    except Exception:  # the connection is closed or broken: not usable either way
+        return False

@@ -121,9 +121,13 @@ async def current_version(conn: aiosqlite.Connection) -> int:
 
 
 async def migrate(conn: aiosqlite.Connection, applied_at: float) -> int:
-    """Bring the schema to ``LATEST_VERSION``; the caller holds no transaction."""
-    await conn.execute("BEGIN IMMEDIATE")
+    """Bring the schema to ``LATEST_VERSION``; the caller holds no transaction.
+
+    ``BEGIN`` sits inside the ``try``: if the await is cancelled the statement still runs
+    on aiosqlite's thread, and the ROLLBACK queued behind it must undo it.
+    """
     try:
+        await conn.execute("BEGIN IMMEDIATE")
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at REAL NOT NULL)"
