@@ -120,6 +120,12 @@ class NativeMemoryProvider:
             replay = await self._replayed_record(tx, scope.scope_hash, request)
             if replay is not None:
                 return replay
+            provenance = request.provenance
+            if provenance.operation_id is None:
+                provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
+            # validate() measured the provenance as sent; the stored one also carries the
+            # operation id, and a record stored over the budget could never be updated.
+            check_metadata_budget(request.metadata, provenance.as_dict())
             if request.key is not None:
                 holder = await tx.record_by_key(scope.scope_hash, request.key)
                 if holder is not None and not holder.is_expired(ctx.now):
@@ -127,9 +133,6 @@ class NativeMemoryProvider:
                 if holder is not None:
                     # An expired record is invisible, so its key is free: erase it first.
                     await tx.erase_records([holder.id])
-            provenance = request.provenance
-            if provenance.operation_id is None:
-                provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
             record = MemoryRecord(
                 id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
                 memory_type=request.memory_type, version=1, revision=new_revision(),

@@ -14,9 +14,11 @@ from governed_memory import (
     MemoryValidationError,
     Provenance,
     RecordStatus,
+    UpdateRequest,
     Visibility,
 )
 from governed_memory.ids import is_record_id
+from governed_memory.limits import MAX_METADATA_PROVENANCE_BYTES
 from governed_memory.records import content_hash
 from governed_memory_native import NativeMemoryProvider
 from native_support import OTHER_TENANT, OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
@@ -158,3 +160,26 @@ async def test_non_finite_times_are_refused_without_writing(provider: NativeMemo
     with pytest.raises(MemoryValidationError):
         await provider.add(note(expires_at=float("inf"), idempotency_key="i"), ctx)
     assert (await provider.list(ListRequest(scope=USER_SCOPE), ctx)).items == ()
+
+
+def _padded_metadata(spare: int) -> dict[str, str]:
+    """Metadata whose canonical JSON leaves exactly ``spare`` bytes of the shared budget."""
+    return {"x": "a" * (MAX_METADATA_PROVENANCE_BYTES - len('{"x":""}') - spare)}
+
+
+async def test_metadata_budget_counts_the_stamped_operation_id(
+        provider: NativeMemoryProvider, clock: ManualClock) -> None:
+    ctx = make_ctx(clock)
+    stamped = len(f'{{"operation_id":"{ctx.operation_id}"}}')
+    too_big = note(metadata=_padded_metadata(stamped - 1))
+    too_big.validate()  # the request alone fits: only the stored provenance does not
+    with pytest.raises(MemoryValidationError) as raised:
+        await provider.add(too_big, ctx)
+    assert raised.value.field == "metadata"
+    assert (await provider.list(ListRequest(scope=USER_SCOPE), ctx)).items == ()
+
+    # what add accepts, update can rewrite: the budget is the same one on both paths
+    record = await provider.add(note(metadata=_padded_metadata(stamped)), ctx)
+    updated = await provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
+                                                  importance=0.9), make_ctx(clock))
+    assert updated.version == 2 and updated.provenance == record.provenance
