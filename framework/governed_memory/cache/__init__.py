@@ -1,0 +1,54 @@
+"""The search cache: a read-through wrapper that is itself a provider, and its stores.
+
+``CachedMemoryProvider(inner, store, ...)`` caches ``search`` and invalidates on every
+write; ``InMemoryCacheStore`` is the bounded process-local store, and the Redis store
+lives in ``governed_memory_redis``. See ``docs/search-cache.md``.
+"""
+
+from governed_memory.cache.codec import CacheDecodeError, CachedSearch
+from governed_memory.cache.keys import (
+    EPOCH,
+    KEY_SCHEMA,
+    permission_boundary,
+    revision_names,
+    search_digest,
+    tenant_tag,
+)
+from governed_memory.cache.memory_store import InMemoryCacheStore
+from governed_memory.cache.provider import CachedMemoryProvider, default_provider_revision
+from governed_memory.cache.rules import is_cacheable
+from governed_memory.cache.signals import EVENT_TYPES, METER_NAME, OUTCOMES
+from governed_memory.cache.store import (
+    CacheStore,
+    CacheStoreError,
+    CacheStoreTimeout,
+    CacheStoreUnavailable,
+    CacheValueTooLarge,
+    Lookup,
+    entry_suffix,
+)
+
+__all__ = [
+    "EPOCH",
+    "EVENT_TYPES",
+    "KEY_SCHEMA",
+    "METER_NAME",
+    "OUTCOMES",
+    "CacheDecodeError",
+    "CacheStore",
+    "CacheStoreError",
+    "CacheStoreTimeout",
+    "CacheStoreUnavailable",
+    "CacheValueTooLarge",
+    "CachedMemoryProvider",
+    "CachedSearch",
+    "InMemoryCacheStore",
+    "Lookup",
+    "default_provider_revision",
+    "entry_suffix",
+    "is_cacheable",
+    "permission_boundary",
+    "revision_names",
+    "search_digest",
+    "tenant_tag",
+]

@@ -1,0 +1,497 @@
+"""``CachedMemoryProvider``: a read-through search cache that is itself a provider.
+
+The promise: a search that starts after a write has returned never gets an answer
+computed before that write. It rests on three rules.
+
+1. *Revisions in the key.* Every entry is stored under the revisions of the scopes it
+   searched (and the tenant epoch), read before the provider call.
+2. *Bump after commit.* A write runs on the provider first and then bumps every scope
+   it touched, before it returns; entries of the old revisions are never reached again.
+3. *Fill only if unchanged.* An answer is stored only if the revisions still read what
+   they read before the call, checked and written atomically by the store. If they
+   moved, the search is retried once against the new revisions, then answered uncached.
+
+A bump that fails puts its scopes in quarantine in this process: lookups touching
+them bypass the cache and retry the bump first, and a background task retries it so
+other processes sharing the store see the write soon too. A store failure of any kind
+bypasses the cache; a provider failure is passed on, never retried here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+from opentelemetry.metrics import MeterProvider
+
+from governed_memory.cache.codec import (
+    CacheDecodeError,
+    decode_entry,
+    encode_entry,
+    valid_until,
+)
+from governed_memory.cache.keys import EPOCH, revision_names, search_digest, tenant_tag
+from governed_memory.cache.quarantine import HoldSnapshot, Quarantine
+from governed_memory.cache.rules import is_cacheable
+from governed_memory.cache.signals import CacheSignals
+from governed_memory.cache.store import (
+    CacheStore,
+    CacheStoreError,
+    CacheStoreTimeout,
+    CacheValueTooLarge,
+    Lookup,
+)
+from governed_memory.clock import Clock, SystemClock
+from governed_memory.context import OperationContext
+from governed_memory.errors import (
+    MemoryCapabilityUnsupportedError,
+    MemoryConflictError,
+    MemoryNotFoundError,
+    MemoryPolicyDeniedError,
+    MemoryScopeError,
+    MemoryValidationError,
+)
+from governed_memory.events import EventBus
+from governed_memory.operations import Operation, OperationKind
+from governed_memory.provider import MemoryProvider
+from governed_memory.records import (
+    Capabilities,
+    CleanupPage,
+    DeleteResult,
+    ErasureReceipt,
+    HealthStatus,
+    MemoryRecord,
+    MemoryVersion,
+    Page,
+    SearchResult,
+)
+from governed_memory.requests import (
+    AddRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
+    PurgeExpiredRequest,
+    SearchRequest,
+    UpdateRequest,
+)
+from governed_memory.scope import Scope
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_TTL_S: Final = 300.0
+DEFAULT_MAX_VALUE_BYTES: Final = 1024 * 1024
+DEFAULT_STORE_TIMEOUT_S: Final = 0.25
+DEFAULT_QUARANTINE_RETRY_S: Final = 1.0
+
+_REJECTIONS: Final = (
+    MemoryValidationError,
+    MemoryScopeError,
+    MemoryPolicyDeniedError,
+    MemoryConflictError,
+    MemoryNotFoundError,
+    MemoryCapabilityUnsupportedError,
+)
+"""Refusals: the provider contract says a refused write leaves storage unchanged, so
+nothing needs invalidating. Any other failure (storage, unavailable, timeout,
+cancellation) may have applied and is invalidated like a success."""
+
+
+class CachedMemoryProvider:
+    """Wraps ``inner`` (any provider) with a search cache kept in ``store``.
+
+    Only ``search`` is cached. ``get``, ``list``, ``history`` and every operation the
+    wrapper does not know go straight to ``inner``; writes (``add``, ``update``,
+    ``delete``, maintenance, and any future operation whose request names a write
+    ``Operation``, such as ``approve``) run on ``inner`` and then invalidate.
+
+    ``provider_revision`` should change whenever ``inner`` could rank differently
+    (a new version, another configuration); it is part of every key.
+    """
+
+    def __init__(
+        self,
+        inner: MemoryProvider,
+        store: CacheStore,
+        *,
+        events: EventBus | None = None,
+        meter_provider: MeterProvider | None = None,
+        clock: Clock | None = None,
+        ttl_s: float = DEFAULT_TTL_S,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        store_timeout_s: float = DEFAULT_STORE_TIMEOUT_S,
+        provider_revision: str | None = None,
+        key_by_principal: bool = False,
+        quarantine_retry_s: float | None = DEFAULT_QUARANTINE_RETRY_S,
+        close_store: bool = True,
+    ) -> None:
+        if not ttl_s > 0 or not store_timeout_s > 0 or max_value_bytes < 1:
+            raise ValueError("ttl_s, store_timeout_s and max_value_bytes must be positive")
+        if quarantine_retry_s is not None and not quarantine_retry_s > 0:
+            raise ValueError("quarantine_retry_s must be positive (or None to disable)")
+        self._inner = inner
+        self._store = store
+        self.name: str = str(getattr(inner, "name", type(inner).__name__))
+        self.provider_revision = provider_revision or default_provider_revision(inner)
+        self._clock: Clock = clock or SystemClock()
+        self._ttl_s = ttl_s
+        self._max_value_bytes = max_value_bytes
+        self._store_timeout_s = store_timeout_s
+        self._key_by_principal = key_by_principal
+        self._quarantine_retry_s = quarantine_retry_s
+        self._close_store = close_store
+        self._quarantine = Quarantine()
+        self._signals = CacheSignals(
+            events=events, meter_provider=meter_provider, clock=self._clock,
+            provider=self.name, provider_revision=self.provider_revision,
+            store=str(getattr(store, "name", type(store).__name__)),
+        )
+        self._retry_task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    @property
+    def inner(self) -> MemoryProvider:
+        return self._inner
+
+    @property
+    def store(self) -> CacheStore:
+        return self._store
+
+    @property
+    def quarantined(self) -> int:
+        """How many (tenant, scope) revisions this process currently distrusts."""
+        return len(self._quarantine)
+
+    def __getattr__(self, name: str) -> Any:
+        """Operations this class does not define (``approve``, ``reject``, ``usage``, …)
+        reach ``inner``; those whose request names a write invalidate afterwards."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attribute = getattr(self._inner, name)
+        if not inspect.iscoroutinefunction(attribute):
+            return attribute
+
+        async def delegated(request: Any, ctx: OperationContext, *args: Any,
+                            **kwargs: Any) -> Any:
+            operation = getattr(request, "operation", None)
+            if not isinstance(operation, Operation) or operation.kind is OperationKind.READ:
+                return await attribute(request, ctx, *args, **kwargs)
+            return await self._write(operation.value,
+                                     lambda: attribute(request, ctx, *args, **kwargs),
+                                     request, ctx)
+
+        delegated.__name__ = name
+        return delegated
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        return self._inner.capabilities()
+
+    async def start(self) -> None:
+        await self._inner.start()
+        if self._quarantine_retry_s is not None and self._retry_task is None:
+            self._retry_task = asyncio.create_task(self._retry_forever(self._quarantine_retry_s),
+                                                   name="governed-memory-cache-quarantine")
+
+    async def close(self) -> None:
+        task, self._retry_task = self._retry_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        try:
+            await self._inner.close()
+        finally:
+            if self._close_store:
+                await self._store.close()
+
+    async def health(self) -> HealthStatus:
+        return await self._inner.health()
+
+    # -- reads that are never cached --------------------------------------------------------
+
+    async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._inner.get(request, ctx)
+
+    async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]:
+        return await self._inner.list(request, ctx)
+
+    async def history(
+        self, request: HistoryRequest, ctx: OperationContext
+    ) -> tuple[MemoryVersion, ...]:
+        return await self._inner.history(request, ctx)
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._write("add", lambda: self._inner.add(request, ctx), request, ctx)
+
+    async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._write("update", lambda: self._inner.update(request, ctx), request, ctx)
+
+    async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
+        return await self._write("delete", lambda: self._inner.delete(request, ctx), request, ctx)
+
+    async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int:
+        return await self._write("delete_all", lambda: self._inner.delete_all(request, ctx),
+                                 request, ctx)
+
+    async def delete_user(
+        self, request: DeleteUserRequest, ctx: OperationContext
+    ) -> ErasureReceipt:
+        return await self._write("delete_user", lambda: self._inner.delete_user(request, ctx),
+                                 request, ctx)
+
+    async def purge_expired(
+        self, request: PurgeExpiredRequest, ctx: OperationContext
+    ) -> CleanupPage:
+        return await self._write("purge_expired",
+                                 lambda: self._inner.purge_expired(request, ctx), request, ctx)
+
+    async def _write(self, operation: str, call: Callable[[], Awaitable[T]], request: Any,
+                     ctx: OperationContext) -> T:
+        try:
+            result = await call()
+        except _REJECTIONS:
+            raise
+        except BaseException:
+            # It may have been applied (a timeout, a lost connection, a cancellation).
+            await self._invalidate_shielded(operation, request, ctx, None)
+            raise
+        await self._invalidate_shielded(operation, request, ctx, result)
+        return result
+
+    async def _invalidate_shielded(self, operation: str, request: Any, ctx: OperationContext,
+                                   result: object) -> None:
+        """Bump even if the caller is cancelled meanwhile: the write has happened."""
+        task = asyncio.create_task(self._invalidate(operation, request, ctx, result))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        await asyncio.shield(task)
+
+    async def _invalidate(self, operation: str, request: Any, ctx: OperationContext,
+                          result: object) -> None:
+        expiries = _expiries(request, result)
+        for tenant_id, names in _write_targets(request, ctx):
+            tag = tenant_tag(tenant_id)
+            hashes = tuple(name for name in names if name != EPOCH)
+            before = self._quarantine.snapshot(tag, names)
+            owed = before.expiries if before is not None else ()
+            try:
+                await self._store_call(self._store.bump(
+                    tag, names, tuple(sorted({*expiries, *owed})), ctx.now))
+            except CacheStoreError as exc:
+                self._quarantine.hold(tenant_id, tag, names, expiries)
+                await self._signals.signal("quarantine", ctx=ctx, operation=operation,
+                                           tenant_id=tenant_id, scope_hashes=hashes,
+                                           reason=exc.reason)
+                continue
+            if before is not None:
+                self._quarantine.release(before)
+            await self._signals.signal("invalidate", ctx=ctx, operation=operation,
+                                       tenant_id=tenant_id, scope_hashes=hashes,
+                                       reason=operation)
+
+    # -- search -------------------------------------------------------------------------
+
+    async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
+        if not is_cacheable(request):
+            return await self._inner.search(request, ctx)
+        try:
+            request.validate()
+        except MemoryValidationError:
+            return await self._inner.search(request, ctx)  # the provider refuses it
+        return await _Search(self, request, ctx).run()
+
+    # -- quarantine -----------------------------------------------------------------------
+
+    async def retry_quarantined(self) -> int:
+        """Retry every failed bump now; returns how many revisions are still held."""
+        for snapshot in list(self._quarantine.snapshots()):
+            await self._recover(snapshot, None)
+        return len(self._quarantine)
+
+    async def _recover(self, snapshot: HoldSnapshot, ctx: OperationContext | None) -> bool:
+        now = ctx.now if ctx is not None else self._clock.now()
+        try:
+            await self._store_call(self._store.bump(snapshot.tag, snapshot.names,
+                                                    snapshot.expiries, now))
+        except CacheStoreError:
+            return False
+        self._quarantine.release(snapshot)
+        await self._signals.signal(
+            "invalidate", ctx=ctx, operation="search" if ctx is not None else "quarantine_retry",
+            tenant_id=snapshot.tenant_id,
+            scope_hashes=tuple(name for name in snapshot.names if name != EPOCH),
+            reason="quarantine_retry")
+        return True
+
+    async def _retry_forever(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self._quarantine:
+                continue
+            try:
+                await self.retry_quarantined()
+            except Exception:  # the loop must outlive any one failure
+                log.exception("search cache: quarantine retry failed")
+
+    # -- store access ---------------------------------------------------------------------
+
+    async def _store_call(self, awaitable: Awaitable[T]) -> T:
+        """One store operation under the cache's own deadline; every failure becomes a
+        ``CacheStoreError`` so callers have exactly one thing to bypass on."""
+        try:
+            async with asyncio.timeout(self._store_timeout_s):
+                return await awaitable
+        except CacheStoreError:
+            raise
+        except TimeoutError:
+            raise CacheStoreTimeout(f"no answer within {self._store_timeout_s:g} s") from None
+        except Exception as exc:
+            raise CacheStoreError(type(exc).__name__) from exc
+
+
+class _Search:
+    """One cached search: lookup, maybe the provider, maybe a fill; at most twice."""
+
+    def __init__(self, owner: CachedMemoryProvider, request: SearchRequest,
+                 ctx: OperationContext) -> None:
+        self.owner = owner
+        self.request = request
+        self.ctx = ctx
+        self.names = revision_names(request.scopes)
+        self.hashes = self.names[:-1]
+        self.tenant_id = request.scopes[0].tenant_id
+        self.tag = tenant_tag(self.tenant_id)
+
+    async def signal(self, outcome: str, reason: str | None = None,
+                     count: int | None = None) -> None:
+        await self.owner._signals.signal(outcome, ctx=self.ctx, operation="search",
+                                         tenant_id=self.tenant_id, scope_hashes=self.hashes,
+                                         reason=reason, count=count)
+
+    async def provider(self) -> SearchResult:
+        return await self.owner._inner.search(self.request, self.ctx)
+
+    async def bypass(self, reason: str, computed: SearchResult | None = None) -> SearchResult:
+        await self.signal("bypassed", reason)
+        return computed if computed is not None else await self.provider()
+
+    async def run(self) -> SearchResult:
+        owner = self.owner
+        try:
+            digest = search_digest(self.request, self.ctx, owner.provider_revision,
+                                   include_principal_id=owner._key_by_principal)
+        except (ValueError, TypeError):
+            return await self.bypass("unkeyable")
+        if not await self.trusted():
+            return await self.bypass("quarantined")
+        computed: SearchResult | None = None
+        for attempt in range(2):
+            try:
+                found = await owner._store_call(
+                    owner._store.lookup(self.tag, self.names, digest, self.ctx.now))
+            except CacheStoreError as exc:
+                return await self.bypass(exc.reason, computed)
+            if found.value is not None:
+                try:
+                    entry = decode_entry(found.value, digest=digest, revisions=found.revisions,
+                                         scope_hashes=self.hashes)
+                except CacheDecodeError:
+                    return await self.bypass("decode_error", computed)
+                if entry.serves(self.ctx.now):
+                    await self.signal("hit", count=len(entry.result.hits))
+                    return entry.result
+                await self.signal("miss", "outside_window")
+            else:
+                await self.signal("miss", "revision_moved" if attempt else "absent")
+            computed = await self.provider()
+            if await self.fill(found, digest, computed):
+                return computed
+        return await self.bypass("revision_moved", computed)
+
+    async def trusted(self) -> bool:
+        """False while a name of this search is quarantined and its bump still fails."""
+        snapshot = self.owner._quarantine.snapshot(self.tag, self.names)
+        if snapshot is None:
+            return True
+        if not await self.owner._recover(snapshot, self.ctx):
+            return False
+        return not self.owner._quarantine.held(self.tag, self.names)
+
+    async def fill(self, found: Lookup, digest: str, result: SearchResult) -> bool:
+        """Store ``result`` if the revisions are unchanged; False only when they moved
+        (the caller retries), True when the result should be returned as it is."""
+        owner = self.owner
+        until = valid_until(result, found.horizon)
+        if until is not None and until <= self.ctx.now:
+            return True  # it can serve no one
+        try:
+            value = encode_entry(result, digest=digest, revisions=found.revisions,
+                                 computed_at=self.ctx.now, until=until)
+        except ValueError:
+            await self.signal("bypassed", "encode_error")
+            return True
+        if len(value) > owner._max_value_bytes:
+            await self.signal("bypassed", CacheValueTooLarge.reason)
+            return True
+        if owner._quarantine.held(self.tag, self.names):
+            # A write's bump failed while we computed: this answer may predate it.
+            await self.signal("bypassed", "quarantined")
+            return True
+        try:
+            stored = await owner._store_call(owner._store.fill(
+                self.tag, self.names, found.revisions, digest, value, owner._ttl_s))
+        except CacheStoreError as exc:
+            await self.signal("bypassed", exc.reason)
+            return True
+        if stored:
+            await self.signal("fill", count=len(result.hits))
+        return stored
+
+
+def _write_targets(request: Any, ctx: OperationContext) -> list[tuple[str, tuple[str, ...]]]:
+    """(tenant, revision names) a write touched: its exact scopes, or — when it names
+    none, as ``delete_user`` does — the tenant epoch."""
+    try:
+        scopes = tuple(scope for scope in request.target_scopes() if isinstance(scope, Scope))
+    except Exception:  # a malformed request that still reached a provider
+        scopes = ()
+    if scopes:
+        by_tenant: dict[str, dict[str, None]] = {}
+        for scope in scopes:
+            by_tenant.setdefault(scope.tenant_id, {})[scope.scope_hash] = None
+        return [(tenant, tuple(names)) for tenant, names in by_tenant.items()]
+    tenant = getattr(request, "tenant_id", None)
+    return [(tenant if isinstance(tenant, str) else ctx.principal.tenant_id, (EPOCH,))]
+
+
+def _expiries(request: Any, result: object) -> tuple[float, ...]:
+    """Expiry instants a write may have put into its scope, as marks for the store."""
+    instants: set[float] = set()
+    for source in (request, result):
+        value = getattr(source, "expires_at", None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            instants.add(float(value))
+    return tuple(sorted(instants))
+
+
+def default_provider_revision(inner: object) -> str:
+    """The wrapped class and its ``revision`` attribute if it has one. Hosts should pass
+    something sharper (a package version and a config hash)."""
+    kind = type(inner)
+    revision = getattr(inner, "revision", None)
+    base = f"{kind.__module__}.{kind.__qualname__}"
+    return f"{base}@{revision}" if isinstance(revision, str) else base
