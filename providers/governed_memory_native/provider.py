@@ -188,8 +188,10 @@ class NativeMemoryProvider:
                     return DeleteResult(entry.record_id, scope_hash, entry.hard,
                                         entry.version, entry.revision)
             current = await tx.record(scope_hash, request.record_id)
-            # A tombstone stays erasable: a hard delete after a soft one removes it for good.
-            if current is None or (current.status is RecordStatus.DELETED and not request.hard):
+            # A tombstone or an expired record stays erasable (a hard delete removes it for
+            # good), but a soft delete treats both as gone, exactly like update does.
+            if current is None or (not request.hard and (
+                    current.status is RecordStatus.DELETED or current.is_expired(ctx.now))):
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
             if request.hard:
@@ -281,7 +283,9 @@ class NativeMemoryProvider:
         self._require_open()
         async with self._backend.reading() as tx:
             current = await tx.record(request.scope.scope_hash, request.record_id)
-            if current is None:
+            # A tombstone's history stays readable (that is how a soft delete is seen);
+            # an expired record is gone for every read, its history included.
+            if current is None or current.is_expired(ctx.now):
                 raise MemoryNotFoundError("no record with that id in this scope")
             versions = await tx.versions(current.id)
         return tuple(detach_version(version) for version in versions)

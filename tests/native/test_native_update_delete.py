@@ -111,6 +111,43 @@ async def test_update_of_expired_or_foreign_record_is_not_found(
                                             content="x"), make_ctx(clock))
 
 
+async def test_an_expired_record_is_gone_for_history_and_soft_delete(
+        provider: NativeMemoryProvider, clock: ManualClock) -> None:
+    record = await provider.add(note(expires_at=clock.now() + 1), make_ctx(clock))
+    history = await provider.history(HistoryRequest(scope=USER_SCOPE, record_id=record.id),
+                                     make_ctx(clock))
+    assert [v.record for v in history] == [record]
+    clock.advance(1)
+    ctx = make_ctx(clock)
+    with pytest.raises(MemoryNotFoundError):
+        await provider.history(HistoryRequest(scope=USER_SCOPE, record_id=record.id), ctx)
+    with pytest.raises(MemoryNotFoundError):
+        await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id), ctx)
+    with pytest.raises(MemoryConflictError):
+        await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id,
+                                            expected_revision=record.revision), ctx)
+    # erasure still reaches it
+    result = await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id,
+                                                 hard=True), ctx)
+    assert result.hard and result.record_id == record.id
+    with pytest.raises(MemoryNotFoundError):
+        await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id, hard=True),
+                              ctx)
+
+
+async def test_an_expired_tombstone_has_no_history(provider: NativeMemoryProvider,
+                                                   clock: ManualClock) -> None:
+    record = await provider.add(note(expires_at=clock.now() + 10), make_ctx(clock))
+    await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id), make_ctx(clock))
+    history = await provider.history(HistoryRequest(scope=USER_SCOPE, record_id=record.id),
+                                     make_ctx(clock))
+    assert [v.operation for v in history] == [VersionOperation.ADD, VersionOperation.DELETE]
+    clock.advance(10)
+    with pytest.raises(MemoryNotFoundError):
+        await provider.history(HistoryRequest(scope=USER_SCOPE, record_id=record.id),
+                               make_ctx(clock))
+
+
 async def test_soft_delete_leaves_a_tombstone_in_history(provider: NativeMemoryProvider,
                                                          clock: ManualClock) -> None:
     ctx = make_ctx(clock)
