@@ -6,6 +6,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["governed_memory_conformance.plugin", "pytester"]
+
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile("ci", max_examples=100, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])

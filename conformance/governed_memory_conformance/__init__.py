@@ -1,0 +1,42 @@
+"""governed-memory's provider conformance suite.
+
+A provider's test module subclasses :class:`ProviderConformance` and implements
+``async def make_provider(self, clock)``; the project's root ``conftest.py`` opts in
+with ``pytest_plugins = ["governed_memory_conformance.plugin"]``.
+"""
+
+import pytest
+
+# Before importing them: assertion messages in the helpers are half the diagnosis.
+pytest.register_assert_rewrite(
+    "governed_memory_conformance.base",
+    "governed_memory_conformance.harness",
+    "governed_memory_conformance.model",
+    "governed_memory_conformance.suite",
+)
+
+from governed_memory_conformance.base import scenario  # noqa: E402
+from governed_memory_conformance.capabilities import (  # noqa: E402
+    CAPABILITY_NAMES,
+    capabilities_of,
+    requires,
+)
+from governed_memory_conformance.guard import expected_failure  # noqa: E402
+from governed_memory_conformance.harness import Harness, expect_error  # noqa: E402
+from governed_memory_conformance.settings import ConformanceSettings  # noqa: E402
+from governed_memory_conformance.suite import ProviderConformance  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CAPABILITY_NAMES",
+    "ConformanceSettings",
+    "Harness",
+    "ProviderConformance",
+    "__version__",
+    "capabilities_of",
+    "expect_error",
+    "expected_failure",
+    "requires",
+    "scenario",
+]

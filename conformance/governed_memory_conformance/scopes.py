@@ -1,0 +1,27 @@
+"""The fixed scopes most suite tests use.
+
+They are chosen so that the usual isolation mistakes collide: a parent scope (tenant
+only), siblings that differ in one dimension, a child that adds one, the same user id
+in another tenant, and the same value in another dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from governed_memory.scope import Scope
+
+TENANT: Final = "conformance"
+OTHER_TENANT: Final = "conformance-other"
+
+HOME: Final = Scope(TENANT, user_id="alice")
+"""Where a test writes unless it says otherwise."""
+
+PARENT: Final = Scope(TENANT)
+SIBLING: Final = Scope(TENANT, user_id="bob")
+CHILD: Final = Scope(TENANT, user_id="alice", session_id="s1")
+ELSEWHERE: Final = Scope(OTHER_TENANT, user_id="alice")
+SAME_VALUE_OTHER_DIMENSION: Final = Scope(TENANT, agent_id="alice")
+
+NEIGHBOURS: Final = (PARENT, SIBLING, CHILD, ELSEWHERE, SAME_VALUE_OTHER_DIMENSION)
+"""Every scope that must never see ``HOME``'s records (and vice versa)."""

@@ -1,0 +1,129 @@
+"""Search: within its scopes only, filtered, limited, deterministic, never a hidden record."""
+
+from __future__ import annotations
+
+from governed_memory.errors import MemoryValidationError
+from governed_memory.records import MemoryType, RecordStatus, SearchResult
+
+from governed_memory_conformance.base import ConformanceBase, scenario
+from governed_memory_conformance.capabilities import requires
+from governed_memory_conformance.harness import Harness, expect_error
+from governed_memory_conformance.scopes import CHILD, ELSEWHERE, HOME, PARENT, SIBLING
+from governed_memory_conformance.suite.records import assert_same_record
+
+
+def check_ranking(result: SearchResult, limit: int) -> None:
+    hits = result.hits
+    assert len(hits) <= limit, f"search returned {len(hits)} hits for limit {limit}"
+    assert [hit.rank for hit in hits] == list(range(1, len(hits) + 1)), "ranks must be 1..n"
+    scores = [hit.score for hit in hits]
+    assert scores == sorted(scores, reverse=True), "hits must come best score first"
+    ids = [hit.record.id for hit in hits]
+    assert len(ids) == len(set(ids)), "a record appears twice in one result"
+
+
+class SearchTests(ConformanceBase):
+    @requires("lexical_search")
+    @scenario
+    async def test_search_finds_the_scopes_matching_records(self, h: Harness) -> None:
+        morning = await h.add("green tea in the morning")
+        await h.add("black coffee at noon")
+        lemon = await h.add("green tea with lemon")
+        for scope in (PARENT, SIBLING, CHILD):
+            await h.add("green tea for someone else", scope=scope)
+        result = await h.search("green tea", limit=10)
+        check_ranking(result, 10)
+        assert {hit.record.id for hit in result.hits} == {morning.id, lemon.id}
+        for hit in result.hits:
+            assert_same_record(hit.record, await h.get(hit.record.id), "a search hit")
+
+    @requires("lexical_search")
+    @scenario
+    async def test_search_respects_the_limit(self, h: Harness) -> None:
+        for n in range(6):
+            await h.add(f"walrus number {n}")
+        for limit in (1, 2, 5, 6, 100):
+            result = await h.search("walrus", limit=limit)
+            check_ranking(result, limit)
+            assert len(result.hits) == min(limit, 6), f"limit {limit} gave {len(result.hits)}"
+        for limit in (0, 101):
+            await expect_error(MemoryValidationError, h.search("walrus", limit=limit),
+                               f"search with limit {limit}")
+
+    @requires("lexical_search")
+    @scenario
+    async def test_equal_scores_come_in_a_deterministic_order(self, h: Harness) -> None:
+        for _ in range(6):
+            await h.add("identical words about a walrus")
+        first = await h.search("walrus", limit=10)
+        assert len(first.hits) == 6
+        order = [hit.record.id for hit in first.hits]
+        for _ in range(3):
+            again = await h.search("walrus", limit=10)
+            assert [hit.record.id for hit in again.hits] == order, (
+                "the same search over unchanged records changed its order")
+        shorter = await h.search("walrus", limit=3)
+        assert [hit.record.id for hit in shorter.hits] == order[:3], (
+            "a smaller limit must return a prefix of the larger result (a stable tie-break)")
+
+    @requires("lexical_search")
+    @scenario
+    async def test_search_filters_by_memory_type_and_entity(self, h: Harness) -> None:
+        fact = await h.add("walrus fact", memory_type=MemoryType.FACT, entity_ids=("walrus",))
+        note = await h.add("walrus note", memory_type=MemoryType.NOTE, entity_ids=("seal",))
+        typed = await h.search("walrus", memory_types=(MemoryType.FACT,))
+        assert [hit.record.id for hit in typed.hits] == [fact.id]
+        both = await h.search("walrus", memory_types=(MemoryType.FACT, MemoryType.NOTE))
+        assert {hit.record.id for hit in both.hits} == {fact.id, note.id}
+        by_entity = await h.search("walrus", entity_ids=("seal",))
+        assert [hit.record.id for hit in by_entity.hits] == [note.id]
+
+    @requires("lexical_search", "metadata_filters")
+    @scenario
+    async def test_search_filters_by_metadata_with_json_types(self, h: Harness) -> None:
+        number = await h.add("walrus one", metadata={"n": 1, "lang": "en"})
+        text = await h.add("walrus two", metadata={"n": "1", "lang": "en"})
+        boolean = await h.add("walrus three", metadata={"n": True, "lang": "fr"})
+        # A list, not a dict: in Python True == 1, which is exactly the trap under test.
+        cases: list[tuple[dict[str, object], set[str]]] = [
+            ({"lang": "en"}, {number.id, text.id}),
+            ({"n": 1}, {number.id}),
+            ({"n": "1"}, {text.id}),
+            ({"n": True}, {boolean.id}),
+            ({"n": 1, "lang": "en"}, {number.id}),
+            ({"lang": "de"}, set()),
+            ({"missing": 1}, set()),
+        ]
+        for wanted, expected in cases:
+            result = await h.search("walrus", metadata_filter=wanted)
+            found = {hit.record.id for hit in result.hits}
+            assert found == expected, f"metadata_filter {wanted} matched {found}"
+
+    @requires("lexical_search")
+    @scenario
+    async def test_search_never_returns_deleted_expired_or_pending_records(
+        self, h: Harness
+    ) -> None:
+        active = await h.add("zebra crossing")
+        deleted = await h.add("zebra deleted")
+        await h.remove(deleted.id)
+        await h.add("zebra pending", status=RecordStatus.PENDING_REVIEW)
+        if h.capabilities.expiry:
+            await h.add("zebra expiring", expires_at=h.clock.now() + 1)
+            h.advance(1)
+        result = await h.search("zebra", limit=100)
+        assert [hit.record.id for hit in result.hits] == [active.id], (
+            "search returned a deleted, expired or pending_review record")
+
+    @requires("lexical_search")
+    @scenario
+    async def test_search_over_several_scopes_stays_within_them(self, h: Harness) -> None:
+        mine = await h.add("kiwi at home")
+        child = await h.add("kiwi in the session", scope=CHILD)
+        for scope in (PARENT, SIBLING):
+            await h.add("kiwi elsewhere", scope=scope)
+        await h.add("kiwi in another tenant", scope=ELSEWHERE)
+        result = await h.search("kiwi", (HOME, CHILD), limit=100)
+        assert {hit.record.id for hit in result.hits} == {mine.id, child.id}
+        await expect_error(MemoryValidationError, h.search("kiwi", (HOME, ELSEWHERE)),
+                           "a search spanning two tenants")
