@@ -117,7 +117,7 @@ class NativeMemoryProvider:
         self._require_open()
         scope = request.scope
         async with self._backend.writing() as tx:
-            replay = await self._replayed_record(tx, scope.scope_hash, request)
+            replay = await self._replayed_record(tx, scope.scope_hash, request, ctx)
             if replay is not None:
                 return replay
             provenance = request.provenance
@@ -157,7 +157,7 @@ class NativeMemoryProvider:
         self._require_open()
         scope_hash = request.scope.scope_hash
         async with self._backend.writing() as tx:
-            replay = await self._replayed_record(tx, scope_hash, request)
+            replay = await self._replayed_record(tx, scope_hash, request, ctx)
             if replay is not None:
                 return replay
             current = await tx.record(scope_hash, request.record_id)
@@ -184,7 +184,7 @@ class NativeMemoryProvider:
                 entry = await tx.idempotency(scope_hash, request.operation.value,
                                              request.idempotency_key)
                 if entry is not None:
-                    _check_fingerprint(entry, _fingerprint(request))
+                    _check_fingerprint(entry, _fingerprint(ctx, request))
                     return DeleteResult(entry.record_id, scope_hash, entry.hard,
                                         entry.version, entry.revision)
             current = await tx.record(scope_hash, request.record_id)
@@ -213,7 +213,7 @@ class NativeMemoryProvider:
             if request.idempotency_key is not None:
                 await tx.put_idempotency(IdempotencyEntry(
                     scope_hash=scope_hash, operation=request.operation.value,
-                    key=request.idempotency_key, fingerprint=_fingerprint(request),
+                    key=request.idempotency_key, fingerprint=_fingerprint(ctx, request),
                     record_id=result.record_id, tenant_id=request.scope.tenant_id,
                     user_id=request.scope.user_id, created_at=ctx.now,
                     version=result.version, revision=result.revision, hard=result.hard,
@@ -353,7 +353,8 @@ class NativeMemoryProvider:
             raise MemoryUnavailableError("the native provider is not started (or was closed)")
 
     async def _replayed_record(
-        self, tx: WriteTransaction, scope_hash: str, request: AddRequest | UpdateRequest
+        self, tx: WriteTransaction, scope_hash: str, request: AddRequest | UpdateRequest,
+        ctx: OperationContext,
     ) -> MemoryRecord | None:
         """The first result of an earlier identical write, or ``None`` if this one is new."""
         if request.idempotency_key is None:
@@ -362,7 +363,7 @@ class NativeMemoryProvider:
                                      request.idempotency_key)
         if entry is None:
             return None
-        _check_fingerprint(entry, _fingerprint(request))
+        _check_fingerprint(entry, _fingerprint(ctx, request))
         if entry.version is None:
             return None
         snapshot = await tx.version(entry.record_id, entry.version)
@@ -378,7 +379,7 @@ class NativeMemoryProvider:
             return
         await tx.put_idempotency(IdempotencyEntry(
             scope_hash=scope.scope_hash, operation=request.operation.value,
-            key=request.idempotency_key, fingerprint=_fingerprint(request),
+            key=request.idempotency_key, fingerprint=_fingerprint(ctx, request),
             record_id=record.id, tenant_id=scope.tenant_id, user_id=scope.user_id,
             created_at=ctx.now, version=record.version, revision=record.revision,
         ))
@@ -411,13 +412,18 @@ def _given(value: T | None, current: T) -> T:
     return current if value is None else value
 
 
-def _fingerprint(request: AddRequest | UpdateRequest | DeleteRequest) -> str:
-    """The request's fingerprint, or a validation error if it cannot be computed.
+def _fingerprint(
+    ctx: OperationContext, request: AddRequest | UpdateRequest | DeleteRequest
+) -> str:
+    """The idempotency fingerprint, or a validation error if it cannot be computed.
 
-    ``validate()`` lets an infinite time through, which canonical JSON refuses.
+    The context's fingerprint wins when the manager set one: it hashes the request as
+    the caller sent it, before a policy transformed it (a TTL stamped from the clock),
+    so a retry still matches its first attempt. ``validate()`` lets an infinite time
+    through, which canonical JSON refuses.
     """
     try:
-        return request.fingerprint()
+        return ctx.fingerprint_of(request)
     except ValueError:
         raise MemoryValidationError(
             "the request holds a value JSON cannot represent (a non-finite number?)",

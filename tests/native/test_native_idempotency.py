@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from governed_memory import (
+    AddRequest,
     DeleteRequest,
     HistoryRequest,
     ListRequest,
     ManualClock,
     MemoryConflictError,
+    OperationContext,
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider
@@ -79,3 +82,46 @@ async def test_delete_replay(provider: NativeMemoryProvider, clock: ManualClock,
     with pytest.raises(MemoryConflictError):
         await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=other.id, hard=hard,
                                             idempotency_key="d-1"), ctx)
+
+
+def _as_sent(ctx: OperationContext,
+             request: AddRequest | UpdateRequest | DeleteRequest) -> OperationContext:
+    """What the governed manager hands on: the fingerprint of the request before policies."""
+    return attrs.evolve(ctx, request_fingerprint=request.fingerprint())
+
+
+async def test_replay_matches_the_request_as_sent_not_as_transformed(
+        provider: NativeMemoryProvider, clock: ManualClock) -> None:
+    # A TTL policy stamps expires_at from the clock, so each attempt reaches the provider
+    # with a different request; the caller sent the same one both times.
+    sent = note(idempotency_key="i-1")
+    first = await provider.add(attrs.evolve(sent, expires_at=clock.now() + 3600),
+                               _as_sent(make_ctx(clock), sent))
+    clock.advance(5)
+    retried = attrs.evolve(sent, expires_at=clock.now() + 3600)
+    assert retried.fingerprint() != attrs.evolve(
+        sent, expires_at=first.expires_at).fingerprint()
+    assert await provider.add(retried, _as_sent(make_ctx(clock), sent)) == first
+    page = await provider.list(ListRequest(scope=USER_SCOPE), make_ctx(clock))
+    assert [record.id for record in page.items] == [first.id]
+
+    update_sent = UpdateRequest(scope=USER_SCOPE, record_id=first.id, content="v2",
+                                idempotency_key="u-1")
+    updated = await provider.update(attrs.evolve(update_sent, expires_at=clock.now() + 60),
+                                    _as_sent(make_ctx(clock), update_sent))
+    clock.advance(5)
+    again = await provider.update(attrs.evolve(update_sent, expires_at=clock.now() + 60),
+                                  _as_sent(make_ctx(clock), update_sent))
+    assert again == updated and again.version == 2
+
+    # a different request as sent is still a different request
+    with pytest.raises(MemoryConflictError):
+        await provider.add(attrs.evolve(sent, expires_at=clock.now() + 3600),
+                           _as_sent(make_ctx(clock), note("other", idempotency_key="i-1")))
+    delete_sent = DeleteRequest(scope=USER_SCOPE, record_id=first.id, idempotency_key="d-1")
+    deleted = await provider.delete(delete_sent, _as_sent(make_ctx(clock), delete_sent))
+    other = DeleteRequest(scope=USER_SCOPE, record_id=first.id, hard=True,
+                          idempotency_key="d-1")
+    with pytest.raises(MemoryConflictError):
+        await provider.delete(delete_sent, _as_sent(make_ctx(clock), other))
+    assert await provider.delete(delete_sent, _as_sent(make_ctx(clock), delete_sent)) == deleted
