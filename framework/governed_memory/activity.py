@@ -42,7 +42,7 @@ from governed_memory.policy import (
     PolicyEngine,
 )
 from governed_memory.principal import Principal
-from governed_memory.provider import MemoryProvider
+from governed_memory.provider import MemoryProvider, UsageReportingProvider
 from governed_memory.records import (
     CleanupPage,
     DeleteResult,
@@ -55,6 +55,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import AddRequest, DeleteUserRequest, MemoryRequest
 from governed_memory.scope import Scope
+from governed_memory.usage import Usage, UsageProbe, UsageQuery
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ _REJECTIONS = (
     MemoryCapabilityUnsupportedError,
 )
 
+
+# Operations that only some providers offer, and the capability that declares them.
+_CAPABILITY_OF: dict[Operation, str] = {Operation.APPROVE: "review",
+                                        Operation.REJECT: "review"}
 
 # An operation emits at most one event of each kind; the kind orders its events.
 _SEQUENCE = {"requested": 0, "scope_violation": 1}
@@ -107,6 +112,12 @@ class ActivityPort:
         self.timeout_s = timeout_s
         self.provider_revision = provider_revision
         self._provider_name = str(getattr(provider, "name", type(provider).__name__))
+        self._capabilities: Any = None
+
+    def _declares(self, capability: str) -> bool:
+        if self._capabilities is None:
+            self._capabilities = self.provider.capabilities()
+        return bool(getattr(self._capabilities, capability, False))
 
     # -- events -----------------------------------------------------------------------
 
@@ -205,7 +216,8 @@ class ActivityPort:
         await self.events.emit(self._event("requested", operation, ctx, request))
 
         decision = await self.policies.decide(PolicyCheck(
-            operation, ctx.principal, request, ctx.operation_id, ctx.now))
+            operation, ctx.principal, request, ctx.operation_id, ctx.now,
+            usage=self._usage_probe(ctx)))
         span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
         span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
         if not decision.allowed:
@@ -218,6 +230,7 @@ class ActivityPort:
                     "denied by policy: " + "; ".join(decision.reasons()),
                     decision_id=decision.decision_id,
                     policy=denial.policy if denial else None,
+                    reasons=decision.reasons(),
                 )
             await self.events.emit(self._event("rejected", operation, ctx, request,
                                                decision=decision, error=error, started=started))
@@ -252,8 +265,33 @@ class ActivityPort:
                                            summary=summary, started=started, outcome=done))
         return result
 
+    def _usage_probe(self, ctx: OperationContext) -> UsageProbe | None:
+        """Usage of the operation's own tenant, read from the provider within the
+        operation's deadline; ``None`` if the provider cannot report it."""
+        if not (self._declares("usage") and isinstance(self.provider, UsageReportingProvider)):
+            return None
+        provider = self.provider
+
+        async def probe(query: UsageQuery) -> Usage:
+            if query.tenant_id != ctx.principal.tenant_id:
+                raise MemoryScopeError("usage of another tenant")
+            async with asyncio.timeout(self.timeout_s):
+                usage = await provider.usage(query, ctx)
+            if not isinstance(usage, Usage):
+                raise MemoryStorageError(f"provider {self._provider_name} reported no usage")
+            return usage
+
+        return probe
+
     async def _call_provider(self, operation: Operation, request: MemoryRequest,
                              ctx: OperationContext) -> Any:
+        capability = _CAPABILITY_OF.get(operation)
+        if capability is not None and not (self._declares(capability)
+                                           and hasattr(self.provider, operation.value)):
+            raise MemoryCapabilityUnsupportedError(
+                f"provider {self._provider_name} does not support {operation.value} "
+                f"(capability {capability!r})"
+            )
         handler: Callable[..., Any] = getattr(self.provider, operation.value)
         try:
             async with asyncio.timeout(self.timeout_s):

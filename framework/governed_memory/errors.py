@@ -53,15 +53,21 @@ class MemoryScopeError(MemoryError, PermissionError):
 
 
 class MemoryPolicyDeniedError(MemoryError, PermissionError):
-    """A registered policy denied the operation (or failed, which counts as a deny)."""
+    """A registered policy denied the operation (or failed, which counts as a deny).
+
+    ``reasons`` are the decision's ``"policy: reason"`` lines. Policies write reasons to
+    be shown (they name a detector or a limit, never content), so a caller may pass them
+    on to its user; ``decision_id`` finds the decision in the event trail.
+    """
 
     code = "policy_denied"
 
     def __init__(self, message: str, *, decision_id: str | None = None,
-                 policy: str | None = None) -> None:
+                 policy: str | None = None, reasons: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.decision_id = decision_id
         self.policy = policy
+        self.reasons = tuple(reasons)
 
 
 class MemoryConflictError(MemoryError):

@@ -31,7 +31,15 @@ def register_memory_providers(register: Callable[..., None]) -> None:
 def register_memory_policies(register: Callable[..., None]) -> None:
     """Register policy factories: ``register(name, factory, description="")``.
 
-    ``factory(config: Mapping[str, Any]) -> MemoryPolicy``.
+    ``factory(config: Mapping[str, Any], profile: MemoryProfileSpec) -> MemoryPolicy``
+    builds the policy for one profile. ``config`` is the profile's
+    ``[policies.extra.<name>]`` table (empty when absent): that is how a third-party
+    policy is configured. Built-in policies read their own section of ``profile``
+    instead (retention reads ``profile.retention``). A factory raises
+    ``MemoryConfigurationError`` for a configuration it cannot use; it runs once when a
+    profile is loaded, to validate, and again for every manager built from it. The
+    policy's ``name`` must be the registered name, and its ``revision`` must change
+    whenever its decisions could (code or configuration).
     """
 
 
@@ -45,7 +53,16 @@ def register_event_sinks(register: Callable[..., None]) -> None:
 
 @hookspec
 def register_memory_profiles(register: Callable[..., None]) -> None:
-    """Register versioned profiles: ``register(profile)`` with a profile spec or TOML path."""
+    """Register versioned profiles: ``register(profile)`` with a ``MemoryProfileSpec``,
+    the path of a TOML file (``str``, ``Path`` or an ``importlib.resources`` file) or a
+    mapping in the TOML shape. The same ``id@version`` twice with different content is
+    an error."""
+
+
+@hookspec
+def register_domain_packs(register: Callable[..., None]) -> None:
+    """Register domain packs: ``register(DomainPack(name, version, selections))``, where
+    ``selections`` maps each use (``chat``, ``agent``, …) to a pinned ``id@version``."""
 
 
 def _spec_names() -> frozenset[str]:

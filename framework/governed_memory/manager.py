@@ -23,6 +23,10 @@ from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.principal import Principal
+from governed_memory.profiles.build import build_components
+from governed_memory.profiles.packs import PackRegistry, ResolvedPack
+from governed_memory.profiles.registry import ProfileRegistry
+from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
     CleanupPage,
@@ -38,6 +42,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import (
     AddRequest,
+    ApproveRequest,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
@@ -46,6 +51,7 @@ from governed_memory.requests import (
     ListRequest,
     MemoryRequest,
     PurgeExpiredRequest,
+    RejectRequest,
     SearchRequest,
     UpdateRequest,
 )
@@ -100,11 +106,19 @@ class GovernedMemoryManager:
         profile: ProfileRef | None = None,
         timeout_s: float | None = 30.0,
         provider_revision: str | None = None,
+        profile_spec: MemoryProfileSpec | None = None,
+        policy_configuration: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.provider = provider
         self.clock = clock or SystemClock()
         self.events = EventBus(sinks)
-        self.policy_engine = PolicyEngine(policies)
+        self.policy_engine = PolicyEngine(policies, policy_configuration)
+        self.profile_spec = profile_spec
+        """The profile this manager was built from (``from_profile``), if any."""
+        self.domain_pack: ResolvedPack | None = None
+        """The domain pack and use that selected the profile (``from_pack``), if any."""
+        if profile is None and profile_spec is not None:
+            profile = profile_spec.ref
         self.activity = ActivityPort(
             provider,
             policies=self.policy_engine,
@@ -134,6 +148,59 @@ class GovernedMemoryManager:
         registration = manager.providers.get(provider)
         instance = registration.factory(dict(config or {}), clock)
         return cls(instance, clock=clock, **kwargs)
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: str | MemoryProfileSpec,
+        *,
+        plugins: PluginManager | None = None,
+        clock: Clock | None = None,
+        sinks: Sequence[EventSink] = (),
+        tracer_provider: TracerProvider | None = None,
+        provider_config_overrides: Mapping[str, Any] | None = None,
+    ) -> GovernedMemoryManager:
+        """Build from a versioned profile: ``"chat-assistant@1.0.0"`` (or a spec).
+
+        The profile names the provider and its config, the policies in order, and the
+        deadline; its id, version and revision go into every event and span.
+        ``provider_config_overrides`` replace provider config keys for this process
+        (say, a database ``path``) without changing the profile's revision.
+        """
+        plugins = plugins or PluginManager.load()
+        if isinstance(profile, MemoryProfileSpec):
+            spec = profile
+        else:
+            spec = ProfileRegistry.from_plugins(plugins).get(profile)
+        clock = clock or SystemClock()
+        parts = build_components(spec, plugins, clock, provider_config_overrides)
+        return cls(parts.provider, policies=parts.policies, sinks=sinks, clock=clock,
+                   tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
+                   profile_spec=spec, policy_configuration=parts.policy_configuration)
+
+    @classmethod
+    def from_pack(
+        cls,
+        pack: str,
+        use: str,
+        *,
+        plugins: PluginManager | None = None,
+        clock: Clock | None = None,
+        sinks: Sequence[EventSink] = (),
+        tracer_provider: TracerProvider | None = None,
+        provider_config_overrides: Mapping[str, Any] | None = None,
+    ) -> GovernedMemoryManager:
+        """Build from the profile a domain pack (``"support-desk@1.0.0"``) selects for
+        one use (``"chat"``)."""
+        plugins = plugins or PluginManager.load()
+        profiles = ProfileRegistry.from_plugins(plugins)
+        resolved = PackRegistry.from_plugins(plugins).resolve(pack, profiles)
+        spec = profiles.get(resolved.profile_for(use).ref)
+        manager = cls.from_profile(spec, plugins=plugins, clock=clock, sinks=sinks,
+                                   tracer_provider=tracer_provider,
+                                   provider_config_overrides=provider_config_overrides)
+        manager.domain_pack = resolved
+        return manager
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -223,15 +290,20 @@ class GovernedMemoryManager:
         return result
 
     async def search(self, principal: Principal, scopes: Scope | Sequence[Scope], query: str,
-                     *, limit: int = 10,
+                     *, limit: int | None = None,
                      memory_types: Iterable[MemoryType | str] | None = None,
                      metadata_filter: Mapping[str, Any] | None = None,
                      entity_ids: Iterable[str] = ()) -> SearchResult:
+        """Search one or more exact scopes. ``limit`` defaults to the profile's
+        ``retrieval.top_k`` (10 without a profile)."""
         scope_tuple = ((scopes,) if isinstance(scopes, Scope)
                        else tuple(scopes) if isinstance(scopes, list | tuple) else (scopes,))
+        if limit is None:
+            limit = self.profile_spec.retrieval.top_k if self.profile_spec else 10
+        hits = limit
         result: SearchResult = await self._execute(
             Operation.SEARCH, principal,
-            lambda: SearchRequest(scope_tuple, query, limit, _types(memory_types),
+            lambda: SearchRequest(scope_tuple, query, hits, _types(memory_types),
                                   metadata_filter or {}, _strings(entity_ids, "entity_ids")))
         return result
 
@@ -295,4 +367,24 @@ class GovernedMemoryManager:
                             after: str | None = None) -> CleanupPage:
         result: CleanupPage = await self._execute(
             Operation.PURGE_EXPIRED, principal, lambda: PurgeExpiredRequest(scope, limit, after))
+        return result
+
+    async def approve(self, principal: Principal, scope: Scope, record_id: str, *,
+                      expected_revision: str | None = None,
+                      idempotency_key: str | None = None) -> MemoryRecord:
+        """Accept a memory held for review: it becomes active (a new version) and
+        visible to reads. Takes ``memory:review``."""
+        result: MemoryRecord = await self._execute(
+            Operation.APPROVE, principal,
+            lambda: ApproveRequest(scope, record_id, expected_revision, idempotency_key))
+        return result
+
+    async def reject(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str | None = None,
+                     idempotency_key: str | None = None) -> DeleteResult:
+        """Refuse a memory held for review: it is erased with its history (it was never
+        accepted); the event trail keeps the rejection. Takes ``memory:review``."""
+        result: DeleteResult = await self._execute(
+            Operation.REJECT, principal,
+            lambda: RejectRequest(scope, record_id, expected_revision, idempotency_key))
         return result

@@ -37,6 +37,8 @@ class Operation(enum.StrEnum):
     DELETE_ALL = "delete_all"
     DELETE_USER = "delete_user"
     PURGE_EXPIRED = "purge_expired"
+    APPROVE = "approve"
+    REJECT = "reject"
 
     @property
     def info(self) -> _OperationInfo:
@@ -67,4 +69,14 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.DELETE_ALL: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.DELETE_USER: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.PURGE_EXPIRED: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
+    Operation.APPROVE: _OperationInfo(_W, Permission.REVIEW, "update_memory"),
+    Operation.REJECT: _OperationInfo(_W, Permission.REVIEW, "delete_memory"),
 }
+
+MAINTENANCE: frozenset[Operation] = frozenset(
+    {Operation.DELETE_ALL, Operation.DELETE_USER, Operation.PURGE_EXPIRED}
+)
+"""Erasure and cleanup. Profiles that forbid ordinary writes (read-only) still allow
+these: a legal erasure obligation outranks a configuration choice."""
+
+REVIEW_DECISIONS: frozenset[Operation] = frozenset({Operation.APPROVE, Operation.REJECT})

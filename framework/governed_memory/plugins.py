@@ -76,6 +76,9 @@ class PluginManager:
         self.policies: _Registry[Any] = _Registry("policy")
         self.sinks: _Registry[Any] = _Registry("event sink")
         self.profiles: list[tuple[str, Any]] = []
+        """(plugin name, what it registered) from ``register_memory_profiles``."""
+        self.packs: list[tuple[str, Any]] = []
+        """(plugin name, ``DomainPack``) from ``register_domain_packs``."""
 
     @classmethod
     def load(cls, plugins: Iterable[object] = (), *, entry_points: bool = True,
@@ -119,11 +122,12 @@ class PluginManager:
                 impl = getattr(plugin, hook_name, None)
                 if impl is not None and self._is_hookimpl(plugin, hook_name):
                     impl(register=registry.register_from(plugin_name))
-            profiles_hook = "register_memory_profiles"
-            if self._is_hookimpl(plugin, profiles_hook):
-                getattr(plugin, profiles_hook)(
-                    register=lambda profile, _p=plugin_name: self.profiles.append((_p, profile))
-                )
+            for hook_name, items in (("register_memory_profiles", self.profiles),
+                                     ("register_domain_packs", self.packs)):
+                if self._is_hookimpl(plugin, hook_name):
+                    getattr(plugin, hook_name)(
+                        register=lambda item, _p=plugin_name, _to=items: _to.append((_p, item))
+                    )
 
     def _is_hookimpl(self, plugin: object, hook_name: str) -> bool:
         hook = getattr(self._pm.hook, hook_name)

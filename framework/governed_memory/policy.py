@@ -12,8 +12,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -22,6 +22,7 @@ from governed_memory.limits import canonical_json
 from governed_memory.operations import Operation, OperationKind
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.requests import AddRequest, DeleteUserRequest, MemoryRequest
+from governed_memory.usage import UsageProbe
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ class PolicyCheck:
     request: MemoryRequest
     operation_id: str
     now: float
+    usage: UsageProbe | None = None
+    """Asks the operation's provider for current usage (quotas); ``None`` when the
+    provider cannot tell, in which case a policy that needs usage must deny."""
 
 
 @attrs.frozen(slots=True)
@@ -79,6 +83,10 @@ class PolicyVerdict:
 
 @runtime_checkable
 class MemoryPolicy(Protocol):
+    """A policy plugin's product. ``revision`` must change whenever what the policy
+    decides could change (its code or its configuration): it goes into the policy set's
+    revision, which every decision and event records."""
+
     name: str
     revision: str
 
@@ -156,14 +164,21 @@ def authorize_scope(principal: Principal, request: MemoryRequest) -> str | None:
 
 
 class PolicyEngine:
-    """Runs the scope rule and the registered policies and aggregates one decision."""
+    """Runs the scope rule and the registered policies and aggregates one decision.
 
-    def __init__(self, policies: Sequence[MemoryPolicy] = ()) -> None:
+    ``configuration`` (policy name → the config it was built from) is folded into the
+    revision, so two deployments with the same policies but different settings never
+    share a policy revision even if a third-party policy's own ``revision`` ignores its
+    configuration.
+    """
+
+    def __init__(self, policies: Sequence[MemoryPolicy] = (),
+                 configuration: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         names = [p.name for p in policies]
         if len(set(names)) != len(names) or SCOPE_RULE_NAME in names:
             raise ValueError(f"policy names must be unique and not {SCOPE_RULE_NAME!r}")
         self._policies = tuple(policies)
-        self.revision = _policy_revision(self._policies)
+        self.revision = _policy_revision(self._policies, configuration or {})
 
     @property
     def policies(self) -> tuple[MemoryPolicy, ...]:
@@ -236,9 +251,24 @@ def _transform_problem(before: MemoryRequest, after: object) -> str | None:
     return None
 
 
-def _policy_revision(policies: Sequence[MemoryPolicy]) -> str:
-    parts = [[SCOPE_RULE_NAME, SCOPE_RULE_REVISION]] + [[p.name, str(p.revision)] for p in policies]
+def _policy_revision(policies: Sequence[MemoryPolicy],
+                     configuration: Mapping[str, Mapping[str, Any]]) -> str:
+    parts: list[list[Any]] = [[SCOPE_RULE_NAME, SCOPE_RULE_REVISION]]
+    for policy in policies:
+        part: list[Any] = [policy.name, str(policy.revision)]
+        config = configuration.get(policy.name)
+        if config:
+            part.append(_json_plain(config))
+        parts.append(part)
     return "pr1:" + hashlib.sha256(canonical_json(parts).encode()).hexdigest()[:32]
+
+
+def _json_plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _json_plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_plain(v) for v in value]
+    return value
 
 
 def scope_error(decision: PolicyDecision) -> MemoryScopeError:

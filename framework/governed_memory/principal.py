@@ -20,6 +20,9 @@ class Permission(enum.StrEnum):
     READ = "memory:read"
     WRITE = "memory:write"
     DELETE = "memory:delete"
+    REVIEW = "memory:review"
+    """Approve or reject memories held for review; kept apart from ``memory:write`` so
+    that whoever writes a memory under review cannot also wave it through."""
     ADMIN = "memory:admin"
 
 

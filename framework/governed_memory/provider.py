@@ -25,6 +25,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import (
     AddRequest,
+    ApproveRequest,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
@@ -32,9 +33,11 @@ from governed_memory.requests import (
     HistoryRequest,
     ListRequest,
     PurgeExpiredRequest,
+    RejectRequest,
     SearchRequest,
     UpdateRequest,
 )
+from governed_memory.usage import Usage, UsageQuery
 
 
 @runtime_checkable
@@ -88,6 +91,30 @@ class MemoryProvider(Protocol):
     async def purge_expired(
         self, request: PurgeExpiredRequest, ctx: OperationContext
     ) -> CleanupPage: ...
+
+
+@runtime_checkable
+class ReviewingProvider(Protocol):
+    """The ``review`` capability: deciding records held as ``pending_review``.
+
+    - ``approve`` turns a pending record active as a new version whose history entry
+      has operation ``approve``;
+    - ``reject`` erases a pending record with its history (it was never accepted) and
+      returns a hard ``DeleteResult``;
+    - either on a record that is not pending raises ``MemoryConflictError``; an unknown
+      id raises ``MemoryNotFoundError``; a stale ``expected_revision`` is a conflict.
+    """
+
+    async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord: ...
+
+    async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult: ...
+
+
+@runtime_checkable
+class UsageReportingProvider(Protocol):
+    """The ``usage`` capability: current record and byte counts, for quotas."""
+
+    async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage: ...
 
 
 ProviderFactory = Callable[[Mapping[str, Any], Clock], MemoryProvider]

@@ -55,6 +55,7 @@ class VersionOperation(enum.StrEnum):
     ADD = "add"
     UPDATE = "update"
     DELETE = "delete"
+    APPROVE = "approve"
 
 
 def json_copy(value: Any, _depth: int = 0) -> Any:
@@ -266,6 +267,10 @@ class Capabilities:
     purge_expired: bool = True
     delete_all: bool = True
     delete_user: bool = True
+    review: bool = False
+    """``approve`` and ``reject`` of records held as ``pending_review``."""
+    usage: bool = False
+    """``usage`` reports record and byte counts per scope and per tenant (quotas)."""
     max_page_size: int = 100
 
 

@@ -331,7 +331,43 @@ class PurgeExpiredRequest(_Request):
         _check_optional_text(self.after, "after", 2048)
 
 
+@attrs.frozen(slots=True)
+class ApproveRequest(_Request):
+    """Make a ``pending_review`` record active (a new version), so reads can see it."""
+
+    operation: ClassVar[Operation] = Operation.APPROVE
+
+    scope: Scope
+    record_id: str
+    expected_revision: str | None = None
+    idempotency_key: str | None = None
+
+    def _validate(self) -> None:
+        _check_record_id(self.record_id)
+        _check_optional_text(self.expected_revision, "expected_revision", 256)
+        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+
+
+@attrs.frozen(slots=True)
+class RejectRequest(_Request):
+    """Erase a ``pending_review`` record and its history: it was never accepted, so
+    nothing of it is kept (the events still record that it was rejected)."""
+
+    operation: ClassVar[Operation] = Operation.REJECT
+
+    scope: Scope
+    record_id: str
+    expected_revision: str | None = None
+    idempotency_key: str | None = None
+
+    def _validate(self) -> None:
+        _check_record_id(self.record_id)
+        _check_optional_text(self.expected_revision, "expected_revision", 256)
+        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+
+
 MemoryRequest = (
     AddRequest | GetRequest | ListRequest | SearchRequest | UpdateRequest | DeleteRequest
     | HistoryRequest | DeleteAllRequest | DeleteUserRequest | PurgeExpiredRequest
+    | ApproveRequest | RejectRequest
 )

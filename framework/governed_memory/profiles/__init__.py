@@ -1,0 +1,94 @@
+"""Versioned profiles and domain packs: the model, TOML loading, registries, building.
+
+``MemoryProfileSpec`` is the model; ``load_profile`` / ``loads_profile`` /
+``parse_profile`` read it (strictly, naming the path of every problem);
+``ProfileRegistry`` and ``PackRegistry`` hold what plugins registered; and
+``GovernedMemoryManager.from_profile`` / ``from_pack`` build a manager from them.
+"""
+
+from governed_memory.profiles.convert import (
+    ProfileLoadError,
+    structure_profile,
+    unstructure_profile,
+)
+from governed_memory.profiles.loading import (
+    READERS,
+    check_against_plugins,
+    load_profile,
+    loads_profile,
+    parse_profile,
+)
+from governed_memory.profiles.packs import DomainPack, PackRegistry, ResolvedPack, dependency_hash
+from governed_memory.profiles.registry import ProfileRegistry, RegisteredProfile
+from governed_memory.profiles.spec import (
+    CURRENT_SPEC_VERSION,
+    AccessSection,
+    AuditSection,
+    CacheSection,
+    CacheStore,
+    ContextSection,
+    DedupMode,
+    EventDetail,
+    FallbackSection,
+    IndexingMode,
+    IndexingSection,
+    MemoryProfileSpec,
+    PiiKind,
+    PoliciesSection,
+    PrivacySection,
+    ProfileProblem,
+    ProviderSection,
+    QuotaSection,
+    RetentionSection,
+    RetrievalMode,
+    RetrievalSection,
+    ScopeSection,
+    SecretGuardMode,
+    StoreSection,
+    WriteSection,
+)
+from governed_memory.profiles.versions import Reference, SemVer
+
+__all__ = [
+    "CURRENT_SPEC_VERSION",
+    "READERS",
+    "AccessSection",
+    "AuditSection",
+    "CacheSection",
+    "CacheStore",
+    "ContextSection",
+    "DedupMode",
+    "DomainPack",
+    "EventDetail",
+    "FallbackSection",
+    "IndexingMode",
+    "IndexingSection",
+    "MemoryProfileSpec",
+    "PackRegistry",
+    "PiiKind",
+    "PoliciesSection",
+    "PrivacySection",
+    "ProfileLoadError",
+    "ProfileProblem",
+    "ProfileRegistry",
+    "ProviderSection",
+    "QuotaSection",
+    "Reference",
+    "RegisteredProfile",
+    "ResolvedPack",
+    "RetentionSection",
+    "RetrievalMode",
+    "RetrievalSection",
+    "ScopeSection",
+    "SecretGuardMode",
+    "SemVer",
+    "StoreSection",
+    "WriteSection",
+    "check_against_plugins",
+    "dependency_hash",
+    "load_profile",
+    "loads_profile",
+    "parse_profile",
+    "structure_profile",
+    "unstructure_profile",
+]

@@ -1,0 +1,48 @@
+"""Turning a profile into the parts of a manager: provider, policies, deadline, ref."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from governed_memory.clock import Clock
+from governed_memory.context import ProfileRef
+from governed_memory.profiles.loading import (
+    build_policies,
+    build_provider,
+    check_capabilities,
+)
+from governed_memory.profiles.spec import MemoryProfileSpec
+
+if TYPE_CHECKING:
+    from governed_memory.plugins import PluginManager
+    from governed_memory.policy import MemoryPolicy
+    from governed_memory.provider import MemoryProvider
+
+
+@attrs.frozen(slots=True)
+class ProfileComponents:
+    spec: MemoryProfileSpec
+    provider: MemoryProvider
+    policies: tuple[MemoryPolicy, ...]
+    policy_configuration: Mapping[str, Mapping[str, Any]]
+    """What each policy was configured with, folded into the policy revision."""
+
+    @property
+    def ref(self) -> ProfileRef:
+        return self.spec.ref
+
+
+def build_components(spec: MemoryProfileSpec, plugins: PluginManager, clock: Clock,
+                     provider_config_overrides: Mapping[str, Any] | None = None
+                     ) -> ProfileComponents:
+    """Build what ``spec`` names. ``provider_config_overrides`` replace keys of the
+    provider's config for this process only (a database path, a test backend); they do
+    not change the profile's revision, since they say where, not how, memory is kept."""
+    provider = build_provider(spec, plugins, provider_config_overrides, clock)
+    check_capabilities(spec, provider.capabilities())
+    policies = tuple(build_policies(spec, plugins))
+    configuration = {name: spec.policies.extra.get(name, {}) for name in spec.policies.enabled}
+    return ProfileComponents(spec, provider, policies, configuration)

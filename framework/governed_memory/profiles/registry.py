@@ -1,0 +1,150 @@
+"""The profiles plugins registered, looked up by ``id@version``.
+
+A reference must mean one thing: registering the same ``id@version`` twice with
+different content is an error (the same content twice, say from two plugins that
+vendor one file, is fine). Each profile is checked against the registered plugins when
+the registry is built; a profile that cannot be used here (its provider is not
+installed, a policy is blocked) is kept with its problem and refuses to build, so one
+broken third-party profile does not take the others down with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from governed_memory.context import ProfileRef
+from governed_memory.errors import MemoryConfigurationError
+from governed_memory.profiles.loading import check_against_plugins, load_profile, parse_profile
+from governed_memory.profiles.spec import MemoryProfileSpec
+from governed_memory.profiles.versions import Reference, SemVer
+
+if TYPE_CHECKING:
+    from governed_memory.plugins import PluginManager
+
+
+@attrs.frozen(slots=True)
+class RegisteredProfile:
+    spec: MemoryProfileSpec
+    origin: str
+    """The plugin (or ``code``) that registered it."""
+    problem: str | None = None
+    """Why it cannot be built with the installed plugins, if it cannot."""
+
+    @property
+    def usable(self) -> bool:
+        return self.problem is None
+
+
+class ProfileRegistry:
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], RegisteredProfile] = {}
+
+    def register(self, spec: MemoryProfileSpec, *, origin: str = "code",
+                 problem: str | None = None) -> RegisteredProfile:
+        if not isinstance(spec, MemoryProfileSpec):
+            raise MemoryConfigurationError(f"{origin}: expected a MemoryProfileSpec, "
+                                           f"got {type(spec).__name__}")
+        key = (spec.id, spec.version)
+        existing = self._entries.get(key)
+        if existing is not None:
+            if existing.spec.revision != spec.revision:
+                raise MemoryConfigurationError(
+                    f"profile {spec.key} registered twice with different content "
+                    f"(by {existing.origin}: {existing.spec.revision}; by {origin}: "
+                    f"{spec.revision})")
+            return existing
+        entry = RegisteredProfile(spec, origin, problem)
+        self._entries[key] = entry
+        return entry
+
+    def entry(self, ref: str | Reference | ProfileRef) -> RegisteredProfile:
+        """The registration behind a reference; ``id`` alone means its newest version."""
+        wanted = _reference(ref)
+        if wanted.version is not None:
+            found = self._entries.get((wanted.id, wanted.version))
+        else:
+            versions = [e for (pid, _), e in self._entries.items() if pid == wanted.id]
+            found = max(versions, key=lambda e: SemVer.parse(e.spec.version).precedence(),
+                        default=None)
+        if found is None:
+            known = ", ".join(e.spec.key for e in self.all_entries()) or "none"
+            raise MemoryConfigurationError(f"unknown profile {wanted}; registered: {known}")
+        if isinstance(ref, ProfileRef) and ref.revision not in ("unversioned",
+                                                                found.spec.revision):
+            raise MemoryConfigurationError(
+                f"profile {found.spec.key} has revision {found.spec.revision}, "
+                f"not {ref.revision}")
+        return found
+
+    def get(self, ref: str | Reference | ProfileRef) -> MemoryProfileSpec:
+        """A profile that can be built here; otherwise the reason it cannot."""
+        entry = self.entry(ref)
+        if entry.problem is not None:
+            raise MemoryConfigurationError(
+                f"profile {entry.spec.key} (from {entry.origin}) cannot be used here: "
+                f"{entry.problem}")
+        return entry.spec
+
+    def all_entries(self) -> tuple[RegisteredProfile, ...]:
+        return tuple(sorted(self._entries.values(),
+                            key=lambda e: (e.spec.id,
+                                           SemVer.parse(e.spec.version).precedence())))
+
+    def all(self) -> tuple[MemoryProfileSpec, ...]:
+        return tuple(e.spec for e in self.all_entries())
+
+    def __contains__(self, ref: object) -> bool:
+        try:
+            self.entry(ref)  # type: ignore[arg-type]
+        except MemoryConfigurationError:
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @classmethod
+    def from_plugins(cls, plugins: PluginManager) -> ProfileRegistry:
+        """Every profile registered through ``register_memory_profiles``.
+
+        A registration is a ``MemoryProfileSpec``, a mapping in the TOML shape, or the
+        path of a TOML file (a ``str``, ``Path`` or package resource).
+        """
+        registry = cls()
+        for origin, item in plugins.profiles:
+            spec = _spec_of(origin, item)
+            try:
+                check_against_plugins(spec, plugins)
+            except MemoryConfigurationError as exc:
+                registry.register(spec, origin=origin, problem=str(exc))
+            else:
+                registry.register(spec, origin=origin)
+        return registry
+
+
+def _spec_of(origin: str, item: Any) -> MemoryProfileSpec:
+    try:
+        if isinstance(item, MemoryProfileSpec):
+            return item
+        if isinstance(item, str | Path | Traversable):
+            return load_profile(item)
+        if isinstance(item, Mapping):
+            return parse_profile(item, source=f"profile from {origin}")
+    except MemoryConfigurationError as exc:
+        raise MemoryConfigurationError(f"plugin {origin}: {exc}") from None
+    raise MemoryConfigurationError(
+        f"plugin {origin} registered a profile as {type(item).__name__}; register a "
+        "MemoryProfileSpec, a TOML path or a mapping")
+
+
+def _reference(ref: str | Reference | ProfileRef) -> Reference:
+    if isinstance(ref, Reference):
+        return ref
+    if isinstance(ref, ProfileRef):
+        return Reference(ref.id, ref.version)
+    return Reference.parse(ref)

@@ -1,0 +1,482 @@
+"""``MemoryProfileSpec``: everything a deployment decides about memory, as one value.
+
+A profile is referenced as ``id@version`` and pinned by its ``revision`` (the hash of
+its canonical form), which goes into every event: an auditor can tell exactly which
+rules governed an operation. Each section is a frozen attrs class that checks itself,
+so a spec built in code is held to the same rules as one loaded from TOML; a broken
+rule raises ``ProfileProblem`` naming the dotted path of the offending setting.
+
+Some sections are enforced today (by the built-in policies and the manager); cache,
+indexing, fallback, stores and context are declarations for the components that read
+them, validated now so a profile written today keeps meaning the same thing.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import math
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from governed_memory.context import ProfileRef
+from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
+from governed_memory.limits import MAX_PAGE_SIZE, canonical_json, check_json_safe
+from governed_memory.operations import Operation
+from governed_memory.principal import Permission
+from governed_memory.profiles.versions import is_name, is_semver
+from governed_memory.records import MemoryType
+from governed_memory.scope import DIMENSIONS
+
+CURRENT_SPEC_VERSION: Final = 1
+REVISION_PREFIX: Final = "sha256:"
+
+
+class ProfileProblem(MemoryConfigurationError):
+    """One broken rule in a profile; ``path`` is dotted (``retrieval.top_k``)."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}" if path else detail)
+        self.path = path
+        self.detail = detail
+
+    def within(self, prefix: str) -> ProfileProblem:
+        """The same problem seen from an enclosing section."""
+        if not prefix:
+            return self
+        return ProfileProblem(f"{prefix}.{self.path}" if self.path else prefix, self.detail)
+
+
+def _checked_config(value: Mapping[str, Any] | None, path: str) -> Mapping[str, Any]:
+    """A JSON-safe, deeply read-only copy of a config table."""
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ProfileProblem(path, f"expected a table, got {type(value).__name__}")
+    try:
+        check_json_safe(value, path)
+    except MemoryValidationError as exc:
+        raise ProfileProblem(exc.field or path, str(exc).removeprefix(f"{exc.field} ")
+                             ) from None
+    frozen: Mapping[str, Any] = _freeze(value)
+    return frozen
+
+
+def _config(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return _checked_config(value, "config")
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return types.MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _frozen_dict(value: Mapping[Any, Any] | None) -> Mapping[Any, Any]:
+    return types.MappingProxyType(dict(value or {}))
+
+
+def _positive(path: str, value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise ProfileProblem(path, f"must be a positive number of seconds, got {value}")
+
+
+def _at_least_one(path: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ProfileProblem(path, f"must be at least 1, got {value}")
+
+
+def _unique(path: str, values: tuple[Any, ...]) -> None:
+    seen: set[Any] = set()
+    for index, value in enumerate(values):
+        if value in seen:
+            raise ProfileProblem(f"{path}[{index}]", f"{value!r} is listed twice")
+        seen.add(value)
+
+
+# -- sections ------------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class ProviderSection:
+    """Which registered provider stores the memories, and its own config table."""
+
+    name: str = "native"
+    config: Mapping[str, Any] = attrs.field(factory=dict, converter=_config)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name:
+            raise ProfileProblem("name", "must name a registered provider")
+
+
+@attrs.frozen(slots=True)
+class StoreSection:
+    """A named backing store (a Redis for the cache, …) that other sections refer to."""
+
+    kind: str
+    config: Mapping[str, Any] = attrs.field(factory=dict, converter=_config)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.kind:
+            raise ProfileProblem("kind", "must name the kind of store")
+
+
+@attrs.frozen(slots=True)
+class ScopeSection:
+    """Dimensions every new memory must be written with (``tenant_id`` always is)."""
+
+    required: tuple[str, ...] = ("tenant_id",)
+
+    def __attrs_post_init__(self) -> None:
+        for index, name in enumerate(self.required):
+            if name not in DIMENSIONS:
+                raise ProfileProblem(f"required[{index}]",
+                                     f"{name!r} is not a scope dimension "
+                                     f"({', '.join(DIMENSIONS)})")
+        _unique("required", self.required)
+
+
+class RetrievalMode(enum.StrEnum):
+    LEXICAL = "lexical"
+    VECTOR = "vector"
+
+
+SIGNALS: Final = ("lexical", "vector", "recency", "importance")
+_MODE_NAMES: Final = frozenset(mode.value for mode in RetrievalMode)
+
+
+@attrs.frozen(slots=True)
+class RetrievalSection:
+    modes: tuple[RetrievalMode, ...] = (RetrievalMode.LEXICAL,)
+    top_k: int = 10
+    """The default number of hits a search returns when the caller does not say."""
+    weights: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_dict)
+    recency_half_life_s: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not self.modes:
+            raise ProfileProblem("modes", "at least one retrieval mode is needed")
+        _unique("modes", self.modes)
+        if not 1 <= self.top_k <= MAX_PAGE_SIZE:
+            raise ProfileProblem("top_k", f"must be between 1 and {MAX_PAGE_SIZE}, "
+                                          f"got {self.top_k}")
+        for signal, weight in self.weights.items():
+            if signal not in SIGNALS:
+                raise ProfileProblem(f"weights.{signal}",
+                                     f"unknown signal; known: {', '.join(SIGNALS)}")
+            if not math.isfinite(weight) or weight < 0:
+                raise ProfileProblem(f"weights.{signal}", "must be a non-negative number")
+            if signal in _MODE_NAMES and signal not in self.modes:
+                raise ProfileProblem(f"weights.{signal}",
+                                     f"weights a mode that is not in modes ({signal!r})")
+        _positive("recency_half_life_s", self.recency_half_life_s)
+        if self.weights.get("recency", 0) > 0 and self.recency_half_life_s is None:
+            raise ProfileProblem("weights.recency", "needs recency_half_life_s")
+
+
+class DedupMode(enum.StrEnum):
+    OFF = "off"
+    CONTENT_HASH = "content_hash"
+
+
+@attrs.frozen(slots=True)
+class WriteSection:
+    dedup: DedupMode = DedupMode.OFF
+    require_idempotency_key: bool = False
+    review_source_types: tuple[str, ...] = ()
+    """Provenance source types whose new memories wait for ``approve`` or ``reject``."""
+    read_only: bool = False
+    allowed_memory_types: tuple[MemoryType, ...] = ()
+    """Empty means every type."""
+
+    def __attrs_post_init__(self) -> None:
+        for index, source in enumerate(self.review_source_types):
+            if not source or source != source.strip():
+                raise ProfileProblem(f"review_source_types[{index}]",
+                                     "must be a non-empty source type")
+        _unique("review_source_types", self.review_source_types)
+        _unique("allowed_memory_types", self.allowed_memory_types)
+
+
+@attrs.frozen(slots=True)
+class RetentionSection:
+    """How long memories live. A write never lives past ``max_ttl_s``."""
+
+    default_ttl_s: float | None = None
+    max_ttl_s: float | None = None
+    ttl_by_type: Mapping[MemoryType, float] = attrs.field(factory=dict, converter=_frozen_dict)
+
+    def __attrs_post_init__(self) -> None:
+        _positive("default_ttl_s", self.default_ttl_s)
+        _positive("max_ttl_s", self.max_ttl_s)
+        for memory_type, ttl in self.ttl_by_type.items():
+            _positive(f"ttl_by_type.{memory_type.value}", ttl)
+        if self.max_ttl_s is None:
+            return
+        if self.default_ttl_s is not None and self.default_ttl_s > self.max_ttl_s:
+            raise ProfileProblem("default_ttl_s", f"{self.default_ttl_s} is above max_ttl_s "
+                                                  f"({self.max_ttl_s})")
+        for memory_type, ttl in self.ttl_by_type.items():
+            if ttl > self.max_ttl_s:
+                raise ProfileProblem(f"ttl_by_type.{memory_type.value}",
+                                     f"{ttl} is above max_ttl_s ({self.max_ttl_s})")
+
+    def ttl_for(self, memory_type: MemoryType) -> float | None:
+        """The lifetime a new memory of this type gets when the caller sets none."""
+        ttl = self.ttl_by_type.get(memory_type, self.default_ttl_s)
+        return ttl if ttl is not None else self.max_ttl_s
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.default_ttl_s or self.max_ttl_s or self.ttl_by_type)
+
+
+class SecretGuardMode(enum.StrEnum):
+    OFF = "off"
+    REJECT = "reject"
+    REDACT = "redact"
+
+
+class PiiKind(enum.StrEnum):
+    EMAIL = "email"
+    PHONE = "phone"
+
+
+class EventDetail(enum.StrEnum):
+    STANDARD = "standard"
+    MINIMAL = "minimal"
+
+
+@attrs.frozen(slots=True)
+class PrivacySection:
+    secret_guard: SecretGuardMode = SecretGuardMode.OFF
+    pii_redaction: bool = False
+    pii_kinds: tuple[PiiKind, ...] = (PiiKind.EMAIL, PiiKind.PHONE)
+    event_detail: EventDetail = EventDetail.STANDARD
+    capture_content_in_traces: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if not self.pii_kinds:
+            raise ProfileProblem("pii_kinds", "list at least one kind (or turn "
+                                              "pii_redaction off)")
+        _unique("pii_kinds", self.pii_kinds)
+        if self.capture_content_in_traces:
+            raise ProfileProblem("capture_content_in_traces",
+                                 "content never goes into traces in this release")
+
+
+@attrs.frozen(slots=True)
+class AccessSection:
+    """Per-operation permissions demanded on top of the fixed scope rule (which
+    already demands each operation's own permission)."""
+
+    permissions: Mapping[Operation, Permission] = attrs.field(factory=dict,
+                                                              converter=_frozen_dict)
+
+
+@attrs.frozen(slots=True)
+class QuotaSection:
+    max_records_per_tenant: int | None = None
+    max_records_per_scope: int | None = None
+    max_bytes_per_tenant: int | None = None
+    max_bytes_per_scope: int | None = None
+    writes_per_minute_per_tenant: int | None = None
+    writes_per_minute_per_scope: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        for field in attrs.fields(QuotaSection):
+            _at_least_one(field.name, getattr(self, field.name))
+
+    @property
+    def configured(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in attrs.fields(QuotaSection))
+
+    @property
+    def needs_usage(self) -> bool:
+        """Record and byte limits need the provider to report usage."""
+        return any(v is not None for v in (self.max_records_per_tenant,
+                                           self.max_records_per_scope,
+                                           self.max_bytes_per_tenant, self.max_bytes_per_scope))
+
+
+class IndexingMode(enum.StrEnum):
+    SYNC = "sync"
+    ASYNC_OUTBOX = "async_outbox"
+
+
+@attrs.frozen(slots=True)
+class IndexingSection:
+    mode: IndexingMode = IndexingMode.SYNC
+
+
+class CacheStore(enum.StrEnum):
+    MEMORY = "memory"
+    REDIS = "redis"
+
+
+@attrs.frozen(slots=True)
+class CacheSection:
+    enabled: bool = False
+    store: CacheStore = CacheStore.MEMORY
+    ttl_s: float = 60.0
+    max_entries: int = 10_000
+
+    def __attrs_post_init__(self) -> None:
+        _positive("ttl_s", self.ttl_s)
+        _at_least_one("max_entries", self.max_entries)
+
+
+@attrs.frozen(slots=True)
+class FallbackSection:
+    """A provider to read from when the primary is unavailable (``None``: no fallback)."""
+
+    provider: str | None = None
+    config: Mapping[str, Any] = attrs.field(factory=dict, converter=_config)
+
+    def __attrs_post_init__(self) -> None:
+        if self.provider is None and self.config:
+            raise ProfileProblem("config", "configures a fallback but names no provider")
+
+
+@attrs.frozen(slots=True)
+class ContextSection:
+    """Budgets for the per-turn context built from memory."""
+
+    budget_tokens: int = 2_000
+    max_memories: int = 20
+    max_turns: int = 20
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("budget_tokens", "max_memories", "max_turns"):
+            _at_least_one(name, getattr(self, name))
+
+
+@attrs.frozen(slots=True)
+class AuditSection:
+    fail_closed: bool = False
+    """Refuse operations whose audit event cannot be written (once the audit trail
+    exists, it reads this)."""
+
+
+def _frozen_configs(value: Mapping[str, Mapping[str, Any]] | None
+                    ) -> Mapping[str, Mapping[str, Any]]:
+    return types.MappingProxyType({name: _checked_config(config, f"extra.{name}")
+                                   for name, config in (value or {}).items()})
+
+
+@attrs.frozen(slots=True)
+class PoliciesSection:
+    """Which policy plugins run, in order; ``extra`` configures third-party ones by name
+    (built-in policies read their own sections of the profile instead)."""
+
+    enabled: tuple[str, ...] = ()
+    extra: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict,
+                                                         converter=_frozen_configs)
+
+    def __attrs_post_init__(self) -> None:
+        for index, name in enumerate(self.enabled):
+            if not name:
+                raise ProfileProblem(f"enabled[{index}]", "must name a registered policy")
+        _unique("enabled", self.enabled)
+        for name in self.extra:
+            if name not in self.enabled:
+                raise ProfileProblem(f"extra.{name}", "configures a policy that is not "
+                                                      "in enabled")
+
+
+# -- the spec ------------------------------------------------------------------------------
+
+
+# Settings that only mean something if a built-in policy enforces them. A profile that
+# asks for one without enabling its policy would silently not get it, so that is an error.
+_ENFORCED_BY: Final[tuple[tuple[str, str, Callable[[MemoryProfileSpec], bool]], ...]] = (
+    ("privacy.secret_guard", "secret-guard",
+     lambda s: s.privacy.secret_guard is not SecretGuardMode.OFF),
+    ("privacy.pii_redaction", "pii-redaction", lambda s: s.privacy.pii_redaction),
+    ("retention", "retention", lambda s: s.retention.configured),
+    ("write.review_source_types", "write-review", lambda s: bool(s.write.review_source_types)),
+    ("write.read_only", "write-rules", lambda s: s.write.read_only),
+    ("write.allowed_memory_types", "write-rules", lambda s: bool(s.write.allowed_memory_types)),
+    ("write.require_idempotency_key", "write-rules", lambda s: s.write.require_idempotency_key),
+    ("scope.required", "write-rules", lambda s: set(s.scope.required) - {"tenant_id"} != set()),
+    ("access.permissions", "permissions", lambda s: bool(s.access.permissions)),
+    ("quotas", "quotas", lambda s: s.quotas.configured),
+)
+
+
+@attrs.frozen(slots=True)
+class MemoryProfileSpec:
+    """A versioned profile. ``revision`` is derived from every other field."""
+
+    id: str
+    version: str
+    spec_version: int = CURRENT_SPEC_VERSION
+    description: str = ""
+    timeout_s: float | None = 30.0
+    """The provider call's deadline; ``None`` waits for ever."""
+    provider: ProviderSection = attrs.field(factory=ProviderSection)
+    stores: Mapping[str, StoreSection] = attrs.field(factory=dict, converter=_frozen_dict)
+    scope: ScopeSection = attrs.field(factory=ScopeSection)
+    retrieval: RetrievalSection = attrs.field(factory=RetrievalSection)
+    write: WriteSection = attrs.field(factory=WriteSection)
+    retention: RetentionSection = attrs.field(factory=RetentionSection)
+    privacy: PrivacySection = attrs.field(factory=PrivacySection)
+    access: AccessSection = attrs.field(factory=AccessSection)
+    quotas: QuotaSection = attrs.field(factory=QuotaSection)
+    indexing: IndexingSection = attrs.field(factory=IndexingSection)
+    cache: CacheSection = attrs.field(factory=CacheSection)
+    fallback: FallbackSection = attrs.field(factory=FallbackSection)
+    context: ContextSection = attrs.field(factory=ContextSection)
+    audit: AuditSection = attrs.field(factory=AuditSection)
+    policies: PoliciesSection = attrs.field(factory=PoliciesSection)
+    _revision: str = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not is_name(self.id):
+            raise ProfileProblem("id", f"{self.id!r} is not a profile id (lowercase letters, "
+                                       "digits, '.', '_', '-')")
+        if not is_semver(self.version):
+            raise ProfileProblem("version", f"{self.version!r} is not a semantic version "
+                                            "(MAJOR.MINOR.PATCH)")
+        if self.spec_version < 1 or self.spec_version > CURRENT_SPEC_VERSION:
+            raise ProfileProblem("spec_version", f"{self.spec_version} is not a known schema "
+                                                 f"version (1..{CURRENT_SPEC_VERSION})")
+        _positive("timeout_s", self.timeout_s)
+        if self.fallback.provider is not None and self.fallback.provider == self.provider.name:
+            raise ProfileProblem("fallback.provider", "falls back to the primary provider")
+        enabled = set(self.policies.enabled)
+        for path, policy, asks in _ENFORCED_BY:
+            if asks(self) and policy not in enabled:
+                raise ProfileProblem(path, f"is enforced by policy {policy!r}, which is not "
+                                           "in policies.enabled")
+        object.__setattr__(self, "_revision", _revision_of(self))
+
+    @property
+    def revision(self) -> str:
+        """``sha256:`` + the hash of the canonical JSON of every other field."""
+        return self._revision
+
+    @property
+    def key(self) -> str:
+        return f"{self.id}@{self.version}"
+
+    @property
+    def ref(self) -> ProfileRef:
+        """What events and spans carry."""
+        return ProfileRef(self.id, self.version, self.revision)
+
+    def canonical(self) -> dict[str, Any]:
+        """The unstructured form that the revision hashes."""
+        from governed_memory.profiles.convert import unstructure_profile
+
+        return unstructure_profile(self)
+
+
+def _revision_of(spec: MemoryProfileSpec) -> str:
+    text = canonical_json(spec.canonical())
+    return REVISION_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,46 @@
+"""How much a tenant or a scope stores, so quotas can be decided before a write.
+
+Usage is read from the provider, not counted in process: counters kept beside the
+provider drift as soon as a second process writes, a record expires or a user is
+erased. A provider that cannot report usage does not declare the ``usage`` capability,
+and a quota on records or bytes then denies every write (it never guesses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import attrs
+
+from governed_memory.limits import check_identifier
+from governed_memory.scope import Scope
+
+
+@attrs.frozen(slots=True)
+class UsageQuery:
+    """Usage of one exact scope (``scope`` set) or of a whole tenant (``scope`` None)."""
+
+    tenant_id: str
+    scope: Scope | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_identifier(self.tenant_id, "tenant_id")
+        if self.scope is not None and self.scope.tenant_id != self.tenant_id:
+            raise ValueError("a usage query's scope belongs to its tenant")
+
+
+@attrs.frozen(slots=True)
+class Usage:
+    """Records that count against a quota and the UTF-8 bytes of their content.
+
+    Counted: every record that is neither deleted nor expired, including records held
+    for review (they occupy storage and may become visible).
+    """
+
+    records: int
+    bytes: int
+
+
+UsageProbe = Callable[[UsageQuery], Awaitable[Usage]]
+"""What a policy calls to learn current usage; the activity port binds it to the
+provider of the operation being decided."""
