@@ -1,0 +1,700 @@
+"""The wrapper's behaviour over the native provider with the in-memory store: hits,
+invalidation by every kind of write, the guarded fill, bypasses, quarantine, expiry,
+events and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any
+
+import attrs
+import pytest
+from cache_support import (
+    ALICE,
+    ALICE_SCOPE,
+    BOB_SCOPE,
+    SERVICE,
+    SHARED,
+    CountingSink,
+    FaultyStore,
+    make_ctx,
+)
+from governed_memory import (
+    AddRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
+    ManualClock,
+    MemoryConflictError,
+    MemoryProvider,
+    MemoryStorageError,
+    MemoryUnavailableError,
+    MemoryValidationError,
+    Operation,
+    ProfileRef,
+    PurgeExpiredRequest,
+    Scope,
+    SearchRequest,
+    SearchResult,
+    UpdateRequest,
+)
+from governed_memory.cache import (
+    CachedMemoryProvider,
+    CacheStore,
+    InMemoryCacheStore,
+    Lookup,
+    revision_names,
+    tenant_tag,
+)
+from governed_memory.events import EventBus
+from governed_memory_native import NativeMemoryProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+QUERY = "alpha"
+
+
+def search(*scopes: Scope, query: str = QUERY, **fields: Any) -> SearchRequest:
+    return SearchRequest(scopes=scopes or (ALICE_SCOPE,), query=query, **fields)
+
+
+class Spy:
+    """Delegates to a provider, counting calls; hooks can fail or stall a call."""
+
+    def __init__(self, inner: NativeMemoryProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.after: dict[str, Any] = {}
+        self.search_error: BaseException | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self.inner, name)
+        if not asyncio.iscoroutinefunction(target):
+            return target
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            if name == "search" and self.search_error is not None:
+                raise self.search_error
+            result = await target(*args, **kwargs)
+            hook = self.after.get(name)
+            if hook is not None:
+                await hook()
+            return result
+
+        return call
+
+
+@pytest.fixture
+def spy(native: NativeMemoryProvider) -> Spy:
+    return Spy(native)
+
+
+def wrap(inner: Any, store: CacheStore, sink: CountingSink, clock: ManualClock,
+         **options: Any) -> CachedMemoryProvider:
+    options.setdefault("quarantine_retry_s", None)
+    return CachedMemoryProvider(inner, store, events=EventBus([sink]), clock=clock, **options)
+
+
+@pytest.fixture
+def over_spy(spy: Spy, memory_store: InMemoryCacheStore, sink: CountingSink,
+             clock: ManualClock) -> CachedMemoryProvider:
+    return wrap(spy, memory_store, sink, clock)
+
+
+async def add(provider: MemoryProvider, clock: ManualClock, content: str = "alpha one",
+              scope: Scope = ALICE_SCOPE, **fields: Any) -> Any:
+    return await provider.add(AddRequest(scope=scope, content=content, **fields),
+                              make_ctx(clock))
+
+
+async def direct(native: NativeMemoryProvider, clock: ManualClock,
+                 request: SearchRequest) -> SearchResult:
+    return await native.search(request, make_ctx(clock))
+
+
+# -- hits and the provider contract ----------------------------------------------------
+
+
+async def test_a_repeated_search_is_a_hit_equal_to_the_provider_answer(
+        over_spy: CachedMemoryProvider, spy: Spy, native: NativeMemoryProvider,
+        sink: CountingSink, clock: ManualClock) -> None:
+    await add(over_spy, clock, "alpha one", metadata={"n": 1}, entity_ids=("e1",))
+    await add(over_spy, clock, "alpha alpha two", expires_at=clock.now() + 1000)
+    first = await over_spy.search(search(), make_ctx(clock))
+    second = await over_spy.search(search(), make_ctx(clock))
+    assert first == second == await direct(native, clock, search())
+    assert spy.calls["search"] == 1
+    assert (sink.count("miss", "absent"), sink.count("fill"), sink.count("hit")) == (1, 1, 1)
+
+
+async def test_the_wrapper_is_a_provider_named_like_its_inner(
+        cached: CachedMemoryProvider, native: NativeMemoryProvider) -> None:
+    assert isinstance(cached, MemoryProvider)
+    assert cached.name == native.name and cached.capabilities() == native.capabilities()
+    assert cached.inner is native
+    assert (await cached.health()).ok
+
+
+async def test_reads_other_than_search_go_to_the_provider(
+        over_spy: CachedMemoryProvider, spy: Spy, clock: ManualClock) -> None:
+    record = await add(over_spy, clock)
+    for _ in range(2):
+        assert await over_spy.get(GetRequest(ALICE_SCOPE, record.id), make_ctx(clock)) == record
+        page = await over_spy.list(ListRequest(ALICE_SCOPE), make_ctx(clock))
+        assert page.items == (record,)
+        history = await over_spy.history(HistoryRequest(ALICE_SCOPE, record.id), make_ctx(clock))
+        assert len(history) == 1
+    assert (spy.calls["get"], spy.calls["list"], spy.calls["history"]) == (2, 2, 2)
+
+
+async def test_an_invalid_search_is_refused_by_the_provider(cached: CachedMemoryProvider,
+                                                            clock: ManualClock) -> None:
+    with pytest.raises(MemoryValidationError):
+        await cached.search(SearchRequest(scopes=(), query=QUERY), make_ctx(clock))
+
+
+# -- invalidation --------------------------------------------------------------------------
+
+
+WRITES = ["add", "update", "soft_delete", "hard_delete", "delete_all", "purge_expired",
+          "delete_user"]
+
+
+async def apply_write(provider: MemoryProvider, kind: str, record_id: str,
+                      clock: ManualClock) -> None:
+    ctx = make_ctx(clock)
+    if kind == "add":
+        await provider.add(AddRequest(ALICE_SCOPE, "alpha added later"), ctx)
+    elif kind == "update":
+        await provider.update(UpdateRequest(ALICE_SCOPE, record_id, content="alpha changed"),
+                              ctx)
+    elif kind in ("soft_delete", "hard_delete"):
+        await provider.delete(DeleteRequest(ALICE_SCOPE, record_id, hard=kind == "hard_delete"),
+                              ctx)
+    elif kind == "delete_all":
+        await provider.delete_all(DeleteAllRequest(ALICE_SCOPE), ctx)
+    elif kind == "purge_expired":
+        await provider.purge_expired(PurgeExpiredRequest(ALICE_SCOPE), ctx)
+    else:
+        await provider.delete_user(DeleteUserRequest("acme", "alice"), ctx)
+
+
+@pytest.mark.parametrize("kind", WRITES)
+async def test_every_write_invalidates_the_searches_of_its_scope(
+        kind: str, over_spy: CachedMemoryProvider, native: NativeMemoryProvider,
+        sink: CountingSink, clock: ManualClock) -> None:
+    record = await add(over_spy, clock, "alpha one")
+    await add(over_spy, clock, "alpha shared note", scope=SHARED)
+    request = search(ALICE_SCOPE, SHARED)
+    await over_spy.search(request, make_ctx(clock))
+    assert (await over_spy.search(request, make_ctx(clock))) == await direct(native, clock,
+                                                                             request)
+    await apply_write(over_spy, kind, record.id, clock)
+    misses = sink.count("miss")
+    after = await over_spy.search(request, make_ctx(clock))
+    assert after == await direct(native, clock, request)
+    assert sink.count("miss") == misses + 1
+    assert sink.count("invalidate", "delete_user" if kind == "delete_user" else None) >= 1
+
+
+async def test_a_write_elsewhere_keeps_the_entry(over_spy: CachedMemoryProvider,
+                                                 sink: CountingSink, clock: ManualClock) -> None:
+    await add(over_spy, clock)
+    await over_spy.search(search(), make_ctx(clock))
+    await add(over_spy, clock, "alpha for bob", scope=BOB_SCOPE)
+    await add(over_spy, clock, "alpha elsewhere", scope=Scope("globex", user_id="alice"))
+    await over_spy.search(search(), make_ctx(clock))
+    assert sink.count("hit") == 1
+
+
+async def test_delete_user_invalidates_every_scope_of_the_tenant_only(
+        over_spy: CachedMemoryProvider, sink: CountingSink, clock: ManualClock) -> None:
+    globex = Scope("globex", user_id="alice")
+    await add(over_spy, clock, scope=BOB_SCOPE)
+    await add(over_spy, clock, scope=globex)
+    for scope in (BOB_SCOPE, globex):
+        await over_spy.search(search(scope), make_ctx(clock))
+    await over_spy.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
+    await over_spy.search(search(BOB_SCOPE), make_ctx(clock))  # epoch moved: a miss
+    await over_spy.search(search(globex), make_ctx(clock))  # other tenant: a hit
+    assert sink.count("hit") == 1 and sink.count("miss") == 3
+
+
+async def test_refused_writes_do_not_invalidate(over_spy: CachedMemoryProvider,
+                                                sink: CountingSink, clock: ManualClock) -> None:
+    record = await add(over_spy, clock)
+    await over_spy.search(search(), make_ctx(clock))
+    with pytest.raises(MemoryConflictError):
+        await over_spy.update(UpdateRequest(ALICE_SCOPE, record.id, expected_revision="r-stale",
+                                            content="alpha never"), make_ctx(clock))
+    with pytest.raises(MemoryValidationError):
+        await over_spy.add(AddRequest(ALICE_SCOPE, ""), make_ctx(clock))
+    await over_spy.search(search(), make_ctx(clock))
+    assert sink.count("hit") == 1 and sink.count("invalidate") == 1
+
+
+async def test_a_failed_write_that_may_have_applied_still_invalidates(
+        over_spy: CachedMemoryProvider, spy: Spy, native: NativeMemoryProvider,
+        clock: ManualClock) -> None:
+    record = await add(over_spy, clock)
+    await over_spy.search(search(), make_ctx(clock))
+
+    async def lost_reply() -> None:
+        raise MemoryUnavailableError("the reply was lost after the commit")
+
+    spy.after["update"] = lost_reply
+    with pytest.raises(MemoryUnavailableError):
+        await over_spy.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha applied"),
+                              make_ctx(clock))
+    result = await over_spy.search(search(), make_ctx(clock))
+    assert result.hits[0].record.content == "alpha applied"
+    assert result == await direct(native, clock, search())
+
+
+async def test_a_cancelled_write_still_invalidates(over_spy: CachedMemoryProvider, spy: Spy,
+                                                   clock: ManualClock) -> None:
+    record = await add(over_spy, clock)
+    await over_spy.search(search(), make_ctx(clock))
+    applied = asyncio.Event()
+
+    async def stall() -> None:
+        applied.set()
+        await asyncio.sleep(3600)
+
+    spy.after["update"] = stall
+    task = asyncio.create_task(over_spy.update(
+        UpdateRequest(ALICE_SCOPE, record.id, content="alpha applied"), make_ctx(clock)))
+    await applied.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    result = await over_spy.search(search(), make_ctx(clock))
+    assert result.hits[0].record.content == "alpha applied"
+
+
+# -- the guarded fill ----------------------------------------------------------------------
+
+
+async def test_a_revision_that_moves_during_the_call_gets_one_retry_then_no_fill(
+        spy: Spy, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    provider = wrap(spy, faulty, sink, clock)
+    await add(provider, clock)
+
+    async def concurrent_write(tenant: str, names: Any) -> None:
+        await memory_store.bump(tenant, [names[0]], (), clock.now())
+
+    faulty.before_fill = concurrent_write
+    result = await provider.search(search(), make_ctx(clock))
+    assert result.hits and spy.calls["search"] == 2
+    assert sink.count("miss", "revision_moved") == 1
+    assert sink.count("bypassed", "revision_moved") == 1 and sink.count("fill") == 0
+
+
+async def test_the_retry_fills_when_the_revision_holds_still(
+        spy: Spy, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    provider = wrap(spy, faulty, sink, clock)
+    await add(provider, clock)
+    moves = [1]
+
+    async def one_write(tenant: str, names: Any) -> None:
+        if moves.pop() if moves else 0:
+            await memory_store.bump(tenant, [names[0]], (), clock.now())
+
+    faulty.before_fill = one_write
+    await provider.search(search(), make_ctx(clock))
+    await provider.search(search(), make_ctx(clock))
+    assert spy.calls["search"] == 2
+    assert (sink.count("fill"), sink.count("hit")) == (1, 1)
+
+
+# -- bypasses ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failing", ["lookup", "fill"])
+async def test_store_failures_bypass_and_never_fail_the_read(
+        failing: str, spy: Spy, memory_store: InMemoryCacheStore, sink: CountingSink,
+        native: NativeMemoryProvider, clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    faulty.fail.add(failing)
+    provider = wrap(spy, faulty, sink, clock)
+    await add(provider, clock)
+    for _ in range(2):
+        assert await provider.search(search(), make_ctx(clock)) == await direct(native, clock,
+                                                                                 search())
+    assert sink.count("bypassed", "unavailable") == 2 and sink.count("hit") == 0
+
+
+class SlowStore(InMemoryCacheStore):
+    async def lookup(self, tenant: str, names: Any, digest: str, now: float) -> Lookup:
+        await asyncio.sleep(5)
+        return await super().lookup(tenant, names, digest, now)
+
+
+async def test_a_store_timeout_bypasses_within_the_deadline(
+        native: NativeMemoryProvider, sink: CountingSink, clock: ManualClock) -> None:
+    provider = wrap(native, SlowStore(), sink, clock, store_timeout_s=0.05)
+    await add(provider, clock)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    result = await provider.search(search(), make_ctx(clock))
+    assert result.hits and loop.time() - began < 1.0
+    assert sink.count("bypassed", "timeout") == 1
+
+
+async def test_oversized_results_are_returned_but_not_stored(
+        native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    provider = wrap(native, memory_store, sink, clock, max_value_bytes=200)
+    await add(provider, clock, "alpha " + "x" * 300)
+    for _ in range(2):
+        assert (await provider.search(search(), make_ctx(clock))).hits
+    assert sink.count("bypassed", "oversized") == 2 and len(memory_store) == 0
+
+
+async def test_undecodable_entries_bypass(spy: Spy, memory_store: InMemoryCacheStore,
+                                          sink: CountingSink, clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    provider = wrap(spy, faulty, sink, clock)
+    await add(provider, clock)
+    await provider.search(search(), make_ctx(clock))
+    faulty.corrupt_values = True
+    assert (await provider.search(search(), make_ctx(clock))).hits
+    assert sink.count("bypassed", "decode_error") == 1 and spy.calls["search"] == 2
+
+
+async def test_an_entry_that_names_another_lookup_is_refused(
+        spy: Spy, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    provider = wrap(spy, memory_store, sink, clock)
+    await add(provider, clock)
+    await add(provider, clock, scope=BOB_SCOPE)
+    await provider.search(search(BOB_SCOPE), make_ctx(clock))
+    # Copy Bob's entry over the key Alice's search will read.
+    bob_key, bob_entry = next(iter(memory_store._entries.items()))
+    alice_names = revision_names((ALICE_SCOPE,))
+    found = await memory_store.lookup(tenant_tag("acme"), alice_names, "x", clock.now())
+    from governed_memory.cache import search_digest
+
+    digest = search_digest(search(), make_ctx(clock), provider.provider_revision)
+    await memory_store.fill(tenant_tag("acme"), alice_names, found.revisions, digest,
+                            bob_entry.value, 60)
+    result = await provider.search(search(), make_ctx(clock))
+    assert all(hit.record.scope_hash == ALICE_SCOPE.scope_hash for hit in result.hits)
+    assert sink.count("bypassed", "decode_error") == 1
+    assert bob_key
+
+
+async def test_a_provider_failure_is_raised_and_never_retried(
+        over_spy: CachedMemoryProvider, spy: Spy, clock: ManualClock) -> None:
+    spy.search_error = MemoryStorageError("disk on fire")
+    with pytest.raises(MemoryStorageError):
+        await over_spy.search(search(), make_ctx(clock))
+    assert spy.calls["search"] == 1
+
+
+async def test_searches_that_are_not_cacheable_go_to_the_provider(
+        over_spy: CachedMemoryProvider, spy: Spy, clock: ManualClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import governed_memory.cache.provider as module
+
+    monkeypatch.setattr(module, "is_cacheable", lambda request: False)
+    await add(over_spy, clock)
+    for _ in range(3):
+        await over_spy.search(search(), make_ctx(clock))
+    assert spy.calls["search"] == 3
+
+
+# -- quarantine ----------------------------------------------------------------------------
+
+
+async def test_a_failed_bump_quarantines_the_scope_until_a_bump_succeeds(
+        spy: Spy, memory_store: InMemoryCacheStore, sink: CountingSink,
+        native: NativeMemoryProvider, clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    provider = wrap(spy, faulty, sink, clock)
+    record = await add(provider, clock)
+    await provider.search(search(), make_ctx(clock))
+
+    faulty.fail.add("bump")
+    await provider.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha after"),
+                          make_ctx(clock))
+    assert provider.quarantined == 1 and sink.count("quarantine", "unavailable") == 1
+    lookups = faulty.calls["lookup"]
+    for _ in range(2):  # the entry of the old revision is still in the store: never served
+        result = await provider.search(search(), make_ctx(clock))
+        assert result.hits[0].record.content == "alpha after"
+    assert faulty.calls["lookup"] == lookups and faulty.calls["bump"] == 4  # add, update, 2 retries
+    assert sink.count("bypassed", "quarantined") == 2
+
+    faulty.fail.clear()
+    result = await provider.search(search(), make_ctx(clock))
+    assert result == await direct(native, clock, search())
+    assert provider.quarantined == 0 and sink.count("invalidate", "quarantine_retry") == 1
+    assert sink.count("fill") == 2
+    assert (await provider.search(search(), make_ctx(clock))) == result
+    assert sink.count("hit") == 1
+
+
+async def test_other_scopes_stay_cached_during_a_quarantine(
+        memory_store: InMemoryCacheStore, native: NativeMemoryProvider, sink: CountingSink,
+        clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    provider = wrap(native, faulty, sink, clock)
+    await add(provider, clock, scope=BOB_SCOPE)
+    faulty.fail.add("bump")
+    await add(provider, clock)
+    faulty.fail.clear()
+    faulty.fail.add("bump")  # keep the quarantine
+    for _ in range(2):
+        await provider.search(search(BOB_SCOPE), make_ctx(clock))
+    assert sink.count("hit") == 1
+
+
+async def test_the_background_task_retries_the_bump(
+        native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    provider = wrap(native, faulty, sink, clock, quarantine_retry_s=0.01)
+    await provider.start()
+    try:
+        faulty.fail.add("bump")
+        await add(provider, clock, expires_at=clock.now() + 50)
+        assert provider.quarantined == 1
+        faulty.fail.clear()
+        for _ in range(200):
+            if provider.quarantined == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert provider.quarantined == 0
+        # The expiry mark the failed bump owed was delivered by the retry.
+        found = await memory_store.lookup(tenant_tag("acme"), revision_names((ALICE_SCOPE,)),
+                                          "d", clock.now())
+        assert found.horizon == clock.now() + 50
+        event = next(e for e in sink.events if "quarantine_retry" in e.reasons)
+        assert event.operation == "quarantine_retry" and event.tenant_id == "acme"
+    finally:
+        await provider.close()
+
+
+async def test_a_bump_that_began_before_a_new_failure_does_not_release_it() -> None:
+    from governed_memory.cache.quarantine import Quarantine
+
+    quarantine = Quarantine()
+    quarantine.hold("acme", "tag", ["a"])
+    before = quarantine.snapshot("tag", ["a"])
+    quarantine.hold("acme", "tag", ["a"], (5.0,))  # another write failed meanwhile
+    assert before is not None and quarantine.release(before) == ()
+    assert quarantine.held("tag", ["a"]) == ("a",)
+    latest = quarantine.snapshot("tag", ["a"])
+    assert latest is not None and latest.expiries == (5.0,)
+    assert quarantine.release(latest) == ("a",) and not quarantine
+
+
+# -- time ----------------------------------------------------------------------------------
+
+
+async def test_a_record_on_the_page_expiring_ends_the_entry(
+        over_spy: CachedMemoryProvider, native: NativeMemoryProvider, sink: CountingSink,
+        clock: ManualClock) -> None:
+    await add(over_spy, clock, "alpha stays")
+    await add(over_spy, clock, "alpha goes", expires_at=clock.now() + 10)
+    await over_spy.search(search(), make_ctx(clock))
+    clock.advance(9)
+    assert len((await over_spy.search(search(), make_ctx(clock))).hits) == 2
+    clock.advance(1)
+    result = await over_spy.search(search(), make_ctx(clock))
+    assert [hit.record.content for hit in result.hits] == ["alpha stays"]
+    assert result == await direct(native, clock, search())
+    assert sink.count("miss", "outside_window") == 1
+
+
+async def test_a_record_off_the_page_expiring_ends_the_entry_too(
+        over_spy: CachedMemoryProvider, native: NativeMemoryProvider,
+        clock: ManualClock) -> None:
+    await add(over_spy, clock, "alpha alpha alpha first")
+    await add(over_spy, clock, "alpha later", expires_at=clock.now() + 10)
+    request = search(limit=1)
+    before = await over_spy.search(request, make_ctx(clock))
+    assert before.candidates == 2
+    clock.advance(10)
+    after = await over_spy.search(request, make_ctx(clock))
+    assert after == await direct(native, clock, request) and after.candidates == 1
+
+
+async def test_a_caller_behind_the_entry_is_not_served_a_later_answer(
+        over_spy: CachedMemoryProvider, sink: CountingSink, clock: ManualClock) -> None:
+    await add(over_spy, clock)
+    await over_spy.search(search(), make_ctx(clock))
+    await over_spy.search(search(), make_ctx(clock.now() - 5))
+    assert sink.count("miss", "outside_window") == 1
+
+
+# -- who is asking --------------------------------------------------------------------------
+
+
+async def test_boundaries_and_profiles_do_not_share_entries(
+        over_spy: CachedMemoryProvider, sink: CountingSink, clock: ManualClock) -> None:
+    await add(over_spy, clock)
+    await over_spy.search(search(), make_ctx(clock, ALICE))
+    await over_spy.search(search(), make_ctx(clock, SERVICE))
+    await over_spy.search(search(), make_ctx(clock, ALICE, profile=ProfileRef("p", "1", "r2")))
+    twin = attrs.evolve(ALICE, principal_id="user:alice-on-phone")
+    await over_spy.search(search(), make_ctx(clock, twin))
+    assert sink.count("miss") == 3 and sink.count("hit") == 1
+
+
+# -- signals --------------------------------------------------------------------------------
+
+
+async def test_events_name_the_operation_and_never_the_query(
+        over_spy: CachedMemoryProvider, sink: CountingSink, clock: ManualClock) -> None:
+    record = await add(over_spy, clock, "alpha zebra-secret")
+    ctx = make_ctx(clock)
+    await over_spy.search(search(query="zebra-secret"), ctx)
+    await over_spy.search(search(query="zebra-secret"), ctx)
+    await over_spy.delete(DeleteRequest(ALICE_SCOPE, record.id), make_ctx(clock))
+    assert {event.type for event in sink.events} == {
+        "memory.cache.invalidate", "memory.cache.miss", "memory.cache.fill",
+        "memory.cache.hit"}
+    for event in sink.events:
+        assert "zebra" not in event.to_json()
+        assert event.scope_hash == ALICE_SCOPE.scope_hash and event.tenant_id == "acme"
+    reads = [event for event in sink.events if event.operation == "search"]
+    assert {event.operation_id for event in reads} == {ctx.operation_id}
+    assert [event.count for event in reads if event.type == "memory.cache.hit"] == [1]
+
+
+async def test_multi_scope_events_list_every_scope_hash(
+        over_spy: CachedMemoryProvider, sink: CountingSink, clock: ManualClock) -> None:
+    await over_spy.search(search(ALICE_SCOPE, SHARED), make_ctx(clock))
+    assert sink.events[0].scope_hashes == (ALICE_SCOPE.scope_hash, SHARED.scope_hash)
+
+
+async def test_metrics_count_every_outcome(native: NativeMemoryProvider,
+                                           memory_store: InMemoryCacheStore,
+                                           clock: ManualClock) -> None:
+    reader = InMemoryMetricReader()
+    faulty = FaultyStore(memory_store)
+    provider = CachedMemoryProvider(native, faulty, meter_provider=MeterProvider(
+        metric_readers=[reader]), clock=clock, quarantine_retry_s=None)
+    record = await add(provider, clock)
+    await provider.search(search(), make_ctx(clock))
+    await provider.search(search(), make_ctx(clock))
+    faulty.fail.add("bump")
+    await provider.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha b"),
+                          make_ctx(clock))
+    await provider.search(search(), make_ctx(clock))
+    totals: dict[tuple[str, str | None], int] = collections.Counter()
+    data = reader.get_metrics_data()
+    assert data is not None
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            assert scope.scope.name == "governed_memory.cache"
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    reason = point.attributes.get("governed_memory.cache.reason")
+                    totals[(metric.name, reason)] += point.value
+    assert totals[("governed_memory.cache.hits", None)] == 1
+    assert totals[("governed_memory.cache.misses", "absent")] == 1
+    assert totals[("governed_memory.cache.fills", None)] == 1
+    assert totals[("governed_memory.cache.invalidations", "add")] == 1
+    assert totals[("governed_memory.cache.quarantines", "unavailable")] == 1
+    assert totals[("governed_memory.cache.bypasses", "quarantined")] == 1
+
+
+# -- operations the wrapper does not know ----------------------------------------------------
+
+
+@attrs.frozen
+class FutureWrite:
+    operation = Operation.UPDATE
+    scope: Scope
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        return (self.scope,)
+
+
+@attrs.frozen
+class FutureRead:
+    operation = Operation.GET
+    scope: Scope
+
+
+class Extended:
+    """A provider that has grown operations since the wrapper was written."""
+
+    def __init__(self, inner: NativeMemoryProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seen: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def approve(self, request: FutureWrite, ctx: Any) -> str:
+        self.seen.append("approve")
+        return "approved"
+
+    async def peek(self, request: FutureRead, ctx: Any) -> str:
+        self.seen.append("peek")
+        return "peeked"
+
+    async def usage(self, query: object, ctx: Any) -> int:
+        self.seen.append("usage")
+        return 7
+
+    marker = "plain attribute"
+
+
+async def test_unknown_operations_pass_through_and_writes_invalidate(
+        native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    inner = Extended(native)
+    provider = wrap(inner, memory_store, sink, clock)
+    names = revision_names((ALICE_SCOPE,))
+
+    async def revisions() -> tuple[int, ...]:
+        return (await memory_store.lookup(tenant_tag("acme"), names, "d", 0.0)).revisions
+
+    start = await revisions()
+    assert await provider.peek(FutureRead(ALICE_SCOPE), make_ctx(clock)) == "peeked"
+    assert await provider.usage(object(), make_ctx(clock)) == 7
+    assert await revisions() == start
+    assert await provider.approve(FutureWrite(ALICE_SCOPE), make_ctx(clock)) == "approved"
+    assert (await revisions())[0] > start[0]
+    assert inner.seen == ["peek", "usage", "approve"]
+    assert provider.marker == "plain attribute"
+    assert sink.count("invalidate", "update") == 1
+    assert not hasattr(provider, "no_such_operation")
+
+
+async def test_close_closes_the_provider_and_the_store(native: NativeMemoryProvider,
+                                                       clock: ManualClock) -> None:
+    closed: list[str] = []
+
+    class Store(InMemoryCacheStore):
+        async def close(self) -> None:
+            closed.append("store")
+
+    provider = CachedMemoryProvider(native, Store(), clock=clock)
+    await provider.start()
+    await provider.close()
+    assert closed == ["store"] and not (await native.health()).ok
+
+
+def test_options_are_checked() -> None:
+    store = InMemoryCacheStore()
+    for bad in ({"ttl_s": 0}, {"store_timeout_s": -1}, {"max_value_bytes": 0},
+                {"quarantine_retry_s": 0}):
+        with pytest.raises(ValueError):
+            CachedMemoryProvider(object(), store, **bad)  # type: ignore[arg-type]
