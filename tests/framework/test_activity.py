@@ -415,8 +415,6 @@ class StampTTL:
         return PolicyVerdict.allow()
 
 
-@pytest.mark.xfail(reason="TEMP: until the native provider keys idempotency on "
-                   "ctx.fingerprint_of (in progress)", strict=False)
 async def test_idempotent_retry_matches_across_time_dependent_transforms(
     clock: ManualClock,
 ) -> None:
