@@ -165,8 +165,11 @@ class ConformanceBase:
     def hypothesis_settings(self, max_examples: int, **overrides: Any) -> hypothesis.settings:
         """Settings for the suite's properties: no per-example deadline (datastores vary),
         no health check that punishes a slow provider, reproducible failures."""
-        database: dict[str, Any] = (
-            {} if self.conformance_settings.use_hypothesis_database else {"database": None})
+        chosen = self.conformance_settings
+        extra: dict[str, Any] = {} if chosen.use_hypothesis_database else {"database": None}
+        if not chosen.shrink:
+            extra["phases"] = (hypothesis.Phase.explicit, hypothesis.Phase.reuse,
+                               hypothesis.Phase.generate)
         return hypothesis.settings(
             max_examples=max_examples,
             deadline=None,
@@ -174,7 +177,7 @@ class ConformanceBase:
                                    hypothesis.HealthCheck.filter_too_much,
                                    hypothesis.HealthCheck.data_too_large],
             print_blob=True,
-            **database,
+            **extra,
             **overrides,
         )
 

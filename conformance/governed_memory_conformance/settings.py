@@ -42,5 +42,10 @@ class ConformanceSettings:
     scenario_timeout: float = 120.0
     """Seconds one test may take before it fails as hung, so a deadlock cannot stall CI."""
 
+    shrink: bool = True
+    """Shrink a failing example to a minimal one. Turning it off fails much faster (a
+    broken provider's state machine can take a minute to shrink) at the price of a
+    longer, noisier counterexample."""
+
     use_hypothesis_database: bool = True
     """Keep failing examples in ``.hypothesis/`` to replay them; off for throwaway runs."""

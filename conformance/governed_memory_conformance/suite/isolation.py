@@ -105,7 +105,9 @@ async def perform_writes(h: Harness, plan: Plan) -> list[MemoryRecord]:
 async def check_isolation(h: Harness, plan: Plan) -> None:
     written = await perform_writes(h, plan)
     caps = h.capabilities
-    probes = (*plan.scopes, *(scope for scope in NEIGHBOURS if scope not in plan.scopes))
+    # Every scope of the plan, plus each tenant's bare scope: the parent of them all.
+    parents = (Scope(tenant) for tenant in sorted({s.tenant_id for s in plan.scopes}))
+    probes = (*plan.scopes, *(scope for scope in parents if scope not in plan.scopes))
     for scope in probes:
         own = [record for record in written if record.scope_hash == scope.scope_hash]
         listed = await h.list_all(scope, limit=3)

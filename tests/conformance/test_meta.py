@@ -1,0 +1,268 @@
+"""Meta-tests: the suite catches broken providers, guards its tests, gates on
+capabilities, and stays out of pytest runs that did not ask for it.
+
+Each test runs pytest in-process (``pytester``) on a generated provider test module,
+without pytest-asyncio, the way a third party with a plain pytest would.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from governed_memory_conformance import ProviderConformance
+from governed_memory_conformance.guard import suite_tests
+
+PLUGIN = ("-p", "governed_memory_conformance.plugin")
+ISOLATED = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-p", "no:randomly")
+
+MODULE = '''
+from {module} import {provider}
+from governed_memory_conformance import (
+    ConformanceSettings, ProviderConformance, expected_failure, requires)
+import pytest
+
+
+class TestProvider(ProviderConformance):
+    # Fail fast: a broken provider's counterexample need not be minimal here.
+    conformance_settings = ConformanceSettings(shrink=False, use_hypothesis_database=False,
+                                               thorough_examples=3)
+
+    async def make_provider(self, clock):
+        provider = {provider}(clock)
+        await provider.start()
+        return provider
+'''
+
+
+def write_module(pytester: pytest.Pytester, provider: str, body: str = "",
+                 module: str = "broken") -> None:
+    source = MODULE.format(module=module, provider=provider) + textwrap.indent(
+        textwrap.dedent(body), "    ")
+    pytester.makepyfile(test_subject=source)
+
+
+def outcomes(reprec: pytest.HookRecorder) -> dict[str, str]:
+    """Outcome per test name (parameters dropped; any failing case fails the name)."""
+    found: dict[str, str] = {}
+    for report in reprec.getreports("pytest_runtest_logreport"):
+        name = report.nodeid.split("::")[-1].split("[")[0]
+        if report.failed:
+            found[name] = "failed"
+        elif report.skipped and found.get(name) != "failed":
+            found[name] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+        elif report.when == "call" and name not in found:
+            found[name] = "passed"
+    return found
+
+
+def skip_reasons(reprec: pytest.HookRecorder) -> dict[str, str]:
+    reasons = {}
+    for report in reprec.getreports("pytest_runtest_logreport"):
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reasons[report.nodeid.split("::")[-1]] = str(report.longrepr[2])
+    return reasons
+
+
+def test_the_example_provider_passes_the_whole_suite(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "ExampleProvider", module="example_provider")
+    reprec = pytester.inline_run(*PLUGIN, *ISOLATED)
+    results = outcomes(reprec)
+    assert set(results) == set(suite_tests())
+    failed = sorted(name for name, outcome in results.items() if outcome == "failed")
+    assert not failed
+    skipped = sorted(name for name, outcome in results.items() if outcome == "skipped")
+    assert skipped == ["test_provider_agrees_with_the_reference_model_thorough",
+                       "test_scope_isolation_property_thorough"]
+
+
+BROKEN = {
+    "ScopeLeakingProvider": {
+        "test_no_read_or_write_crosses_scopes",
+        "test_scope_isolation_property",
+        "test_provider_agrees_with_the_reference_model",
+        "test_search_finds_the_scopes_matching_records",
+        "test_history_of_another_scopes_record_is_not_found",
+    },
+    "RevisionIgnoringProvider": {
+        "test_stale_revision_conflicts_and_changes_nothing",
+        "test_concurrent_compare_and_set_updates_lose_no_update",
+        "test_provider_agrees_with_the_reference_model",
+    },
+    "ExpiredReturningProvider": {
+        "test_expired_record_is_invisible_at_once",
+        "test_search_never_returns_deleted_expired_or_pending_records",
+        "test_provider_agrees_with_the_reference_model",
+    },
+}
+
+
+@pytest.mark.parametrize("provider", sorted(BROKEN))
+def test_a_broken_provider_fails_the_suite(pytester: pytest.Pytester, provider: str) -> None:
+    write_module(pytester, provider)
+    reprec = pytester.inline_run(*PLUGIN, *ISOLATED)
+    assert reprec.ret == pytest.ExitCode.TESTS_FAILED
+    failed = {name for name, outcome in outcomes(reprec).items() if outcome == "failed"}
+    assert BROKEN[provider] <= failed, f"not caught by: {sorted(BROKEN[provider] - failed)}"
+
+
+def test_overriding_a_suite_test_without_xfail_fails_the_run(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "ExampleProvider", module="example_provider", body="""
+        def test_stale_revision_conflicts_and_changes_nothing(self):
+            pass  # "our provider does not need this"
+    """)
+    result = pytester.runpytest_inprocess(*PLUGIN, *ISOLATED)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "*conformance guard: TestProvider.test_stale_revision_conflicts_and_changes_nothing "
+        "overrides a suite test without pytest.mark.xfail(reason=...)*",
+    ])
+
+
+def test_removing_a_suite_test_fails_the_run(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "ExampleProvider", module="example_provider", body="""
+        test_scope_isolation_property = None
+    """)
+    result = pytester.runpytest_inprocess(*PLUGIN, *ISOLATED)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*TestProvider.test_scope_isolation_property removes a suite test*"])
+
+
+def test_an_xfail_without_a_reason_is_refused(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "ExampleProvider", module="example_provider", body="""
+        @pytest.mark.xfail
+        def test_list_filters_by_memory_type(self):
+            super().test_list_filters_by_memory_type()
+    """)
+    result = pytester.runpytest_inprocess(*PLUGIN, *ISOLATED)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*test_list_filters_by_memory_type overrides a suite test*"])
+
+
+def test_an_xfail_override_with_a_reason_is_accepted(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "RevisionIgnoringProvider", body="""
+        test_stale_revision_conflicts_and_changes_nothing = expected_failure(
+            ProviderConformance.test_stale_revision_conflicts_and_changes_nothing,
+            reason="BUG: revisions are ignored")
+
+        @pytest.mark.xfail(reason="BUG: revisions are ignored", strict=True)
+        def test_concurrent_compare_and_set_updates_lose_no_update(self):
+            super().test_concurrent_compare_and_set_updates_lose_no_update()
+    """)
+    reprec = pytester.inline_run(*PLUGIN, *ISOLATED, "-k", "stale_revision or lose_no_update")
+    assert reprec.ret == pytest.ExitCode.OK
+    results = outcomes(reprec)
+    assert results == {"test_stale_revision_conflicts_and_changes_nothing": "xfailed",
+                       "test_concurrent_compare_and_set_updates_lose_no_update": "xfailed"}
+
+
+def test_expected_failure_marks_only_the_copy(pytester: pytest.Pytester) -> None:
+    """pytest marks mutate the function they decorate; the suite's own must stay clean."""
+    write_module(pytester, "ExampleProvider", module="example_provider", body="""
+        test_list_filters_by_memory_type = expected_failure(
+            ProviderConformance.test_list_filters_by_memory_type, reason="documented")
+    """)
+    reprec = pytester.inline_run(*PLUGIN, *ISOLATED, "-k", "test_list_filters_by_memory_type")
+    assert outcomes(reprec) == {"test_list_filters_by_memory_type": "failed"}  # strict XPASS
+    assert not hasattr(ProviderConformance.test_list_filters_by_memory_type, "pytestmark")
+
+
+def test_undeclared_capabilities_are_skipped_by_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(partial_provider="""
+        import attrs
+        from example_provider import ExampleProvider
+
+        class PartialProvider(ExampleProvider):
+            def capabilities(self):
+                return attrs.evolve(super().capabilities(), history=False, idempotency=False,
+                                    lexical_search=False)
+    """)
+    write_module(pytester, "PartialProvider", module="partial_provider")
+    reprec = pytester.inline_run(*PLUGIN, *ISOLATED, "-k", "history or same_key or search")
+    results = outcomes(reprec)
+    reasons = skip_reasons(reprec)
+    assert results["test_history_returns_detached_copies"] == "skipped"
+    assert "capability history not declared" in reasons["test_history_returns_detached_copies"]
+    assert "capability idempotency not declared" in reasons[
+        "test_same_key_and_request_returns_the_first_record"]
+    assert "capabilities idempotency, history not declared" not in reasons.values()
+    assert "capability lexical_search not declared" in reasons[
+        "test_search_respects_the_limit"]
+    # Tests of declared capabilities still run (and pass) in the same class.
+    assert results["test_hard_delete_removes_the_record_and_its_history"] == "passed"
+    assert "failed" not in results.values()
+
+
+def test_a_declared_capability_that_does_not_hold_fails(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(boastful_provider="""
+        from example_provider import ExampleProvider
+        from governed_memory import MemoryCapabilityUnsupportedError
+
+        class BoastfulProvider(ExampleProvider):
+            async def history(self, request, ctx):
+                raise MemoryCapabilityUnsupportedError("no history here")
+    """)
+    write_module(pytester, "BoastfulProvider", module="boastful_provider")
+    reprec = pytester.inline_run(*PLUGIN, *ISOLATED, "-k", "test_history_")
+    results = outcomes(reprec)
+    assert results and set(results.values()) == {"failed"}
+
+
+def test_thorough_variants_run_only_when_requested(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "ExampleProvider", module="example_provider")
+    quiet = pytester.inline_run(*PLUGIN, *ISOLATED, "-k", "thorough")
+    assert set(outcomes(quiet).values()) == {"skipped"}
+    assert all("thorough run not requested" in reason
+               for reason in skip_reasons(quiet).values())
+    asked = pytester.inline_run(*PLUGIN, *ISOLATED, "-k", "thorough", "--conformance-thorough")
+    assert set(outcomes(asked).values()) == {"passed"}
+    assert len(outcomes(asked)) == 2
+
+
+def test_the_suite_refuses_to_run_without_its_plugin(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "ExampleProvider", module="example_provider")
+    result = pytester.runpytest_inprocess(*ISOLATED, "-k", "test_list_filters_by_memory_type")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*the conformance plugin is not loaded*pytest_plugins*"])
+
+
+def test_the_plugin_is_opt_in() -> None:
+    for entry_point in importlib.metadata.entry_points(group="pytest11"):
+        assert "governed_memory_conformance" not in entry_point.value, (
+            f"{entry_point.name} auto-loads the conformance plugin into every pytest run")
+
+
+def test_the_plugin_is_absent_from_runs_that_do_not_ask(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="""
+        def test_plain(request):
+            assert not request.config.pluginmanager.has_plugin(
+                "governed_memory_conformance.plugin")
+    """)
+    pytester.runpytest_inprocess(*ISOLATED).assert_outcomes(passed=1)
+
+
+def test_helper_modules_are_assertion_rewritten() -> None:
+    for name in ("governed_memory_conformance.harness", "governed_memory_conformance.base",
+                 "governed_memory_conformance.suite.crud",
+                 "governed_memory_conformance.suite.stateful"):
+        loader = sys.modules[name].__loader__
+        assert type(loader).__name__ == "AssertionRewritingHook", name
+
+
+def test_every_registered_provider_has_a_conformance_class() -> None:
+    """Our own providers get no exemption: a registered provider without a
+    ``ProviderConformance`` subclass in tests/conformance fails here."""
+    from governed_memory.plugins import PluginManager
+
+    here = Path(__file__).parent
+    covered = set()
+    for path in sorted(here.glob("test_*_conformance.py")):
+        module = __import__(path.stem)
+        covered |= {cls.provider_name for cls in vars(module).values()
+                    if isinstance(cls, type) and issubclass(cls, ProviderConformance)}
+    registered = {registration.name for registration in PluginManager.load().providers.all()}
+    assert registered <= covered, f"providers without a conformance class: {registered - covered}"
