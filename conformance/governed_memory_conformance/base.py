@@ -35,6 +35,9 @@ T = TypeVar("T")
 
 PLUGIN: Final = "governed_memory_conformance.plugin"
 THOROUGH_ENV: Final = "GOVERNED_MEMORY_CONFORMANCE_THOROUGH"
+THOROUGH_NOT_REQUESTED: Final = (
+    "thorough run not requested (pytest -m slow or --conformance-thorough; "
+    "governed-memory conformance --thorough)")
 
 _declared: dict[type, Capabilities] = {}
 """Capabilities per test class, probed once: a class builds its provider the same way

@@ -15,7 +15,8 @@ import inspect
 
 import pytest
 
-from governed_memory_conformance.guard import violations
+from governed_memory_conformance.capabilities import CORE, capabilities_of
+from governed_memory_conformance.guard import suite_tests, violations
 from governed_memory_conformance.suite import ProviderConformance
 
 
@@ -31,6 +32,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow: long property runs (the conformance suite's thorough variants)")
+    config.addinivalue_line(
+        "markers", "conformance(capabilities): a conformance suite test and the provider "
+                   "capabilities it requires (added by the plugin; reports group by it)")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Label every suite test with what it proves, for reports such as the CLI's table."""
+    cls = getattr(item, "cls", None)
+    name = getattr(item, "originalname", item.name)
+    if cls is None or not issubclass(cls, ProviderConformance) or name not in suite_tests():
+        return
+    required = capabilities_of(getattr(item, "obj", None))
+    item.add_marker(pytest.mark.conformance(capabilities=required or (CORE,)))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -24,7 +24,7 @@ from governed_memory.records import MemoryRecord
 from governed_memory.scope import Scope
 from hypothesis import strategies as st
 
-from governed_memory_conformance.base import ConformanceBase, scenario
+from governed_memory_conformance.base import THOROUGH_NOT_REQUESTED, ConformanceBase, scenario
 from governed_memory_conformance.harness import Harness, expect_error
 from governed_memory_conformance.scopes import HOME, NEIGHBOURS
 from governed_memory_conformance.suite.records import assert_same_record
@@ -180,7 +180,7 @@ class IsolationTests(ConformanceBase):
     @pytest.mark.slow
     def test_scope_isolation_property_thorough(self) -> None:
         if not self.thorough_requested():
-            pytest.skip("thorough run not requested (-m slow or --conformance-thorough)")
+            pytest.skip(THOROUGH_NOT_REQUESTED)
         self._isolation_property(self.conformance_settings.thorough_examples)
 
     def _isolation_property(self, examples: int) -> None:

@@ -24,7 +24,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from governed_memory_conformance.base import ConformanceBase
+from governed_memory_conformance.base import THOROUGH_NOT_REQUESTED, ConformanceBase
 from governed_memory_conformance.harness import Harness
 from governed_memory_conformance.model import (
     IdempotentAdd,
@@ -344,7 +344,7 @@ class StatefulTests(ConformanceBase):
     @pytest.mark.slow
     def test_provider_agrees_with_the_reference_model_thorough(self) -> None:
         if not self.thorough_requested():
-            pytest.skip("thorough run not requested (-m slow or --conformance-thorough)")
+            pytest.skip(THOROUGH_NOT_REQUESTED)
         settings = self.conformance_settings
         self._run_machine(settings.thorough_examples, settings.machine_steps)
 

@@ -19,7 +19,11 @@ from governed_memory.cli.common import (
     scope_from,
     scope_options,
 )
+from governed_memory.cli.conformance import conformance
 from governed_memory.cli.demo import demo
+from governed_memory.cli.policies import policies
+from governed_memory.cli.profiles import profiles
+from governed_memory.cli.review import approve, reject
 from governed_memory.converter import unstructure
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.plugins import PluginManager
@@ -35,6 +39,9 @@ def cli() -> None:
 
 
 cli.add_command(demo)
+for _command in (profiles, policies, approve, reject):
+    cli.add_command(_command)
+cli.add_command(conformance)
 
 
 @cli.group()
