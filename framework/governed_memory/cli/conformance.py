@@ -49,7 +49,7 @@ class TestRegisteredProvider(RegisteredProviderConformance):
 class Outcome:
     test: str
     capabilities: tuple[str, ...]
-    state: str = "passed"
+    state: str = "not run"
     detail: str = ""
 
 
@@ -59,8 +59,8 @@ class Collector:
     def __init__(self) -> None:
         self.outcomes: dict[str, Outcome] = {}
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        for item in items:
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:  # after -k deselection
             marker = item.get_closest_marker("conformance")
             capabilities = tuple(marker.kwargs.get("capabilities", (CORE,))) if marker else (
                 "extra",)
@@ -70,7 +70,9 @@ class Collector:
         outcome = self.outcomes.get(report.nodeid)
         if outcome is None or outcome.state == "failed":
             return
-        if report.failed:
+        if report.when == "call" and report.passed:  # an unexpected pass counts as a pass
+            outcome.state = "passed"
+        elif report.failed:
             crash = getattr(report.longrepr, "reprcrash", None)
             outcome.state = "failed"
             outcome.detail = str(getattr(crash, "message", "") or report.when).splitlines()[0]
@@ -87,7 +89,8 @@ class Collector:
             for capability in outcome.capabilities:
                 row = table.setdefault(capability, {"capability": capability,
                                                     **dict.fromkeys(STATES, 0)})
-                row[outcome.state] += 1
+                if outcome.state in row:
+                    row[outcome.state] += 1
         order = [CORE, *_capability_order()]
         return sorted(table.values(), key=lambda row: (
             order.index(row["capability"]) if row["capability"] in order else len(order),
@@ -138,9 +141,9 @@ def conformance(provider_name: str, config_json: str, keyword: str | None, thoro
         (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
         args = [str(module), "-c", str(root / "pytest.ini"), "--rootdir", str(root),
                 "-p", "governed_memory_conformance.plugin", "-p", "no:cacheprovider",
-                "-p", "no:asyncio", "--tb=short", "-v" if verbose else "-q"]
-        if as_json:
-            args += ["-p", "no:terminal"]
+                "-p", "no:asyncio"]
+        # JSON goes alone to stdout; the terminal reporter owns --tb and -q/-v.
+        args += ["-p", "no:terminal"] if as_json else ["--tb=short", "-v" if verbose else "-q"]
         if keyword:
             args += ["-k", keyword]
         if thorough:
@@ -150,8 +153,8 @@ def conformance(provider_name: str, config_json: str, keyword: str | None, thoro
             code = int(pytest.main(args, plugins=[collector]))
         elapsed = time.perf_counter() - began
 
-    failed = [o for o in collector.outcomes.values() if o.state == "failed"]
-    ok = code == 0 and not failed
+    ok = code == 0 and all(o.state in ("passed", "skipped", "xfailed")
+                           for o in collector.outcomes.values())
     if as_json:
         click.echo(json.dumps({
             "provider": provider_name, "config": config, "ok": ok, "pytest_exit_code": code,
@@ -216,6 +219,9 @@ def _print_table(provider_name: str, collector: Collector, elapsed: float) -> No
         click.echo("failed:")
         for outcome in failed:
             click.echo(f"  {outcome.test} [{', '.join(outcome.capabilities)}]: {outcome.detail}")
+    unrun = sum(1 for o in collector.outcomes.values() if o.state == "not run")
+    if unrun:
+        click.echo(f"\n{unrun} collected tests did not run (the run was interrupted)")
     reasons: dict[str, int] = {}
     for outcome in collector.outcomes.values():
         if outcome.state == "skipped":

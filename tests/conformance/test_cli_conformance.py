@@ -1,0 +1,78 @@
+"""``governed-memory conformance`` as an operator runs it: a real subprocess of the
+installed console script, from a directory that must stay untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("governed-memory")
+FEW = "round_trips or stale_revision or history_lists or isolation_property"
+
+
+def conformance(cwd: Path, *args: str, home: Path | None = None,
+                ) -> subprocess.CompletedProcess[str]:
+    if not SCRIPT.exists():
+        pytest.skip(f"console script not installed next to {sys.executable}")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOVERNED_MEMORY_HOME", "PYTEST_ADDOPTS", "HYPOTHESIS_PROFILE")}
+    if home is not None:
+        env["GOVERNED_MEMORY_HOME"] = str(home)
+    return subprocess.run([str(SCRIPT), "conformance", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_default_config_passes_and_touches_nothing_of_the_operator(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = conformance(work, "--provider", "native", "-k", FEW, home=home)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.split()[:5] == ["capability", "passed", "failed", "skipped", "xfailed"]
+               for line in lines)
+    rows = {line.split()[0]: line.split()[1:] for line in lines
+            if line and line.split()[0] in ("core", "compare_and_set", "history", "total")}
+    assert rows["compare_and_set"] == ["1", "0", "0", "0"]
+    assert rows["history"] == ["1", "0", "0", "0"]
+    assert rows["total"][1] == "0"
+    assert lines[-1] == "PASS"
+    assert list(home.iterdir()) == [], "the run wrote into the operator's GOVERNED_MEMORY_HOME"
+    assert list(work.iterdir()) == [], "the run left files in the working directory"
+
+
+def test_config_placeholder_and_json_report(tmp_path: Path) -> None:
+    proc = conformance(tmp_path, "--provider", "native", "--json", "-k", "round_trips",
+                       "--config", '{"backend": "sqlite", "path": "{tmp}/memory.db"}')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True
+    assert report["provider"] == "native"
+    assert [row["capability"] for row in report["rows"]] == ["core"]
+    assert [test["test"] for test in report["tests"]] == [
+        "test_add_then_get_round_trips_every_field"]
+
+
+def test_failures_are_listed_and_exit_non_zero(tmp_path: Path) -> None:
+    # A database path that cannot exist: every provider start fails.
+    proc = conformance(tmp_path, "--provider", "native", "-k", "round_trips or stale_revision",
+                       "--config", '{"backend": "sqlite", "path": "/dev/null/memory.db"}')
+    assert proc.returncode == 1
+    assert "failed:" in proc.stdout
+    assert "  test_stale_revision_conflicts_and_changes_nothing [compare_and_set]" in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "FAIL"
+
+
+def test_unknown_provider_and_bad_config_are_refused(tmp_path: Path) -> None:
+    unknown = conformance(tmp_path, "--provider", "no-such-provider")
+    assert unknown.returncode == 7
+    assert "unknown provider 'no-such-provider'" in unknown.stderr
+    bad = conformance(tmp_path, "--provider", "native", "--config", "[1, 2]")
+    assert bad.returncode == 2
+    assert "must be a JSON object" in bad.stderr
