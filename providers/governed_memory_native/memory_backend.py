@@ -195,7 +195,9 @@ class _MemoryTransaction:
     async def put_idempotency(self, entry: IdempotencyEntry) -> None:
         self._set(self._state.idempotency, (entry.scope_hash, entry.operation, entry.key), entry)
 
-    async def erase_records(self, record_ids: Sequence[str]) -> Removal:
+    async def erase_records(
+        self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
+    ) -> Removal:
         removal = Removal()
         doomed = set(record_ids)
         for record_id in sorted(doomed):
@@ -209,9 +211,13 @@ class _MemoryTransaction:
             removal += Removal(records=1, versions=versions,
                                index_entries=int(row.document is not None),
                                scope_hashes=frozenset({row.record.scope_hash}))
-        stale = [key for key, entry in self._state.idempotency.items()
+        stale = [(key, entry) for key, entry in self._state.idempotency.items()
                  if entry.record_id in doomed]
-        for key in stale:
+        if tombstone_idempotency:
+            for key, entry in stale:
+                self._set(self._state.idempotency, key, attrs.evolve(entry, erased=True))
+            return removal
+        for key, _ in stale:
             self._pop(self._state.idempotency, key)
         return removal + Removal(idempotency_entries=len(stale))
 

@@ -26,6 +26,10 @@ class IdempotencyEntry:
 
     ``tenant_id``/``user_id`` are kept so that erasing a user also erases entries that
     point at records already hard-deleted (they still name the user's record ids).
+
+    ``erased`` marks a tombstone left by a hard delete of that one record: it holds ids
+    and hashes only, so a replay of the add (or update) that wrote the record is refused
+    instead of silently writing the erased record again.
     """
 
     scope_hash: str
@@ -39,6 +43,7 @@ class IdempotencyEntry:
     version: int | None = None
     revision: str | None = None
     hard: bool = False
+    erased: bool = False
 
 
 @attrs.frozen(slots=True)
@@ -143,8 +148,14 @@ class WriteTransaction(ReadTransaction, Protocol):
 
     async def put_idempotency(self, entry: IdempotencyEntry) -> None: ...
 
-    async def erase_records(self, record_ids: Sequence[str]) -> Removal:
-        """Physically remove records with their versions, index rows and idempotency entries."""
+    async def erase_records(
+        self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
+    ) -> Removal:
+        """Physically remove records with their versions, index rows and idempotency entries.
+
+        With ``tombstone_idempotency`` the records' idempotency entries are kept but marked
+        ``erased`` (they hold no content) instead of being removed.
+        """
         ...
 
     async def erase_idempotency(

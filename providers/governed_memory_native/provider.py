@@ -131,7 +131,8 @@ class NativeMemoryProvider:
                 if holder is not None and not holder.is_expired(ctx.now):
                     raise MemoryConflictError("the key is already used by a record in this scope")
                 if holder is not None:
-                    # An expired record is invisible, so its key is free: erase it first.
+                    # An expired record is invisible, so its key is free: erase it first
+                    # (with its idempotency entries, as purge_expired would).
                     await tx.erase_records([holder.id])
             record = MemoryRecord(
                 id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
@@ -195,7 +196,9 @@ class NativeMemoryProvider:
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
             if request.hard:
-                await tx.erase_records([current.id])
+                # Keep the record's idempotency entries as tombstones (ids and hashes, no
+                # content): a late retry of the add must not quietly write it back.
+                await tx.erase_records([current.id], tombstone_idempotency=True)
                 result = DeleteResult(current.id, scope_hash, hard=True)
             else:
                 tombstone = attrs.evolve(
@@ -333,6 +336,13 @@ class NativeMemoryProvider:
     async def purge_expired(
         self, request: PurgeExpiredRequest, ctx: OperationContext
     ) -> CleanupPage:
+        """Erase expired records of one scope, a page at a time.
+
+        Unlike a hard delete, purging leaves no idempotency tombstones: an expired record
+        is gone by design rather than by anyone's request, so a retry arriving after its
+        expiry is a new write, and purging is what keeps the idempotency table bounded
+        for expiring data.
+        """
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
@@ -364,11 +374,13 @@ class NativeMemoryProvider:
         if entry is None:
             return None
         _check_fingerprint(entry, _fingerprint(ctx, request))
-        if entry.version is None:
-            return None
-        snapshot = await tx.version(entry.record_id, entry.version)
-        if snapshot is None:  # history vanished with its record; the entry is stale
-            return None
+        snapshot = (await tx.version(entry.record_id, entry.version)
+                    if entry.version is not None and not entry.erased else None)
+        if snapshot is None:
+            # Every erasure either removes the entry or marks it erased, so a missing
+            # snapshot means the same thing: the first result no longer exists.
+            verb = "created" if isinstance(request, AddRequest) else "updated"
+            raise MemoryConflictError(f"the record {verb} with this idempotency key was erased")
         return detach(snapshot.record)
 
     async def _remember(

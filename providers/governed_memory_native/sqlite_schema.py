@@ -103,6 +103,13 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=2,
+        description="idempotency tombstones: entries of a hard-deleted record are kept, erased",
+        statements=(
+            "ALTER TABLE memory_idempotency ADD COLUMN erased INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

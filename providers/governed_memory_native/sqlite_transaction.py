@@ -178,7 +178,7 @@ class SqliteTransaction:
     ) -> IdempotencyEntry | None:
         rows = await self._rows(
             "SELECT scope_hash, operation, idem_key, fingerprint, record_id, tenant_id, user_id,"
-            " version, revision, hard, created_at FROM memory_idempotency"
+            " version, revision, hard, erased, created_at FROM memory_idempotency"
             " WHERE scope_hash = ? AND operation = ? AND idem_key = ?",
             (scope_hash, operation, key),
         )
@@ -190,6 +190,7 @@ class SqliteTransaction:
             fingerprint=row["fingerprint"], record_id=row["record_id"],
             tenant_id=row["tenant_id"], user_id=row["user_id"], created_at=row["created_at"],
             version=row["version"], revision=row["revision"], hard=bool(row["hard"]),
+            erased=bool(row["erased"]),
         )
 
     async def record_ids_in_scope(
@@ -264,14 +265,16 @@ class SqliteTransaction:
     async def put_idempotency(self, entry: IdempotencyEntry) -> None:
         await self._write(
             "INSERT OR REPLACE INTO memory_idempotency (scope_hash, operation, idem_key,"
-            " fingerprint, record_id, tenant_id, user_id, version, revision, hard, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " fingerprint, record_id, tenant_id, user_id, version, revision, hard, erased,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (entry.scope_hash, entry.operation, entry.key, entry.fingerprint, entry.record_id,
              entry.tenant_id, entry.user_id, entry.version, entry.revision, int(entry.hard),
-             entry.created_at),
+             int(entry.erased), entry.created_at),
         )
 
-    async def erase_records(self, record_ids: Sequence[str]) -> Removal:
+    async def erase_records(
+        self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
+    ) -> Removal:
         removal = Removal()
         for chunk in _chunks(sorted(set(record_ids))):
             marks = _marks(len(chunk))
@@ -289,9 +292,16 @@ class SqliteTransaction:
             versions = await self._write(
                 f"DELETE FROM memory_versions WHERE record_id IN ({marks})", chunk
             )
-            entries = await self._write(
-                f"DELETE FROM memory_idempotency WHERE record_id IN ({marks})", chunk
-            )
+            if tombstone_idempotency:
+                await self._write(
+                    f"UPDATE memory_idempotency SET erased = 1 WHERE record_id IN ({marks})",
+                    chunk,
+                )
+                entries = 0
+            else:
+                entries = await self._write(
+                    f"DELETE FROM memory_idempotency WHERE record_id IN ({marks})", chunk
+                )
             records = await self._write(f"DELETE FROM memory_records WHERE id IN ({marks})", chunk)
             removal += Removal(
                 records=records, versions=versions, index_entries=int(indexed[0][0]),

@@ -6,16 +6,19 @@ import attrs
 import pytest
 from governed_memory import (
     AddRequest,
+    DeleteAllRequest,
     DeleteRequest,
+    DeleteUserRequest,
     HistoryRequest,
     ListRequest,
     ManualClock,
     MemoryConflictError,
     OperationContext,
+    PurgeExpiredRequest,
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider
-from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
+from native_support import OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
 
 
 async def test_add_replay_returns_first_result_without_writing(
@@ -125,3 +128,65 @@ async def test_replay_matches_the_request_as_sent_not_as_transformed(
     with pytest.raises(MemoryConflictError):
         await provider.delete(delete_sent, _as_sent(make_ctx(clock), other))
     assert await provider.delete(delete_sent, _as_sent(make_ctx(clock), delete_sent)) == deleted
+
+
+async def test_replaying_writes_of_a_hard_deleted_record_is_refused(
+        provider: NativeMemoryProvider, clock: ManualClock) -> None:
+    ctx = make_ctx(clock)
+    add = note("the door code is 4711", idempotency_key="a-1")
+    record = await provider.add(add, ctx)
+    update = UpdateRequest(scope=USER_SCOPE, record_id=record.id, content="now 0815",
+                           idempotency_key="u-1")
+    await provider.update(update, ctx)
+    soft = DeleteRequest(scope=USER_SCOPE, record_id=record.id, idempotency_key="d-1")
+    soft_result = await provider.delete(soft, ctx)
+    hard = DeleteRequest(scope=USER_SCOPE, record_id=record.id, hard=True,
+                         idempotency_key="d-2")
+    hard_result = await provider.delete(hard, ctx)
+
+    clock.advance(5)
+    ctx = make_ctx(clock)
+    with pytest.raises(MemoryConflictError, match="created with this idempotency key was erased"):
+        await provider.add(add, ctx)
+    with pytest.raises(MemoryConflictError, match="updated with this idempotency key was erased"):
+        await provider.update(update, ctx)
+    with pytest.raises(MemoryConflictError, match="different request"):
+        await provider.add(note("something else", idempotency_key="a-1"), ctx)
+    # the deletes' own results hold no content and stay replayable
+    assert await provider.delete(soft, ctx) == soft_result
+    assert await provider.delete(hard, ctx) == hard_result
+    assert (await provider.list(ListRequest(scope=USER_SCOPE), ctx)).items == ()
+
+
+async def test_erasing_a_user_or_scope_removes_idempotency_tombstones(
+        provider: NativeMemoryProvider, clock: ManualClock) -> None:
+    ctx = make_ctx(clock)
+    for scope in (USER_SCOPE, TENANT_SCOPE):
+        record = await provider.add(note("erased", scope=scope, idempotency_key="a-1"), ctx)
+        await provider.delete(DeleteRequest(scope=scope, record_id=record.id, hard=True), ctx)
+        with pytest.raises(MemoryConflictError, match="erased"):
+            await provider.add(note("erased", scope=scope, idempotency_key="a-1"), ctx)
+
+    receipt = await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                                         ctx)
+    assert receipt.counts["idempotency_entries"] == 1 and receipt.counts["records"] == 0
+    assert await provider.delete_all(DeleteAllRequest(scope=TENANT_SCOPE), ctx) == 0
+    # nothing of either is kept any more, so the key starts afresh
+    for scope in (USER_SCOPE, TENANT_SCOPE):
+        fresh = await provider.add(note("erased", scope=scope, idempotency_key="a-1"), ctx)
+        assert fresh.version == 1
+
+
+async def test_purging_an_expired_record_drops_its_idempotency_entries(
+        provider: NativeMemoryProvider, clock: ManualClock) -> None:
+    """A deliberate difference from hard delete: expiry is by design, not a request to
+    forget, so a retry after the purge is a new write (and purge bounds the table)."""
+    ctx = make_ctx(clock)
+    add = note("short-lived", expires_at=clock.now() + 10, idempotency_key="a-1")
+    first = await provider.add(add, ctx)
+    clock.advance(10)
+    purged = await provider.purge_expired(PurgeExpiredRequest(scope=USER_SCOPE),
+                                          make_ctx(clock))
+    assert purged.deleted == 1
+    again = await provider.add(add, make_ctx(clock))
+    assert again.id != first.id

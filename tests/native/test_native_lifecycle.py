@@ -17,6 +17,7 @@ from governed_memory.plugins import PluginManager
 from governed_memory_native import NativeMemoryProvider, SqliteBackend, build_native_provider
 from governed_memory_native import plugin as native_plugin
 from governed_memory_native.config import HOME_ENV
+from governed_memory_native.sqlite_schema import LATEST_VERSION
 from native_support import USER_SCOPE, build, config_for, make_ctx, note
 
 
@@ -37,7 +38,7 @@ async def test_health_is_a_real_check(provider: NativeMemoryProvider, backend: s
     status = await provider.health()
     assert status.ok and status.provider == "native" and status.latency_ms >= 0
     if backend == "sqlite":
-        assert "schema v1" in status.detail
+        assert f"schema v{LATEST_VERSION}," in status.detail
 
 
 async def test_operations_need_start_and_stop_after_close(backend: str, tmp_path: Path,

@@ -213,8 +213,10 @@ async def test_hard_delete_erases_record_and_history(provider: NativeMemoryProvi
         await provider.history(HistoryRequest(scope=USER_SCOPE, record_id=record.id), ctx)
     with pytest.raises(MemoryNotFoundError):
         await provider.get(GetRequest(scope=USER_SCOPE, key="k"), ctx)
-    # its idempotency entry went with it: the same add now creates a new record
-    again = await provider.add(note(key="k", idempotency_key="add-1"), ctx)
+    # its idempotency entry stays as a tombstone: the same add is refused, not re-applied
+    with pytest.raises(MemoryConflictError, match="erased"):
+        await provider.add(note(key="k", idempotency_key="add-1"), ctx)
+    again = await provider.add(note(key="k"), ctx)  # the key itself is free again
     assert again.id != record.id
 
 
