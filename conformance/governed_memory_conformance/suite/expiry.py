@@ -41,6 +41,18 @@ class ExpiryTests(ConformanceBase):
         await h.assert_invisible(expiring, "a record whose expires_at has come")
         assert await h.ids() == [lasting.id]
 
+    @requires("expiry", "lexical_search")
+    @scenario
+    async def test_a_repeated_search_drops_a_record_once_it_expires(self, h: Harness) -> None:
+        expiring = await h.add("ephemeral heron", expires_at=h.clock.now() + 10)
+        lasting = await h.add("lasting heron")
+        before = await h.search("heron")
+        assert {hit.record.id for hit in before.hits} == {expiring.id, lasting.id}
+        h.advance(10)
+        after = await h.search("heron")
+        assert [hit.record.id for hit in after.hits] == [lasting.id], (
+            "a search repeated after a record expired still returned it")
+
     @requires("expiry")
     @scenario
     async def test_update_moves_or_clears_the_expiry(self, h: Harness) -> None:

@@ -117,6 +117,24 @@ class SearchTests(ConformanceBase):
 
     @requires("lexical_search")
     @scenario
+    async def test_search_reflects_every_write_at_once(self, h: Harness) -> None:
+        """A search repeated after a write sees the write: nothing may answer from a
+        snapshot taken before it (a cache, an index that lags behind)."""
+        edited = await h.add("penguin on the ice")
+        doomed = await h.add("penguin in the water")
+        assert {hit.record.id for hit in (await h.search("penguin")).hits} == {
+            edited.id, doomed.id}
+        await h.update(edited.id, content="albatross over the sea")
+        await h.remove(doomed.id)
+        newcomer = await h.add("penguin on the beach")
+        assert [hit.record.id for hit in (await h.search("penguin")).hits] == [newcomer.id]
+        found = (await h.search("albatross")).hits
+        assert [hit.record.id for hit in found] == [edited.id]
+        assert found[0].record.content == "albatross over the sea"
+        assert found[0].record.version == 2
+
+    @requires("lexical_search")
+    @scenario
     async def test_search_over_several_scopes_stays_within_them(self, h: Harness) -> None:
         mine = await h.add("kiwi at home")
         child = await h.add("kiwi in the session", scope=CHILD)
