@@ -20,6 +20,8 @@ from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.scope import Scope
 
 HOME_ENV = "GOVERNED_MEMORY_HOME"
+DEFAULT_PROFILE = "local@1.0.0"
+_PROFILE_META = "governed_memory.profile"
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +45,21 @@ def default_db_path() -> Path:
     return base / "memory.db"
 
 
+def _remember_profile(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    ctx.meta[_PROFILE_META] = value or DEFAULT_PROFILE
+
+
 def db_option(func: F) -> F:
+    """``--db`` and ``--profile``: where memory lives and which rules govern it.
+
+    ``--profile`` is kept in the click context rather than passed to the command, so
+    every data command gets it without repeating it in each signature.
+    """
+    func = click.option(
+        "--profile", "profile", default=None, expose_value=False, is_eager=True,
+        callback=_remember_profile, metavar="ID@VERSION",
+        help=f"the profile that builds the manager [default: {DEFAULT_PROFILE}]",
+    )(func)
     return click.option(
         "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
         help=f"SQLite database file [default: ${HOME_ENV}/memory.db, else "
@@ -93,14 +109,24 @@ def operator(tenant_id: str) -> Principal:
                      permissions=frozenset(Permission))
 
 
-def open_manager(db: Path | None) -> GovernedMemoryManager:
-    path = db or default_db_path()
-    return GovernedMemoryManager.from_plugins("native", {"backend": "sqlite", "path": str(path)})
+def current_profile() -> str:
+    ctx = click.get_current_context(silent=True)
+    return str(ctx.meta.get(_PROFILE_META, DEFAULT_PROFILE)) if ctx else DEFAULT_PROFILE
+
+
+def open_manager(db: Path | None, profile: str | None = None) -> GovernedMemoryManager:
+    """A manager from the profile (``local@1.0.0`` unless ``--profile`` says otherwise);
+    ``--db`` overrides the provider's database path."""
+    overrides = None if db is None else {"path": str(db)}
+    return GovernedMemoryManager.from_profile(profile or current_profile(),
+                                              provider_config_overrides=overrides)
 
 
 def run_with_manager(db: Path | None, work: Callable[[GovernedMemoryManager], Awaitable[T]]) -> T:
+    profile = current_profile()
+
     async def main() -> T:
-        async with open_manager(db) as manager:
+        async with open_manager(db, profile) as manager:
             return await work(manager)
 
     try:

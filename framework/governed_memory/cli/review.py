@@ -1,0 +1,49 @@
+"""``governed-memory approve|reject``: decide memories held for review."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from governed_memory.cli import format as fmt
+from governed_memory.cli.common import (
+    db_option,
+    emit,
+    json_option,
+    operator,
+    run_with_manager,
+    scope_from,
+    scope_options,
+)
+
+
+@click.command()
+@db_option
+@scope_options
+@click.argument("record_id")
+@click.option("--expected-revision", default=None, help="refuse if the record has moved on")
+@json_option
+def approve(db: Path | None, record_id: str, expected_revision: str | None, as_json: bool,
+            **scope_kw: Any) -> None:
+    """Accept a memory held for review: it becomes active and visible."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.approve(
+        operator(scope.tenant_id), scope, record_id, expected_revision=expected_revision))
+    emit(result, as_json, fmt.record_text)
+
+
+@click.command()
+@db_option
+@scope_options
+@click.argument("record_id")
+@click.option("--expected-revision", default=None, help="refuse if the record has moved on")
+@json_option
+def reject(db: Path | None, record_id: str, expected_revision: str | None, as_json: bool,
+           **scope_kw: Any) -> None:
+    """Refuse a memory held for review: it is erased with its history."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.reject(
+        operator(scope.tenant_id), scope, record_id, expected_revision=expected_revision))
+    emit(result, as_json, lambda r: f"rejected {r.record_id} (erased)")

@@ -1,0 +1,157 @@
+"""``quotas`` (records, bytes, writes per minute; never failing open) and
+``write-review`` (review verdicts for listed source types)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+from actors import ALICE, ALICE_SCOPE, BOB_SCOPE
+from governed_memory import (
+    GovernedMemoryManager,
+    ManualClock,
+    MemoryPolicyDeniedError,
+    Provenance,
+    RecordStatus,
+    Scope,
+)
+from governed_memory.context import OperationContext
+from governed_memory.policy import Effect
+from governed_memory.records import Capabilities
+from governed_memory.requests import AddRequest, DeleteRequest, UpdateRequest
+from governed_memory.usage import Usage, UsageQuery
+from governed_memory_policies import quotas, write_review
+from policy_support import NOW, check, fixed_usage, profile
+
+LIMITS = profile(quotas={"max_records_per_tenant": 10, "max_records_per_scope": 3,
+                         "max_bytes_per_scope": 100},
+                 policies={"enabled": ["quotas"]})
+RATE = profile(quotas={"writes_per_minute_per_scope": 2, "writes_per_minute_per_tenant": 3},
+               policies={"enabled": ["quotas"]})
+
+
+async def test_quota_allows_within_limits() -> None:
+    probe = fixed_usage(Usage(5, 50), Usage(2, 50))
+    verdict = await quotas.build({}, LIMITS).evaluate(check(AddRequest(ALICE_SCOPE, "x" * 50),
+                                                            usage=probe))
+    assert verdict.effect is Effect.ALLOW
+
+
+@pytest.mark.parametrize(
+    ("tenant", "scope", "content", "reason"),
+    [
+        (Usage(10, 0), Usage(0, 0), "x", "tenant record quota of 10 reached"),
+        (Usage(5, 0), Usage(3, 0), "x", "scope record quota of 3 reached"),
+        (Usage(5, 0), Usage(1, 60), "x" * 41, "scope byte quota of 100 would be exceeded"),
+    ],
+)
+async def test_quota_denies_over_limits(tenant: Usage, scope: Usage, content: str,
+                                        reason: str) -> None:
+    verdict = await quotas.build({}, LIMITS).evaluate(
+        check(AddRequest(ALICE_SCOPE, content), usage=fixed_usage(tenant, scope)))
+    assert (verdict.effect, verdict.reason) == (Effect.DENY, reason)
+
+
+async def test_quota_never_fails_open() -> None:
+    policy = quotas.build({}, LIMITS)
+    no_probe = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x")))
+    assert no_probe.effect is Effect.DENY
+    assert no_probe.reason == "usage cannot be determined for this provider; quota enforced"
+
+    async def broken(query: UsageQuery) -> Usage:
+        raise RuntimeError("store down")
+
+    failed = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x"), usage=broken))
+    assert (failed.effect, failed.reason) == (Effect.DENY,
+                                              "usage could not be read; quota enforced")
+
+
+async def test_quota_never_blocks_forgetting() -> None:
+    verdict = await quotas.build({}, LIMITS).evaluate(check(DeleteRequest(ALICE_SCOPE, "01A")))
+    assert verdict.effect is Effect.ALLOW
+
+
+async def test_write_rate_slides_per_scope_and_per_tenant() -> None:
+    policy = quotas.build({}, RATE)
+
+    async def write(scope: Scope, at: float) -> Any:
+        return (await policy.evaluate(check(AddRequest(scope, "x"), now=at))).reason
+
+    assert await write(ALICE_SCOPE, NOW) == ""
+    assert await write(ALICE_SCOPE, NOW + 1) == ""
+    assert await write(ALICE_SCOPE, NOW + 2) == "scope write rate above 2 per minute"
+    assert await write(BOB_SCOPE, NOW + 3) == ""  # another scope, same tenant
+    assert await write(BOB_SCOPE, NOW + 4) == "tenant write rate above 3 per minute"
+    assert await write(ALICE_SCOPE, NOW + 60.5) == ""  # the first write left the window
+    update = UpdateRequest(ALICE_SCOPE, "01A", content="y")
+    assert (await policy.evaluate(check(update, now=NOW + 60.6))).effect is Effect.DENY
+
+
+class UsageReporting:
+    """The native provider plus ``usage`` computed from its storage, to prove the
+    activity port hands providers' usage reports to the quota policy."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.name = inner.name
+        self.queries: list[UsageQuery] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def capabilities(self) -> Capabilities:
+        return attrs.evolve(self._inner.capabilities(), usage=True)
+
+    async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
+        self.queries.append(query)
+        rows = [row.record for row in self._inner.backend._state.rows.values()
+                if row.record.scope.tenant_id == query.tenant_id
+                and (query.scope is None or row.record.scope_hash == query.scope.scope_hash)
+                and row.record.status is not RecordStatus.DELETED]
+        return Usage(len(rows), sum(len(r.content.encode()) for r in rows))
+
+
+async def test_quota_reads_usage_through_the_activity_port() -> None:
+    from governed_memory_native import build_native_provider
+
+    clock = ManualClock()
+    provider = UsageReporting(build_native_provider({"backend": "memory"}, clock))
+    async with GovernedMemoryManager(provider, clock=clock,
+                                     policies=[quotas.build({}, LIMITS)]) as m:
+        for i in range(3):
+            await m.add(ALICE, ALICE_SCOPE, f"memory {i}")
+        with pytest.raises(MemoryPolicyDeniedError, match="scope record quota of 3 reached"):
+            await m.add(ALICE, ALICE_SCOPE, "one too many")
+        assert len((await m.list(ALICE, ALICE_SCOPE)).items) == 3
+    assert UsageQuery("acme") in provider.queries
+    assert UsageQuery("acme", ALICE_SCOPE) in provider.queries
+
+
+async def test_without_usage_reports_a_record_quota_denies_every_add() -> None:
+    from governed_memory_native import build_native_provider
+
+    clock = ManualClock()
+    async with GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
+                                     clock=clock, policies=[quotas.build({}, LIMITS)]) as m:
+        with pytest.raises(MemoryPolicyDeniedError, match="usage cannot be determined"):
+            await m.add(ALICE, ALICE_SCOPE, "first")
+
+
+REVIEW = profile(write={"review_source_types": ["web", "tool"]},
+                 policies={"enabled": ["write-review"]})
+
+
+async def test_review_allows_unlisted_sources() -> None:
+    policy = write_review.build({}, REVIEW)
+    for provenance in (Provenance(), Provenance(source_type="user")):
+        verdict = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x",
+                                                         provenance=provenance)))
+        assert verdict.effect is Effect.ALLOW
+
+
+async def test_review_holds_listed_sources() -> None:
+    request = AddRequest(ALICE_SCOPE, "x", provenance=Provenance(source_type="web"))
+    verdict = await write_review.build({}, REVIEW).evaluate(check(request))
+    assert (verdict.effect, verdict.reason) == (
+        Effect.REVIEW, "memories from source type web are reviewed before they are visible")
