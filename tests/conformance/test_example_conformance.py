@@ -1,10 +1,12 @@
-"""The smallest correct provider passes the whole suite."""
+"""The smallest correct provider passes the whole suite; with review and usage added,
+so does the suite's review and usage area."""
 
 from __future__ import annotations
 
 from example_provider import ExampleProvider
 from governed_memory import Clock, MemoryProvider
 from governed_memory_conformance import ProviderConformance
+from reviewing_provider import ReviewingExampleProvider
 
 
 class TestExampleProvider(ProviderConformance):
@@ -12,5 +14,14 @@ class TestExampleProvider(ProviderConformance):
 
     async def make_provider(self, clock: Clock) -> MemoryProvider:
         provider = ExampleProvider(clock)
+        await provider.start()
+        return provider
+
+
+class TestReviewingExampleProvider(ProviderConformance):
+    provider_name = "example-reviewing"
+
+    async def make_provider(self, clock: Clock) -> MemoryProvider:
+        provider = ReviewingExampleProvider(clock)
         await provider.start()
         return provider

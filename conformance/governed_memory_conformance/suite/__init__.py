@@ -13,6 +13,7 @@ from governed_memory_conformance.suite.isolation import IsolationTests
 from governed_memory_conformance.suite.limits import LimitTests
 from governed_memory_conformance.suite.maintenance import MaintenanceTests
 from governed_memory_conformance.suite.pagination import PaginationTests
+from governed_memory_conformance.suite.review import ReviewTests, UsageTests
 from governed_memory_conformance.suite.search import SearchTests
 from governed_memory_conformance.suite.stateful import StatefulTests
 
@@ -30,6 +31,8 @@ class ProviderConformance(
     MaintenanceTests,
     SearchTests,
     LimitTests,
+    ReviewTests,
+    UsageTests,
     StatefulTests,
 ):
     """The shared provider conformance suite.

@@ -1,0 +1,119 @@
+"""Review and usage: deciding ``pending_review`` records, and counting what a quota counts."""
+
+from __future__ import annotations
+
+from governed_memory.errors import MemoryConflictError, MemoryNotFoundError
+from governed_memory.provider import ReviewingProvider, UsageReportingProvider
+from governed_memory.records import MemoryRecord, RecordStatus, VersionOperation
+from governed_memory.requests import ApproveRequest, RejectRequest
+from governed_memory.scope import Scope
+from governed_memory.usage import Usage, UsageQuery
+
+from governed_memory_conformance.base import ConformanceBase, scenario
+from governed_memory_conformance.capabilities import requires
+from governed_memory_conformance.harness import Harness, expect_error
+from governed_memory_conformance.scopes import ELSEWHERE, HOME, SIBLING, TENANT
+from governed_memory_conformance.suite.crud import GHOST_ID
+
+
+def reviewer(h: Harness) -> ReviewingProvider:
+    provider = h.provider
+    assert isinstance(provider, ReviewingProvider), (
+        "the provider declares review but has no approve/reject")
+    return provider
+
+
+async def approve(h: Harness, record_id: str, scope: Scope = HOME,
+                  expected_revision: str | None = None) -> MemoryRecord:
+    request = ApproveRequest(scope=scope, record_id=record_id,
+                             expected_revision=expected_revision)
+    return await reviewer(h).approve(request, h.ctx(scope.tenant_id))
+
+
+async def reject(h: Harness, record_id: str, scope: Scope = HOME,
+                 expected_revision: str | None = None) -> object:
+    request = RejectRequest(scope=scope, record_id=record_id,
+                            expected_revision=expected_revision)
+    return await reviewer(h).reject(request, h.ctx(scope.tenant_id))
+
+
+class ReviewTests(ConformanceBase):
+    @requires("review")
+    @scenario
+    async def test_approve_makes_a_pending_record_visible_as_a_new_version(
+        self, h: Harness
+    ) -> None:
+        pending = await h.add("reviewed walrus", key="k", status=RecordStatus.PENDING_REVIEW)
+        h.advance(5)
+        approved = await approve(h, pending.id, expected_revision=pending.revision)
+        assert approved.status is RecordStatus.ACTIVE
+        assert approved.version == pending.version + 1
+        assert approved.revision != pending.revision
+        assert approved.created_at == pending.created_at
+        assert approved.updated_at == pending.created_at + 5
+        assert (await h.get_key("k")).id == pending.id
+        assert await h.ids() == [pending.id]
+        if h.capabilities.lexical_search:
+            assert [hit.record.id for hit in (await h.search("walrus")).hits] == [pending.id]
+        if h.capabilities.history:
+            versions = await h.history(pending.id)
+            assert [v.operation for v in versions] == [VersionOperation.ADD,
+                                                       VersionOperation.APPROVE]
+
+    @requires("review")
+    @scenario
+    async def test_reject_erases_a_pending_record(self, h: Harness) -> None:
+        pending = await h.add("rejected walrus", key="k", status=RecordStatus.PENDING_REVIEW)
+        result = await reject(h, pending.id)
+        assert (getattr(result, "record_id", None), getattr(result, "hard", None)) == (
+            pending.id, True), f"reject must return a hard DeleteResult, got {result!r}"
+        await h.assert_invisible(pending, "a rejected record")
+        if h.capabilities.history:
+            await expect_error(MemoryNotFoundError, h.history(pending.id),
+                               "history of a rejected record")
+        assert (await h.add("successor", key="k")).key == "k", "a rejected record held its key"
+
+    @requires("review")
+    @scenario
+    async def test_review_needs_a_pending_record_of_the_scope(self, h: Harness) -> None:
+        active = await h.add("already active")
+        pending = await h.add("still pending", status=RecordStatus.PENDING_REVIEW)
+        for decide in (approve, reject):
+            await expect_error(MemoryConflictError, decide(h, active.id),
+                               f"{decide.__name__} of an active record")
+            await expect_error(MemoryNotFoundError, decide(h, GHOST_ID),
+                               f"{decide.__name__} of an unknown id")
+            await expect_error(MemoryNotFoundError, decide(h, pending.id, SIBLING),
+                               f"{decide.__name__} of another scope's record")
+            await expect_error(MemoryConflictError,
+                               decide(h, pending.id, expected_revision="r-stale"),
+                               f"{decide.__name__} with a stale expected_revision")
+        assert await h.ids() == [active.id], "a refused review decision changed something"
+
+
+class UsageTests(ConformanceBase):
+    @requires("usage")
+    @scenario
+    async def test_usage_counts_live_and_pending_records_and_their_bytes(
+        self, h: Harness
+    ) -> None:
+        provider = h.provider
+        assert isinstance(provider, UsageReportingProvider), (
+            "the provider declares usage but has no usage()")
+        counted = [await h.add("plain"), await h.add("café au lait"),
+                   await h.add("held for review", status=RecordStatus.PENDING_REVIEW)]
+        deleted = await h.add("deleted")
+        await h.remove(deleted.id)
+        if h.capabilities.expiry:
+            await h.add("expired", expires_at=h.clock.now() + 1)
+            h.advance(1)
+        neighbour = await h.add("next door", scope=SIBLING)
+        await h.add("another tenant", scope=ELSEWHERE)
+
+        def size(records: list[MemoryRecord]) -> Usage:
+            return Usage(len(records), sum(len(r.content.encode()) for r in records))
+
+        scope_usage = await provider.usage(UsageQuery(TENANT, HOME), h.ctx())
+        assert scope_usage == size(counted), "usage of one scope"
+        tenant_usage = await provider.usage(UsageQuery(TENANT), h.ctx())
+        assert tenant_usage == size([*counted, neighbour]), "usage of a whole tenant"

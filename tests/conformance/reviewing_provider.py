@@ -1,0 +1,63 @@
+"""The example provider plus the optional ``review`` and ``usage`` capabilities.
+
+Kept apart from ``example_provider.py`` so the smallest provider stays small; this one
+exists to prove that the suite's review and usage tests pass on a correct
+implementation.
+"""
+
+from __future__ import annotations
+
+import attrs
+from example_provider import ExampleProvider, detached
+from governed_memory import (
+    Capabilities,
+    DeleteResult,
+    MemoryConflictError,
+    MemoryNotFoundError,
+    MemoryRecord,
+    OperationContext,
+    RecordStatus,
+    VersionOperation,
+)
+from governed_memory.ids import new_revision
+from governed_memory.requests import ApproveRequest, RejectRequest
+from governed_memory.usage import Usage, UsageQuery
+
+
+class ReviewingExampleProvider(ExampleProvider):
+    name = "example-reviewing"
+
+    def capabilities(self) -> Capabilities:
+        return attrs.evolve(super().capabilities(), review=True, usage=True)
+
+    def _pending(self, request: ApproveRequest | RejectRequest,
+                 ctx: OperationContext) -> MemoryRecord:
+        row = self._find(request.scope, request.record_id)
+        if row is None or row.record.is_expired(ctx.now):
+            raise MemoryNotFoundError("no record with that id in this scope")
+        if row.record.status is not RecordStatus.PENDING_REVIEW:
+            raise MemoryConflictError("the record is not pending review")
+        self._check_revision(row.record, request.expected_revision)
+        return row.record
+
+    async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord:
+        request.validate()
+        current = self._pending(request, ctx)
+        record = attrs.evolve(current, status=RecordStatus.ACTIVE, version=current.version + 1,
+                              revision=new_revision(), updated_at=ctx.now)
+        self._commit(record, VersionOperation.APPROVE, ctx)
+        return detached(record)
+
+    async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult:
+        request.validate()
+        current = self._pending(request, ctx)
+        self._erase({current.id})
+        return DeleteResult(current.id, current.scope_hash, hard=True)
+
+    async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
+        counted = [row.record for row in self._rows.values()
+                   if row.record.scope.tenant_id == query.tenant_id
+                   and (query.scope is None or row.record.scope_hash == query.scope.scope_hash)
+                   and row.record.status is not RecordStatus.DELETED
+                   and not row.record.is_expired(ctx.now)]
+        return Usage(len(counted), sum(len(r.content.encode()) for r in counted))
