@@ -15,6 +15,8 @@ import aiosqlite
 import attrs
 from governed_memory.errors import MemoryConfigurationError
 
+from governed_memory_native.tokens import index_text
+
 
 @attrs.frozen(slots=True)
 class Migration:
@@ -110,6 +112,21 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "ALTER TABLE memory_idempotency ADD COLUMN erased INTEGER NOT NULL DEFAULT 0",
         ),
     ),
+    Migration(
+        version=3,
+        description="the FTS5 index holds the shared tokenizer's words (ascii tokenizer)",
+        statements=(
+            # unicode61 over raw content tokenized differently from queries; the index
+            # now stores tokens.index_text(content), which 'ascii' splits on spaces only.
+            "DROP TABLE memory_fts",
+            "CREATE VIRTUAL TABLE memory_fts USING fts5 (content, tokenize = 'ascii')",
+            """
+            INSERT INTO memory_fts (rowid, content)
+                SELECT seq, gm_index_text(content) FROM memory_records
+                WHERE status <> 'deleted'
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
@@ -133,6 +150,8 @@ async def migrate(conn: aiosqlite.Connection, applied_at: float) -> int:
     ``BEGIN`` sits inside the ``try``: if the await is cancelled the statement still runs
     on aiosqlite's thread, and the ROLLBACK queued behind it must undo it.
     """
+    # Migrations that rebuild derived data call the same Python code the writes use.
+    await conn.create_function("gm_index_text", 1, index_text, deterministic=True)
     try:
         await conn.execute("BEGIN IMMEDIATE")
         await conn.execute(

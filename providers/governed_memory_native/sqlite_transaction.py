@@ -36,7 +36,7 @@ from governed_memory_native.sqlite_rows import (
     record_from_row,
     record_params,
 )
-from governed_memory_native.tokens import fts5_match_expression
+from governed_memory_native.tokens import fts5_match_expression, index_text
 
 _CHUNK: Final = 500
 """Ids bound per statement; far below SQLite's variable limit."""
@@ -232,7 +232,7 @@ class SqliteTransaction:
                 seq = cursor.lastrowid
         if record.status is not RecordStatus.DELETED:
             await self._write("INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
-                              (seq, record.content))
+                              (seq, index_text(record.content)))
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
         assignments = ", ".join(f"{name} = :{name}" for name in RECORD_COLUMNS if name != "id")
@@ -250,7 +250,7 @@ class SqliteTransaction:
         await self._write("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
         if record.status is not RecordStatus.DELETED:
             await self._write("INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
-                              (seq, record.content))
+                              (seq, index_text(record.content)))
         return True
 
     async def append_version(self, version: MemoryVersion) -> None:

@@ -1,10 +1,16 @@
 """The one word tokenizer behind lexical search, shared by every backend.
 
-SQLite's FTS5 tokenizer normalizes the indexed text itself; this tokenizer only has to
-cut a query into words the same way (letters and digits, underscores and punctuation
-separate) so that a query can never smuggle FTS5 syntax in. The in-memory backend uses
-it for both sides, so it also folds case and strips diacritics like
-``unicode61 remove_diacritics 2`` does.
+A word is a run of letters and digits (underscores and punctuation separate) after
+NFKD normalization, with combining marks dropped and case folded: the ``ﬁ`` ligature is
+``fi``, fullwidth letters are ASCII ones, ``x²`` is ``x2`` and ``Café`` is ``cafe``. Both
+sides of a search
+go through it: the in-memory backend scores these words directly, and SQLite indexes
+:func:`index_text` (the words joined by spaces) with FTS5's ``ascii`` tokenizer, which
+splits on the spaces and leaves every word as it is, so both backends see exactly the
+same tokens. (FTS5's ``unicode61`` over raw text folds differently: it misses ligatures
+and fullwidth forms, and even over normalized words it merges the Greek final sigma with
+the medial one.) Quoting each query word also means a query can never smuggle FTS5
+syntax in.
 """
 
 from __future__ import annotations
@@ -23,6 +29,11 @@ def words(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", text)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return _WORD.findall(stripped.lower())
+
+
+def index_text(content: str) -> str:
+    """What SQLite's FTS5 index stores for ``content``: its words, space-separated."""
+    return " ".join(words(content))
 
 
 def query_tokens(query: str) -> tuple[str, ...]:
