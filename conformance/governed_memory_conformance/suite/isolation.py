@@ -41,12 +41,15 @@ scopes: st.SearchStrategy[Scope] = st.builds(
 
 @attrs.frozen
 class Write:
-    """One add in the plan: which scope, what text, an optional key and idempotency key."""
+    """One add in the plan: which scope, what text, an optional key and idempotency key,
+    and what the owner then does to the new record in its own scope."""
 
     scope: int
     words: str
     key: str | None
     idempotency_key: str | None
+    then: str | None = None
+    """``None``, ``"update"`` (new content) or ``"delete"``."""
 
 
 @attrs.frozen
@@ -65,22 +68,32 @@ def plans(draw: st.DrawFn) -> Plan:
             words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
             key=st.sampled_from((None, "k1", "k2")),
             idempotency_key=st.sampled_from((None, None, "i1")),
+            then=st.sampled_from((None, None, "update", "delete")),
         ),
         min_size=1, max_size=12,
     ))
     return Plan(tuple(chosen), tuple(writes))
 
 
-async def perform_writes(h: Harness, plan: Plan) -> list[MemoryRecord]:
-    """Run the plan's adds, checking each outcome against what one scope alone predicts."""
-    written: list[MemoryRecord] = []
+@attrs.define
+class Written:
+    live: list[MemoryRecord] = attrs.field(factory=list)
+    deleted: list[MemoryRecord] = attrs.field(factory=list)
+
+
+async def perform_writes(h: Harness, plan: Plan) -> Written:
+    """Run the plan, checking each outcome against what one scope alone predicts."""
+    written = Written()
     replays: dict[tuple[str, str], tuple[Write, MemoryRecord]] = {}
+    retired: set[tuple[str, str]] = set()
     idempotent = h.capabilities.idempotency
     for write in plan.writes:
         scope = plan.scopes[write.scope]
         idem = write.idempotency_key if idempotent else None
+        if idem and (scope.scope_hash, idem) in retired:
+            continue  # its first record is deleted; what a retry returns is the provider's call
         earlier = replays.get((scope.scope_hash, idem)) if idem else None
-        holder = next((r for r in written if r.scope_hash == scope.scope_hash
+        holder = next((r for r in written.live if r.scope_hash == scope.scope_hash
                        and write.key is not None and r.key == write.key), None)
         call = h.add(write.words, scope=scope, key=write.key, idempotency_key=idem)
         if earlier is not None:
@@ -91,19 +104,30 @@ async def perform_writes(h: Harness, plan: Plan) -> list[MemoryRecord]:
             else:
                 await expect_error(MemoryConflictError, call,
                                    "an idempotency key reused for another request")
-        elif holder is not None:
+            continue
+        if holder is not None:
             await expect_error(MemoryConflictError, call, "add with a key held in the scope")
-        else:
-            record = await call
-            assert record.scope_hash == scope.scope_hash, "add stored the record in another scope"
-            written.append(record)
+            continue
+        record = await call
+        assert record.scope_hash == scope.scope_hash, "add stored the record in another scope"
+        if idem:
+            replays[(scope.scope_hash, idem)] = (write, record)
+        if write.then == "update":
+            record = await h.update(record.id, scope, content=f"{write.words} edited")
+            assert record.scope_hash == scope.scope_hash, "update moved the record"
+        elif write.then == "delete":
+            await h.remove(record.id, scope)
+            written.deleted.append(record)
             if idem:
-                replays[(scope.scope_hash, idem)] = (write, record)
+                retired.add((scope.scope_hash, idem))
+            continue
+        written.live.append(record)
     return written
 
 
 async def check_isolation(h: Harness, plan: Plan) -> None:
-    written = await perform_writes(h, plan)
+    outcome = await perform_writes(h, plan)
+    written = outcome.live
     caps = h.capabilities
     # Every scope of the plan, plus each tenant's bare scope: the parent of them all.
     parents = (Scope(tenant) for tenant in sorted({s.tenant_id for s in plan.scopes}))
@@ -119,6 +143,9 @@ async def check_isolation(h: Harness, plan: Plan) -> None:
                 strays = [hit.record.id for hit in result.hits
                           if hit.record.scope_hash != scope.scope_hash]
                 assert not strays, f"search in {scope} returned records of other scopes"
+        for record in outcome.deleted:
+            await expect_error(MemoryNotFoundError, h.get(record.id, scope),
+                               f"get of a deleted record of {record.scope} from {scope}")
         for record in written:
             if record.scope_hash == scope.scope_hash:
                 continue
