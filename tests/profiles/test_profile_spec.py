@@ -259,3 +259,17 @@ def test_a_second_schema_keeps_first_schema_files_loading() -> None:
     with pytest.raises(ProfileLoadError, match=r"retrieval\.hits: unknown key"):
         parse_profile({"spec_version": 1, "id": "x", "version": "1.0.0",
                        "retrieval": {"hits": 7}}, readers=readers)
+
+
+def test_the_documented_example_profile_parses() -> None:
+    """docs/domain-packs.md shows every section; it must stay a valid profile."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "domain-packs.md").read_text(
+        encoding="utf-8")
+    example = next(block for block in re.findall(r"```toml\n(.*?)```", doc, re.DOTALL)
+                   if "spec_version" in block)
+    spec = loads_profile(example, source="docs/domain-packs.md")
+    assert spec.key == "support-chat@1.2.0"
+    assert spec.policies.extra["acme-ceiling"]["limit"] == 3
+    assert spec.retention.ttl_for(MemoryType.EPISODE) == 2592000.0
