@@ -698,3 +698,54 @@ def test_options_are_checked() -> None:
                 {"quarantine_retry_s": 0}):
         with pytest.raises(ValueError):
             CachedMemoryProvider(object(), store, **bad)  # type: ignore[arg-type]
+
+
+# -- the decoded-entry memo -------------------------------------------------------------------
+
+
+async def test_hits_on_flat_records_share_one_decoded_result(
+        over_spy: CachedMemoryProvider, clock: ManualClock) -> None:
+    await add(over_spy, clock, metadata={"lang": "en", "n": 1, "ok": True, "none": None})
+    await over_spy.search(search(), make_ctx(clock))
+    first = await over_spy.search(search(), make_ctx(clock))
+    second = await over_spy.search(search(), make_ctx(clock))
+    assert first is second
+
+
+async def test_hits_on_nested_metadata_are_decoded_afresh(
+        over_spy: CachedMemoryProvider, clock: ManualClock) -> None:
+    await add(over_spy, clock, metadata={"tags": ["a", "b"], "inner": {"k": 1}})
+    await over_spy.search(search(), make_ctx(clock))
+    first = await over_spy.search(search(), make_ctx(clock))
+    first.hits[0].record.metadata["tags"].append("mutated by a caller")
+    second = await over_spy.search(search(), make_ctx(clock))
+    assert first is not second
+    assert second.hits[0].record.metadata["tags"] == ["a", "b"]
+
+
+async def test_the_memo_never_outlives_the_bytes_it_came_from(
+        spy: Spy, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    faulty = FaultyStore(memory_store)
+    provider = wrap(spy, faulty, sink, clock)
+    await add(provider, clock)
+    await provider.search(search(), make_ctx(clock))
+    await provider.search(search(), make_ctx(clock))  # decoded and memoized
+    faulty.corrupt_values = True
+    await provider.search(search(), make_ctx(clock))
+    assert sink.count("bypassed", "decode_error") == 1
+
+
+def test_the_memo_is_bounded() -> None:
+    from governed_memory.cache.codec import CachedSearch
+    from governed_memory.cache.memo import DecodedMemo
+
+    memo = DecodedMemo(2)
+    entry = CachedSearch(SearchResult(hits=()), 0.0, None)
+    for key in ("a", "b", "c"):
+        memo.put(key, key.encode(), entry)
+    assert len(memo) == 2 and memo.get("a", b"a") is None and memo.get("c", b"c") is entry
+    assert memo.get("c", b"other bytes") is None
+    disabled = DecodedMemo(0)
+    disabled.put("a", b"a", entry)
+    assert len(disabled) == 0

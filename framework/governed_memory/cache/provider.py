@@ -35,6 +35,7 @@ from governed_memory.cache.codec import (
     valid_until,
 )
 from governed_memory.cache.keys import EPOCH, revision_names, search_digest, tenant_tag
+from governed_memory.cache.memo import DEFAULT_MEMO_ENTRIES, DecodedMemo
 from governed_memory.cache.quarantine import HoldSnapshot, Quarantine
 from governed_memory.cache.rules import is_cacheable
 from governed_memory.cache.signals import CacheSignals
@@ -44,6 +45,7 @@ from governed_memory.cache.store import (
     CacheStoreTimeout,
     CacheValueTooLarge,
     Lookup,
+    entry_suffix,
 )
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.context import OperationContext
@@ -130,6 +132,7 @@ class CachedMemoryProvider:
         store_timeout_s: float = DEFAULT_STORE_TIMEOUT_S,
         provider_revision: str | None = None,
         key_by_principal: bool = False,
+        decoded_memo_entries: int = DEFAULT_MEMO_ENTRIES,
         quarantine_retry_s: float | None = DEFAULT_QUARANTINE_RETRY_S,
         close_store: bool = True,
     ) -> None:
@@ -156,6 +159,7 @@ class CachedMemoryProvider:
         )
         self._retry_task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
+        self._memo = DecodedMemo(decoded_memo_entries)
 
     @property
     def inner(self) -> MemoryProvider:
@@ -406,11 +410,15 @@ class _Search:
             except CacheStoreError as exc:
                 return await self.bypass(exc.reason, computed)
             if found.value is not None:
-                try:
-                    entry = decode_entry(found.value, digest=digest, revisions=found.revisions,
-                                         scope_hashes=self.hashes)
-                except CacheDecodeError:
-                    return await self.bypass("decode_error", computed)
+                memo_key = f"{self.tag}:{entry_suffix(digest, found.revisions)}"
+                entry = owner._memo.get(memo_key, found.value)
+                if entry is None:
+                    try:
+                        entry = decode_entry(found.value, digest=digest,
+                                             revisions=found.revisions, scope_hashes=self.hashes)
+                    except CacheDecodeError:
+                        return await self.bypass("decode_error", computed)
+                    owner._memo.put(memo_key, found.value, entry)
                 if entry.serves(self.ctx.now):
                     await self.signal("hit", count=len(entry.result.hits))
                     return entry.result
