@@ -749,3 +749,38 @@ def test_the_memo_is_bounded() -> None:
     disabled = DecodedMemo(0)
     disabled.put("a", b"a", entry)
     assert len(disabled) == 0
+
+
+class Reviewing(Extended):
+    """Holds a pending record aside and makes it searchable on approve."""
+
+    def __init__(self, inner: NativeMemoryProvider) -> None:
+        super().__init__(inner)
+        self.pending: dict[str, AddRequest] = {}
+
+    async def approve(self, request: Any, ctx: Any) -> Any:
+        return await self.inner.add(self.pending.pop(request.record_id), ctx)
+
+    async def reject(self, request: Any, ctx: Any) -> Any:
+        self.pending.pop(request.record_id)
+        return None
+
+
+async def test_approve_and_reject_pass_through_and_approve_invalidates(
+        native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    from governed_memory.provider import ReviewingProvider
+    from governed_memory.requests import ApproveRequest, RejectRequest
+
+    inner = Reviewing(native)
+    provider = wrap(inner, memory_store, sink, clock)
+    assert isinstance(provider, ReviewingProvider)
+    assert not isinstance(wrap(native, memory_store, sink, clock), ReviewingProvider)
+    inner.pending["rec-1"] = AddRequest(ALICE_SCOPE, "alpha approved later")
+    inner.pending["rec-2"] = AddRequest(ALICE_SCOPE, "alpha rejected")
+    assert not (await provider.search(search(), make_ctx(clock))).hits
+    await provider.approve(ApproveRequest(ALICE_SCOPE, "rec-1"), make_ctx(clock))
+    result = await provider.search(search(), make_ctx(clock))
+    assert [hit.record.content for hit in result.hits] == ["alpha approved later"]
+    await provider.reject(RejectRequest(ALICE_SCOPE, "rec-2"), make_ctx(clock))
+    assert sink.count("invalidate", "approve") == 1 and sink.count("invalidate", "reject") == 1
