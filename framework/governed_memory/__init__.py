@@ -43,6 +43,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import (
     AddRequest,
+    ApproveRequest,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
@@ -50,15 +51,18 @@ from governed_memory.requests import (
     HistoryRequest,
     ListRequest,
     PurgeExpiredRequest,
+    RejectRequest,
     SearchRequest,
     UpdateRequest,
 )
 from governed_memory.scope import Scope, ScopeLevel, narrow, narrow_levels
+from governed_memory.usage import Usage, UsageQuery
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AddRequest",
+    "ApproveRequest",
     "Capabilities",
     "CleanupPage",
     "Clock",
@@ -109,6 +113,7 @@ __all__ = [
     "ProviderFactory",
     "PurgeExpiredRequest",
     "RecordStatus",
+    "RejectRequest",
     "Scope",
     "ScopeLevel",
     "SearchHit",
@@ -117,6 +122,8 @@ __all__ = [
     "SignalScore",
     "SystemClock",
     "UpdateRequest",
+    "Usage",
+    "UsageQuery",
     "VersionOperation",
     "Visibility",
     "__version__",
