@@ -55,7 +55,11 @@ class ProviderMachine(RuleBasedStateMachine):
         self.runner = asyncio.Runner()
         self.timeout = suite.conformance_settings.scenario_timeout
         self.clock = ManualClock()
-        provider = self.runner.run(suite.start_provider(self.clock))
+        try:
+            provider = self.runner.run(suite.start_provider(self.clock))
+        except BaseException:
+            self.runner.close()
+            raise
         self.h = Harness(provider, self.clock)
         self.caps = self.h.capabilities
         self.model = ReferenceModel()
