@@ -34,9 +34,17 @@ def xfail_reason(test: object) -> str | None:
     return None
 
 
+MACHINERY = ("_conformance_context", "declared_capabilities", "require_capabilities",
+             "run_on_provider", "start_provider", "hypothesis_settings")
+"""Methods every suite test runs through. Replacing one (to skip what is declared, or to
+shrink the examples to nothing) would weaken every test at once, so it is refused
+outright; there is no expected failure to declare here."""
+
+
 def violations(cls: type) -> list[str]:
     """What ``cls`` did to suite tests without an ``xfail(reason=...)``; empty if nothing."""
-    problems = []
+    problems = [f"{cls.__qualname__}.{name} replaces the suite's machinery"
+                for name in MACHINERY if _definer(cls, name) not in ProviderConformance.__mro__]
     for name, original in suite_tests().items():
         current = getattr(cls, name, None)
         if current is original:
@@ -49,6 +57,11 @@ def violations(cls: type) -> list[str]:
                 "pytest.mark.xfail(reason=...)"
             )
     return problems
+
+
+def _definer(cls: type, name: str) -> type | None:
+    """The class whose body defines ``name`` for ``cls`` (attribute lookup order)."""
+    return next((klass for klass in cls.__mro__ if name in vars(klass)), None)
 
 
 def expected_failure(test: Callable[..., Any], reason: str, *, strict: bool = True,

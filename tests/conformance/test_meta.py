@@ -137,6 +137,17 @@ def test_removing_a_suite_test_fails_the_run(pytester: pytest.Pytester) -> None:
         ["*TestProvider.test_scope_isolation_property removes a suite test*"])
 
 
+def test_replacing_the_suites_machinery_fails_the_run(pytester: pytest.Pytester) -> None:
+    write_module(pytester, "ExampleProvider", module="example_provider", body="""
+        def require_capabilities(self, *names):
+            pytest.skip("nothing to see here")
+    """)
+    result = pytester.runpytest_inprocess(*PLUGIN, *ISOLATED)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*TestProvider.require_capabilities replaces the suite's machinery*"])
+
+
 def test_an_xfail_without_a_reason_is_refused(pytester: pytest.Pytester) -> None:
     write_module(pytester, "ExampleProvider", module="example_provider", body="""
         @pytest.mark.xfail
