@@ -64,7 +64,8 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
         raise collector.CollectError(
             "governed-memory conformance guard: "
             + "; ".join(problems)
-            + ". Suite tests may only be replaced by a test marked "
+            + ". A suite test may only be replaced by one marked "
             "pytest.mark.xfail(reason=...), e.g. "
-            "test_x = expected_failure(ProviderConformance.test_x, reason='BUG: ...')"
+            "test_x = expected_failure(ProviderConformance.test_x, reason='BUG: ...'); "
+            "the suite's machinery not at all"
         )
