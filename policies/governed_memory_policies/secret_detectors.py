@@ -121,7 +121,7 @@ SECRET_DETECTORS: Final[tuple[Detector, ...]] = (
         rf"(?i){_B}{_URL_SCHEMES_DB}://[^\s:/@]*:(?P<secret>[^\s@/]+)@[^\s/@]"),
         lambda v: not is_placeholder(v)),
     Detector("url_password", _rx(
-        r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:(?P<secret>[^\s@/]+)@[^\s/@]"),
+        r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]{0,31}://[^\s:/@]+:(?P<secret>[^\s@/]+)@[^\s/@]"),
         lambda v: not is_placeholder(v)),
     Detector("password_assignment", _rx(
         r"(?i)(?<![A-Za-z0-9])(?:password|passwd|passwort|passphrase|pwd|pass)[\"']?"

@@ -142,3 +142,20 @@ async def test_through_a_manager_events_never_carry_the_secret() -> None:
                     "secret-guard: secret redacted: stripe_secret_key in content",)
     trail = json.dumps([e.to_json() for e in sink.events])
     assert secret not in trail
+
+
+@pytest.mark.parametrize("unit", ["a.", "a", "a:", "://", "a://a:", "password ", "eyJa.",
+                                  "sk-a", "+1 ", "a@a.", "Bearer ", "token=", "-----BEGIN "])
+def test_detection_stays_linear_on_adversarial_input(unit: str) -> None:
+    """No detector backtracks quadratically: 64 KiB of a repeated fragment (the largest
+    content a write may carry) is scanned in well under a second."""
+    import time
+
+    from governed_memory_policies.detection import find
+    from governed_memory_policies.pii_detectors import EMAIL, PHONE
+    from governed_memory_policies.secret_detectors import SECRET_DETECTORS
+
+    text = (unit * (65536 // len(unit) + 1))[:65536]
+    started = time.perf_counter()
+    find(text, (*SECRET_DETECTORS, EMAIL, PHONE))
+    assert time.perf_counter() - started < 2.0
