@@ -784,3 +784,20 @@ async def test_approve_and_reject_pass_through_and_approve_invalidates(
     assert [hit.record.content for hit in result.hits] == ["alpha approved later"]
     await provider.reject(RejectRequest(ALICE_SCOPE, "rec-2"), make_ctx(clock))
     assert sink.count("invalidate", "approve") == 1 and sink.count("invalidate", "reject") == 1
+
+
+def test_only_deeply_immutable_results_are_shareable() -> None:
+    from governed_memory import HitExplanation, MemoryRecord, SearchHit
+    from governed_memory.cache.memo import shareable
+
+    record = MemoryRecord(id="r1", scope=ALICE_SCOPE, scope_hash=ALICE_SCOPE.scope_hash,
+                          content="alpha", memory_type="note", version=1, revision="r",
+                          content_hash="h", status="active", created_at=0.0, updated_at=0.0,
+                          metadata={"a": 1})
+    hit = SearchHit(record, 1.0, 1, HitExplanation(()))
+    assert shareable(SearchResult((hit,)))
+    assert not shareable(SearchResult([hit]))  # type: ignore[arg-type]
+    listed = attrs.evolve(record, entity_ids=["e1"])  # type: ignore[arg-type]
+    assert not shareable(SearchResult((attrs.evolve(hit, record=listed),)))
+    nested = attrs.evolve(record, metadata={"a": [1]})
+    assert not shareable(SearchResult((attrs.evolve(hit, record=nested),)))

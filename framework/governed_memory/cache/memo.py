@@ -12,6 +12,7 @@ another one sees.
 from __future__ import annotations
 
 from collections import OrderedDict
+from types import MappingProxyType
 from typing import Final
 
 from governed_memory.cache.codec import CachedSearch
@@ -22,9 +23,19 @@ _SCALARS: Final = (str, int, float, bool, type(None))
 
 
 def shareable(result: SearchResult) -> bool:
-    """True when nothing reachable from ``result`` can be mutated by a caller."""
-    return all(isinstance(value, _SCALARS)
-               for hit in result.hits for value in hit.record.metadata.values())
+    """True when nothing reachable from ``result`` can be mutated by a caller: tuples,
+    frozen values and read-only metadata of scalars (a provider's own result may hold
+    a list where a tuple belongs; a decoded one never does)."""
+    if not isinstance(result.hits, tuple):
+        return False
+    for hit in result.hits:
+        record = hit.record
+        if (not isinstance(hit.explanation.signals, tuple)
+                or not isinstance(record.entity_ids, tuple)
+                or not isinstance(record.metadata, MappingProxyType)
+                or not all(isinstance(value, _SCALARS) for value in record.metadata.values())):
+            return False
+    return True
 
 
 class DecodedMemo:

@@ -30,6 +30,7 @@ from opentelemetry.metrics import MeterProvider
 
 from governed_memory.cache.codec import (
     CacheDecodeError,
+    CachedSearch,
     decode_entry,
     encode_entry,
     valid_until,
@@ -466,6 +467,9 @@ class _Search:
             await self.signal("bypassed", exc.reason)
             return True
         if stored:
+            # The answer just stored is what decoding its bytes would give back.
+            owner._memo.put(f"{self.tag}:{entry_suffix(digest, found.revisions)}", value,
+                            CachedSearch(result, self.ctx.now, until))
             await self.signal("fill", count=len(result.hits))
         return stored
 
