@@ -65,6 +65,18 @@ def require_redis() -> None:
     pytest.skip(reason)
 
 
+def require_redis_package() -> None:
+    """For modules that import ``governed_memory_redis``: skip the module without the
+    ``redis`` package, or fail it when ``CI=true``."""
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        reason = "the redis package is not installed (pip install '.[redis]')"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+
 def unique_prefix(label: str = "t") -> str:
     return f"gmtest:{label}:{uuid.uuid4().hex[:12]}:"
 

@@ -22,6 +22,7 @@ from cache_support import (
     delete_prefix,
     make_ctx,
     require_redis,
+    require_redis_package,
     unique_prefix,
 )
 from governed_memory import AddRequest, ManualClock, SearchRequest, UpdateRequest
@@ -29,9 +30,9 @@ from governed_memory.cache import CachedMemoryProvider
 from governed_memory.events import EventBus
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 
-pytest.importorskip("redis")
+require_redis_package()
 
-from governed_memory_redis import RedisCacheStore, RedisStoreConfig
+from governed_memory_redis import RedisCacheStore, RedisStoreConfig  # noqa: E402
 
 SCOPES = 4
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from cache_support import REDIS_URL, require_redis
+from cache_support import REDIS_URL, require_redis, require_redis_package
 from governed_memory.cache import CacheStoreUnavailable, tenant_tag
 from governed_memory.errors import MemoryConfigurationError
 
-pytest.importorskip("redis")
+require_redis_package()
 
-from governed_memory_redis import (
+from governed_memory_redis import (  # noqa: E402
     RedisCacheStore,
     RedisStoreConfig,
     build_redis_store,
