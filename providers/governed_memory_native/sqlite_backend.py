@@ -44,7 +44,12 @@ from governed_memory.records import Capabilities
 
 from governed_memory_native.port import ReadTransaction, WriteTransaction
 from governed_memory_native.sqlite_errors import logger, translated
-from governed_memory_native.sqlite_schema import LATEST_VERSION, current_version, migrate
+from governed_memory_native.sqlite_schema import (
+    LATEST_VERSION,
+    current_version,
+    migrate,
+    register_functions,
+)
 from governed_memory_native.sqlite_transaction import SqliteTransaction
 
 
@@ -101,6 +106,7 @@ class SqliteBackend:
             raise MemoryConfigurationError("path: the database cannot use WAL journaling")
         await conn.execute("PRAGMA synchronous = FULL")
         await conn.execute("PRAGMA foreign_keys = ON")
+        await register_functions(conn)
 
     async def close(self) -> None:
         async with self._lock:

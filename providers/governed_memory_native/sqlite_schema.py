@@ -15,7 +15,8 @@ import aiosqlite
 import attrs
 from governed_memory.errors import MemoryConfigurationError
 
-from governed_memory_native.tokens import index_text
+from governed_memory_native.bm25 import idf
+from governed_memory_native.tokens import index_text, word_count
 
 
 @attrs.frozen(slots=True)
@@ -127,9 +128,39 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=4,
+        description="BM25 statistics from the searched scopes only: token counts, term view",
+        statements=(
+            # Search scores with N, mean length and document frequencies of the requested
+            # scopes' visible records, never FTS5's table-wide ones (those would let one
+            # tenant observe another's term frequencies through its own scores).
+            "ALTER TABLE memory_records ADD COLUMN token_count INTEGER NOT NULL DEFAULT 0",
+            "UPDATE memory_records SET token_count = gm_word_count(content)",
+            # Covers the corpus statistics (count and total length of visible records).
+            """
+            CREATE INDEX memory_records_corpus
+                ON memory_records (scope_hash, status, expires_at, token_count)
+            """,
+            # One row per occurrence of a term in a document: the postings of the query
+            # terms, joined with memory_records for every filter, give df and tf.
+            "CREATE VIRTUAL TABLE memory_fts_terms USING fts5vocab (memory_fts, 'instance')",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+async def register_functions(conn: aiosqlite.Connection) -> None:
+    """SQL functions that call the Python the other backend runs, so results agree.
+
+    Migrations rebuild derived data with the tokenizer the writes use, and search
+    weighs terms with the memory backend's idf. Registered on every connection.
+    """
+    await conn.create_function("gm_index_text", 1, index_text, deterministic=True)
+    await conn.create_function("gm_word_count", 1, word_count, deterministic=True)
+    await conn.create_function("gm_bm25_idf", 2, idf, deterministic=True)
 
 
 async def current_version(conn: aiosqlite.Connection) -> int:
@@ -150,8 +181,7 @@ async def migrate(conn: aiosqlite.Connection, applied_at: float) -> int:
     ``BEGIN`` sits inside the ``try``: if the await is cancelled the statement still runs
     on aiosqlite's thread, and the ROLLBACK queued behind it must undo it.
     """
-    # Migrations that rebuild derived data call the same Python code the writes use.
-    await conn.create_function("gm_index_text", 1, index_text, deterministic=True)
+    await register_functions(conn)
     try:
         await conn.execute("BEGIN IMMEDIATE")
         await conn.execute(

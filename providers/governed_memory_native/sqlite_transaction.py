@@ -8,7 +8,7 @@ bound parameters; the few pieces spliced into SQL text are placeholders we gener
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import aiosqlite
 from governed_memory.converter import structure
@@ -21,6 +21,7 @@ from governed_memory.records import (
     VersionOperation,
 )
 
+from governed_memory_native.bm25 import K1, B, average_length, document_score, term_weights
 from governed_memory_native.port import (
     IdempotencyEntry,
     Removal,
@@ -36,7 +37,9 @@ from governed_memory_native.sqlite_rows import (
     record_from_row,
     record_params,
 )
-from governed_memory_native.tokens import fts5_match_expression, index_text
+from governed_memory_native.tokens import words
+
+T = TypeVar("T")
 
 _CHUNK: Final = 500
 """Ids bound per statement; far below SQLite's variable limit."""
@@ -49,7 +52,7 @@ def _marks(count: int) -> str:
     return ", ".join("?" * count)
 
 
-def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+def _chunks(items: Sequence[T]) -> Iterable[Sequence[T]]:
     for start in range(0, len(items), _CHUNK):
         yield items[start:start + _CHUNK]
 
@@ -71,6 +74,71 @@ def _metadata_clause(name: str, value: Any) -> tuple[str, list[Any]]:
         return base + "m.type = 'text' AND m.value = ?)", [name, value]
     raise MemoryValidationError("metadata_filter compares scalar values for equality",
                                 field=f"metadata_filter.{name}")
+
+
+_CORPUS: Final = ("r.scope_hash IN ({scopes}) AND r.status = 'active'"
+                  " AND (r.expires_at IS NULL OR r.expires_at > ?)")
+
+_NEAR_CUTOFF: Final = 1 - 1e-9
+"""How close to the ``limit``-th SQL score a candidate must be to get rescored in Python.
+
+SQL adds a document's per-term parts in whatever order it meets them (and SQLite 3.43+
+compensates its sums), so its score can differ from :func:`bm25.document_score` in the
+last bits. Those bits are all that separate the backends, yet they can reorder exact
+ties; so SQL only shortlists, and every document within this (far wider) relative band
+of the cutoff is rescored in Python, exactly as the memory backend scores it, with the
+id breaking true ties."""
+
+_SEARCH: Final = (
+    "WITH corpus AS MATERIALIZED ("
+    " SELECT count(*) AS size, coalesce(sum(r.token_count), 0) AS total"
+    " FROM memory_records AS r WHERE " + _CORPUS + "),"
+    # tf of each query term in each corpus document, and whether it passes the filters
+    " postings AS MATERIALIZED ("
+    " SELECT t.term AS term, t.doc AS doc, count(*) AS tf, r.token_count AS len,"
+    " {wanted} AS wanted"
+    " FROM memory_fts_terms AS t JOIN memory_records AS r ON r.seq = t.doc"
+    " WHERE t.term IN ({terms}) AND " + _CORPUS + " GROUP BY t.term, t.doc),"
+    # df counts every corpus document, filtered out or not, as the memory backend does
+    " df AS MATERIALIZED ("
+    " SELECT term, count(*) AS df,"
+    " gm_bm25_idf((SELECT size FROM corpus), count(*)) AS weight"
+    " FROM postings GROUP BY term),"
+    " scored AS MATERIALIZED ("
+    " SELECT p.doc AS doc, sum(df.weight * p.tf * ? / (p.tf + ? * (? + ? * p.len"
+    " / (SELECT CASE WHEN total = 0 THEN 1.0 ELSE CAST(total AS REAL) / size END"
+    " FROM corpus)))) AS score"
+    " FROM postings AS p JOIN df USING (term) WHERE p.wanted GROUP BY p.doc),"
+    " cutoff AS (SELECT score * ? AS score FROM scored ORDER BY score DESC LIMIT 1 OFFSET ?)"
+    # every posting of every document near or above the limit-th score
+    " SELECT p.doc AS doc, r.id AS id, p.len AS len, p.term AS term, p.tf AS tf,"
+    " df.df AS df, corpus.size AS size, corpus.total AS total,"
+    " (SELECT count(*) FROM scored) AS candidates"
+    " FROM scored AS s JOIN postings AS p ON p.doc = s.doc JOIN df USING (term)"
+    " JOIN memory_records AS r ON r.seq = s.doc, corpus"
+    " WHERE s.score >= coalesce((SELECT score FROM cutoff), 0)"
+)
+"""The corpus statistics, the postings of the query terms and a BM25 shortlist, in one
+statement; ``{scopes}``, ``{terms}`` and ``{wanted}`` are placeholders and a clause we
+generate, every value is bound."""
+
+
+def _filter_clause(query: SearchQuery) -> tuple[str, list[Any]]:
+    """The type, entity and metadata filters as one SQL boolean (``1`` when none)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if query.memory_types:
+        clauses.append(f"r.memory_type IN ({_marks(len(query.memory_types))})")
+        params.extend(kind.value for kind in query.memory_types)
+    if query.entity_ids:
+        clauses.append("EXISTS (SELECT 1 FROM json_each(r.entity_ids) AS e "
+                       f"WHERE e.value IN ({_marks(len(query.entity_ids))}))")
+        params.extend(query.entity_ids)
+    for name, value in sorted(query.metadata_filter.items()):
+        clause, values = _metadata_clause(name, value)
+        clauses.append(clause)
+        params.extend(values)
+    return ("(" + " AND ".join(clauses) + ")" if clauses else "1"), params
 
 
 class SqliteTransaction:
@@ -124,37 +192,56 @@ class SqliteTransaction:
         return [record_from_row(row) for row in await self._rows(" ".join(sql), params)]
 
     async def search(self, query: SearchQuery) -> SearchPage:
-        where = [f"r.scope_hash IN ({_marks(len(query.scope_hashes))})", "AND", _VISIBLE]
-        params: list[Any] = [*query.scope_hashes, query.now]
-        if query.memory_types:
-            where.append(f"AND r.memory_type IN ({_marks(len(query.memory_types))})")
-            params.extend(kind.value for kind in query.memory_types)
-        if query.entity_ids:
-            where.append("AND EXISTS (SELECT 1 FROM json_each(r.entity_ids) AS e "
-                         f"WHERE e.value IN ({_marks(len(query.entity_ids))}))")
-            params.extend(query.entity_ids)
-        for name, value in sorted(query.metadata_filter.items()):
-            clause, values = _metadata_clause(name, value)
-            where.append("AND " + clause)
-            params.extend(values)
-        matched = (
-            "WITH hits AS MATERIALIZED ("
-            " SELECT rowid AS seq, -bm25(memory_fts) AS score"
-            " FROM memory_fts WHERE memory_fts MATCH ?) "
-        )
-        match = fts5_match_expression(query.tokens)
-        body = "FROM hits JOIN memory_records AS r ON r.seq = hits.seq WHERE " + " ".join(where)
-        # One MATCH: the window count is taken over every filtered candidate before LIMIT.
+        """BM25 over the requested scopes' visible records, FTS5 as the term index.
+
+        FTS5's own ``bm25()`` takes N, mean length and document frequencies from the
+        whole table (every tenant, expired and pending rows), which leaks other tenants'
+        term statistics into scores and disagrees with the memory backend. Here every
+        statistic comes from the corpus (the requested scopes' visible records): its size
+        and total length from ``token_count``, and the postings of the query terms from
+        the ``memory_fts_terms`` view of the index joined with ``memory_records``, so
+        every filter stays in SQL. SQL ranks all candidates; Python then rescores the
+        few near the top with :mod:`bm25` (see :data:`_SEARCH`) and reads full rows for
+        the winners only.
+        """
+        wanted, wanted_params = _filter_clause(query)
+        corpus = [*query.scope_hashes, query.now]
+        scopes = _marks(len(query.scope_hashes))
         rows = await self._rows(
-            f"{matched} SELECT {SELECT_RECORD}, hits.score AS score, "
-            f"count(*) OVER () AS candidates {body} "
-            "ORDER BY hits.score DESC, r.id ASC LIMIT ?",
-            [match, *params, query.limit],
+            _SEARCH.format(scopes=scopes, terms=_marks(len(query.tokens)), wanted=wanted),
+            [*corpus, *wanted_params, *query.tokens, *corpus,
+             K1 + 1, K1, 1 - B, B, _NEAR_CUTOFF, query.limit - 1],
         )
+        if not rows:
+            return SearchPage(matches=(), candidates=0)
+        size, total_length, candidates = (int(rows[0][name])
+                                          for name in ("size", "total", "candidates"))
+        containing: dict[str, int] = {}
+        contenders: dict[int, tuple[str, int, dict[str, int]]] = {}
+        for row in rows:
+            containing[row["term"]] = int(row["df"])
+            seq = int(row["doc"])
+            contenders.setdefault(seq, (str(row["id"]), int(row["len"]), {}))[2][
+                row["term"]] = int(row["tf"])
+        weights = term_weights(size, containing, query.tokens)
+        mean_length = average_length(size, total_length)
+        scores: dict[int, float] = {}
+        for seq, (_, length, frequencies) in contenders.items():
+            score = document_score(frequencies, length, query.tokens, weights, mean_length)
+            if score is not None:
+                scores[seq] = score
+        winners = sorted(scores, key=lambda seq: (-scores[seq], contenders[seq][0]))
+        winners = winners[: query.limit]
+        full = {
+            int(row["seq"]): record_from_row(row)
+            for row in await self._rows(
+                f"SELECT r.seq, {SELECT_RECORD} FROM memory_records AS r "
+                f"WHERE r.seq IN ({_marks(len(winners))})", winners,
+            )
+        }
         return SearchPage(
-            matches=tuple(ScoredRecord(record_from_row(row), float(row["score"]))
-                          for row in rows),
-            candidates=int(rows[0]["candidates"]) if rows else 0,
+            matches=tuple(ScoredRecord(full[seq], scores[seq]) for seq in winners),
+            candidates=candidates,
         )
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:
@@ -224,22 +311,28 @@ class SqliteTransaction:
     async def insert_record(self, record: MemoryRecord) -> None:
         columns = ", ".join(RECORD_COLUMNS)
         values = ", ".join(f":{name}" for name in RECORD_COLUMNS)
+        terms = words(record.content)  # tokenized once: token_count and tokens.index_text
+        params = record_params(record)
+        params["token_count"] = len(terms)
         with translated("write"):
             async with self._conn.execute(
-                f"INSERT INTO memory_records ({columns}) VALUES ({values})",
-                record_params(record),
+                f"INSERT INTO memory_records ({columns}, token_count) "
+                f"VALUES ({values}, :token_count)",
+                params,
             ) as cursor:
                 seq = cursor.lastrowid
         if record.status is not RecordStatus.DELETED:
             await self._write("INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
-                              (seq, index_text(record.content)))
+                              (seq, " ".join(terms)))
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
         assignments = ", ".join(f"{name} = :{name}" for name in RECORD_COLUMNS if name != "id")
+        terms = words(record.content)
         params = record_params(record)
         params["expected_revision"] = expected_revision
+        params["token_count"] = len(terms)
         changed = await self._write(
-            f"UPDATE memory_records SET {assignments} "
+            f"UPDATE memory_records SET {assignments}, token_count = :token_count "
             "WHERE id = :id AND scope_hash = :scope_hash AND revision = :expected_revision",
             params,
         )
@@ -250,7 +343,7 @@ class SqliteTransaction:
         await self._write("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
         if record.status is not RecordStatus.DELETED:
             await self._write("INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
-                              (seq, index_text(record.content)))
+                              (seq, " ".join(terms)))
         return True
 
     async def append_version(self, version: MemoryVersion) -> None:

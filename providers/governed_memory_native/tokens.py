@@ -3,14 +3,13 @@
 A word is a run of letters and digits (underscores and punctuation separate) after
 NFKD normalization, with combining marks dropped and case folded: the ``ﬁ`` ligature is
 ``fi``, fullwidth letters are ASCII ones, ``x²`` is ``x2`` and ``Café`` is ``cafe``. Both
-sides of a search
-go through it: the in-memory backend scores these words directly, and SQLite indexes
-:func:`index_text` (the words joined by spaces) with FTS5's ``ascii`` tokenizer, which
-splits on the spaces and leaves every word as it is, so both backends see exactly the
-same tokens. (FTS5's ``unicode61`` over raw text folds differently: it misses ligatures
-and fullwidth forms, and even over normalized words it merges the Greek final sigma with
-the medial one.) Quoting each query word also means a query can never smuggle FTS5
-syntax in.
+sides of a search go through it: the in-memory backend scores these words directly, and
+SQLite indexes :func:`index_text` (the words joined by spaces) with FTS5's ``ascii``
+tokenizer, which splits on the spaces and leaves every word as it is, so both backends
+see exactly the same tokens. (FTS5's ``unicode61`` over raw text folds differently: it
+misses ligatures and fullwidth forms, and even over normalized words it merges the Greek
+final sigma with the medial one.) Query words reach SQLite as bound parameters compared
+with index terms, never as an FTS5 query, so user text can never be parsed as syntax.
 """
 
 from __future__ import annotations
@@ -36,15 +35,11 @@ def index_text(content: str) -> str:
     return " ".join(words(content))
 
 
+def word_count(content: str) -> int:
+    """The document length BM25 normalizes by: how many words ``content`` has."""
+    return len(words(content))
+
+
 def query_tokens(query: str) -> tuple[str, ...]:
     """Distinct query words in first-seen order, at most ``MAX_QUERY_TOKENS``."""
     return tuple(dict.fromkeys(words(query)))[:MAX_QUERY_TOKENS]
-
-
-def fts5_match_expression(tokens: tuple[str, ...]) -> str:
-    """An FTS5 MATCH expression that ORs each token as a quoted string.
-
-    Quoting makes ``OR``, ``NEAR``, ``*`` or ``column:`` plain words, so user text is
-    never parsed as query syntax.
-    """
-    return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)

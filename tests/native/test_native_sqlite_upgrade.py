@@ -63,24 +63,23 @@ def write_v1_database(path: Path, records: list[MemoryRecord]) -> None:
         conn.close()
 
 
-async def _records(clock: ManualClock, contents: list[str]) -> list[MemoryRecord]:
+async def _records(maker: NativeMemoryProvider, clock: ManualClock,
+                   contents: list[str]) -> list[MemoryRecord]:
     """Complete, valid records made by the provider itself (on the memory backend)."""
-    maker = NativeMemoryProvider(MemoryBackend(), clock)
-    await maker.start()
-    try:
-        made = [await maker.add(note(content), make_ctx(clock)) for content in contents]
-        made.append(await maker.add(note("ﬁnance pending", status=RecordStatus.PENDING_REVIEW),
-                                    make_ctx(clock)))
-        return made
-    finally:
-        await maker.close()
+    made = [await maker.add(note(content), make_ctx(clock)) for content in contents]
+    made.append(await maker.add(note("ﬁnance pending", status=RecordStatus.PENDING_REVIEW),
+                                make_ctx(clock)))
+    return made
 
 
 async def test_a_v1_database_is_upgraded_and_reindexed(tmp_path: Path,
                                                        clock: ManualClock) -> None:
     path = tmp_path / "memory.db"
-    records = await _records(clock, ["ﬁnance report", FULLWIDTH + " note", "x² formula",
-                                     "green tea", "green tea and more tea"])
+    maker = NativeMemoryProvider(MemoryBackend(), clock)
+    await maker.start()
+    records = await _records(maker, clock, ["ﬁnance report", FULLWIDTH + " note",
+                                            "x² formula", "green tea",
+                                            "green tea and more tea", "tea"])
     write_v1_database(path, records)
 
     provider = build_native_provider({"path": str(path)}, clock)
@@ -88,6 +87,13 @@ async def test_a_v1_database_is_upgraded_and_reindexed(tmp_path: Path,
     try:
         ctx = make_ctx(clock)
         assert (await provider.health()).detail == f"sqlite schema v{LATEST_VERSION}, wal"
+        # token counts were filled in: scores equal the memory backend's on the same records
+        for query in ("tea", "green tea", "finance formula tea"):
+            request = SearchRequest(scopes=(USER_SCOPE,), query=query)
+            expected = await maker.search(request, ctx)
+            upgraded = await provider.search(request, ctx)
+            assert [(hit.record, hit.score) for hit in upgraded.hits] == [
+                (hit.record, hit.score) for hit in expected.hits], query
         for record in records:
             assert await provider.history(
                 HistoryRequest(scope=USER_SCOPE, record_id=record.id), ctx) != ()
@@ -105,6 +111,7 @@ async def test_a_v1_database_is_upgraded_and_reindexed(tmp_path: Path,
                                    ctx)) == records[3]
     finally:
         await provider.close()
+        await maker.close()
     with sqlite3.connect(path) as conn:
         versions = [row[0] for row in conn.execute("SELECT version FROM schema_migrations")]
     conn.close()
