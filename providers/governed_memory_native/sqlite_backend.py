@@ -11,7 +11,10 @@ Settings and why:
   past the timeout the operation fails as unavailable (safe to retry later);
 - ``BEGIN IMMEDIATE`` for writes: the write lock is taken before the first read, so a
   read-check-write (compare-and-set, key ownership) cannot be raced by another process;
-- ``foreign_keys=ON``: versions cannot outlive their record by accident.
+- ``foreign_keys=ON``: versions cannot outlive their record by accident;
+- ``secure_delete=ON``: erased rows and freed pages are overwritten with zeros, so a
+  hard delete or a user erasure leaves nothing in the file's free space. Some builds
+  (Debian's) default to it; this makes it true on every build.
 
 One connection serves the provider, guarded by an asyncio lock: aiosqlite would
 otherwise interleave statements of concurrent tasks inside one transaction.
@@ -106,6 +109,7 @@ class SqliteBackend:
             raise MemoryConfigurationError("path: the database cannot use WAL journaling")
         await conn.execute("PRAGMA synchronous = FULL")
         await conn.execute("PRAGMA foreign_keys = ON")
+        await conn.execute("PRAGMA secure_delete = ON")
         await register_functions(conn)
 
     async def close(self) -> None:
@@ -148,7 +152,9 @@ class SqliteBackend:
             try:
                 with translated("write"):
                     await conn.execute("BEGIN IMMEDIATE")
-                yield SqliteTransaction(conn)
+                transaction = SqliteTransaction(conn)
+                yield transaction
+                await transaction.seal()
                 with translated("commit"):
                     await conn.execute("COMMIT")
             except BaseException:

@@ -146,6 +146,23 @@ class SqliteTransaction:
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
+        self._erased = False
+
+    async def seal(self) -> None:
+        """Run just before COMMIT: after an erasure, purge erased terms from the index.
+
+        Deleting an FTS5 row only appends a delete marker; the erased document's terms
+        stay in the older segments of ``memory_fts_data`` until a merge happens to
+        rewrite them, and this SQLite (3.40) has no FTS5 secure-delete. ``optimize``
+        merges every segment into one without them, inside the erasing transaction, so
+        the commit that erases a record is also the one that drops its terms. It costs
+        a rewrite of the whole index, which only erasures pay: a soft delete or an
+        update keeps the old content in the record's history by design, so leftover
+        terms in segments reveal nothing that is not stored anyway.
+        """
+        if self._erased:
+            await self._write("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
+            self._erased = False
 
     async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         with translated("read"):
@@ -376,6 +393,7 @@ class SqliteTransaction:
             )
             if not rows:
                 continue
+            self._erased = True
             seqs = [int(row[0]) for row in rows]
             seq_marks = _marks(len(seqs))
             indexed = await self._rows(
