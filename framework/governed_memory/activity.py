@@ -102,6 +102,7 @@ class ActivityPort:
         profile: ProfileRef,
         timeout_s: float | None = 30.0,
         provider_revision: str = "unknown",
+        content_hashes_in_events: bool = True,
     ) -> None:
         self.provider = provider
         self.policies = policies
@@ -111,6 +112,9 @@ class ActivityPort:
         self.profile = profile
         self.timeout_s = timeout_s
         self.provider_revision = provider_revision
+        self.content_hashes_in_events = content_hashes_in_events
+        """``False`` (a profile's ``event_detail = "minimal"``): the hash of a short
+        content can be reversed by guessing, so minimal trails leave it out."""
         self._provider_name = str(getattr(provider, "name", type(provider).__name__))
         self._capabilities: Any = None
 
@@ -153,7 +157,7 @@ class ActivityPort:
             reasons=summary.reasons or (decision.reasons() if decision else ()),
             record_ids=summary.record_ids,
             versions=summary.versions,
-            content_hashes=summary.content_hashes,
+            content_hashes=summary.content_hashes if self.content_hashes_in_events else (),
             count=summary.count,
             duration_ms=None if started is None else (time.perf_counter() - started) * 1000,
             error_code=getattr(error, "code", None) if error is not None else None,

@@ -26,7 +26,7 @@ from governed_memory.principal import Principal
 from governed_memory.profiles.build import build_components
 from governed_memory.profiles.packs import PackRegistry, ResolvedPack
 from governed_memory.profiles.registry import ProfileRegistry
-from governed_memory.profiles.spec import MemoryProfileSpec
+from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
     CleanupPage,
@@ -119,6 +119,8 @@ class GovernedMemoryManager:
         """The domain pack and use that selected the profile (``from_pack``), if any."""
         if profile is None and profile_spec is not None:
             profile = profile_spec.ref
+        minimal = (profile_spec is not None
+                   and profile_spec.privacy.event_detail is EventDetail.MINIMAL)
         self.activity = ActivityPort(
             provider,
             policies=self.policy_engine,
@@ -129,6 +131,7 @@ class GovernedMemoryManager:
             timeout_s=timeout_s,
             provider_revision=provider_revision
             or str(getattr(provider, "revision", "unknown")),
+            content_hashes_in_events=not minimal,
         )
         self._started = False
 

@@ -202,3 +202,13 @@ async def test_from_pack_builds_the_selected_profile() -> None:
     local = GovernedMemoryManager.from_pack("desk", "chat", plugins=plugins,
                                             provider_config_overrides=MEMORY)
     assert local.activity.profile.id == "local"
+
+
+async def test_minimal_event_detail_leaves_content_hashes_out(plugins: PluginManager) -> None:
+    strict, chat = InMemoryEventSink(), InMemoryEventSink()
+    for reference, sink in (("compliance-strict@1.0.0", strict), ("chat-assistant@1.0.0", chat)):
+        async with manager_for(reference, plugins, sink) as manager:
+            await manager.add(ALICE, ALICE_SCOPE, "prefers decaf", idempotency_key="k1")
+    assert strict.events[-1].type == chat.events[-1].type == "memory.write.committed"
+    assert strict.events[-1].content_hashes == ()
+    assert len(chat.events[-1].content_hashes) == 1

@@ -6,7 +6,8 @@ rules governed an operation. Each section is a frozen attrs class that checks it
 so a spec built in code is held to the same rules as one loaded from TOML; a broken
 rule raises ``ProfileProblem`` naming the dotted path of the offending setting.
 
-Some sections are enforced today (by the built-in policies and the manager); cache,
+Some sections are enforced today (by the built-in policies and the manager, which
+reads ``provider``, ``timeout_s``, ``retrieval.top_k`` and ``privacy.event_detail``); cache,
 indexing, fallback, stores and context are declarations for the components that read
 them, validated now so a profile written today keeps meaning the same thing.
 """
@@ -248,6 +249,9 @@ class PiiKind(enum.StrEnum):
 
 
 class EventDetail(enum.StrEnum):
+    """``minimal`` leaves content hashes out of events: the hash of a short memory
+    ("prefers decaf") can be found by hashing guesses."""
+
     STANDARD = "standard"
     MINIMAL = "minimal"
 
