@@ -148,6 +148,14 @@ class _MemoryTransaction:
     ) -> IdempotencyEntry | None:
         return self._state.idempotency.get((scope_hash, operation, key))
 
+    async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
+        counted = [row.record for row in self._state.rows.values()
+                   if row.record.scope.tenant_id == tenant_id
+                   and (scope_hash is None or row.record.scope_hash == scope_hash)
+                   and row.record.status is not RecordStatus.DELETED
+                   and not row.record.is_expired(now)]
+        return len(counted), sum(len(record.content.encode("utf-8")) for record in counted)
+
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[str]:
@@ -271,7 +279,7 @@ class MemoryBackend:
         self._open = False
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(durable=False, transactional=True, multi_process=False)
+        return Capabilities(durable=False, transactional=True, multi_process=False, usage=True)
 
     async def open(self) -> None:
         self._open = True

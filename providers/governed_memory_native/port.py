@@ -125,6 +125,11 @@ class ReadTransaction(Protocol):
         self, scope_hash: str, operation: str, key: str
     ) -> IdempotencyEntry | None: ...
 
+    async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
+        """``(records, content bytes)`` of the tenant, or of one exact scope, counting every
+        record that is neither deleted nor expired at ``now`` (pending ones included)."""
+        ...
+
 
 class WriteTransaction(ReadTransaction, Protocol):
     """Serialized against every other writer; all of it commits or none of it does."""

@@ -42,6 +42,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import (
     AddRequest,
+    ApproveRequest,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
@@ -49,10 +50,12 @@ from governed_memory.requests import (
     HistoryRequest,
     ListRequest,
     PurgeExpiredRequest,
+    RejectRequest,
     SearchRequest,
     UpdateRequest,
 )
 from governed_memory.scope import Scope
+from governed_memory.usage import Usage, UsageQuery
 
 from governed_memory_native.port import (
     IdempotencyEntry,
@@ -87,7 +90,8 @@ class NativeMemoryProvider:
         return self._backend
 
     def capabilities(self) -> Capabilities:
-        return self._backend.capabilities()
+        # Review lives in the core, over any backend; usage needs the backend's counts.
+        return attrs.evolve(self._backend.capabilities(), review=True)
 
     async def start(self) -> None:
         await self._backend.open()
@@ -222,6 +226,63 @@ class NativeMemoryProvider:
                     version=result.version, revision=result.revision, hard=result.hard,
                 ))
         return result
+
+    # -- review -----------------------------------------------------------------
+
+    async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord:
+        """A pending record becomes active as a new version (history says ``approve``)."""
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        async with self._backend.writing() as tx:
+            replay = await self._replayed_record(tx, scope_hash, request, ctx)
+            if replay is not None:
+                return replay
+            current = await _pending(tx, scope_hash, request, ctx)
+            approved = detach(attrs.evolve(
+                current, status=RecordStatus.ACTIVE, version=current.version + 1,
+                revision=new_revision(), updated_at=ctx.now, index_state=IndexState.INDEXED,
+            ))
+            if not await tx.replace_record(approved, current.revision):
+                raise MemoryConflictError("the record changed concurrently; re-read and retry")
+            await tx.append_version(
+                MemoryVersion(approved, VersionOperation.APPROVE, ctx.now, ctx.operation_id)
+            )
+            await self._remember(tx, request, request.scope, approved, ctx)
+        return detach(approved)
+
+    async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult:
+        """A pending record is erased with its history: it was never accepted. Its
+        idempotency entries stay as tombstones, so a late retry of the add that wrote it
+        is refused instead of writing it again."""
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        async with self._backend.writing() as tx:
+            if request.idempotency_key is not None:
+                entry = await tx.idempotency(scope_hash, request.operation.value,
+                                             request.idempotency_key)
+                if entry is not None:
+                    _check_fingerprint(entry, _fingerprint(ctx, request))
+                    return DeleteResult(entry.record_id, scope_hash, hard=True)
+            current = await _pending(tx, scope_hash, request, ctx)
+            await tx.erase_records([current.id], tombstone_idempotency=True)
+            if request.idempotency_key is not None:
+                await tx.put_idempotency(IdempotencyEntry(
+                    scope_hash=scope_hash, operation=request.operation.value,
+                    key=request.idempotency_key, fingerprint=_fingerprint(ctx, request),
+                    record_id=current.id, tenant_id=request.scope.tenant_id,
+                    user_id=request.scope.user_id, created_at=ctx.now, hard=True,
+                ))
+        return DeleteResult(current.id, scope_hash, hard=True)
+
+    async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
+        """Records neither deleted nor expired (pending included) and their content bytes."""
+        self._require_open()
+        scope_hash = None if query.scope is None else query.scope.scope_hash
+        async with self._backend.reading() as tx:
+            records, size = await tx.usage(query.tenant_id, scope_hash, ctx.now)
+        return Usage(records=records, bytes=size)
 
     # -- reads ------------------------------------------------------------------
 
@@ -363,8 +424,8 @@ class NativeMemoryProvider:
             raise MemoryUnavailableError("the native provider is not started (or was closed)")
 
     async def _replayed_record(
-        self, tx: WriteTransaction, scope_hash: str, request: AddRequest | UpdateRequest,
-        ctx: OperationContext,
+        self, tx: WriteTransaction, scope_hash: str,
+        request: AddRequest | UpdateRequest | ApproveRequest, ctx: OperationContext,
     ) -> MemoryRecord | None:
         """The first result of an earlier identical write, or ``None`` if this one is new."""
         if request.idempotency_key is None:
@@ -379,13 +440,14 @@ class NativeMemoryProvider:
         if snapshot is None:
             # Every erasure either removes the entry or marks it erased, so a missing
             # snapshot means the same thing: the first result no longer exists.
-            verb = "created" if isinstance(request, AddRequest) else "updated"
+            verb = ("created" if isinstance(request, AddRequest)
+                    else "approved" if isinstance(request, ApproveRequest) else "updated")
             raise MemoryConflictError(f"the record {verb} with this idempotency key was erased")
         return detach(snapshot.record)
 
     async def _remember(
-        self, tx: WriteTransaction, request: AddRequest | UpdateRequest, scope: Scope,
-        record: MemoryRecord, ctx: OperationContext,
+        self, tx: WriteTransaction, request: AddRequest | UpdateRequest | ApproveRequest,
+        scope: Scope, record: MemoryRecord, ctx: OperationContext,
     ) -> None:
         if request.idempotency_key is None:
             return
@@ -425,7 +487,8 @@ def _given(value: T | None, current: T) -> T:
 
 
 def _fingerprint(
-    ctx: OperationContext, request: AddRequest | UpdateRequest | DeleteRequest
+    ctx: OperationContext,
+    request: AddRequest | UpdateRequest | DeleteRequest | ApproveRequest | RejectRequest,
 ) -> str:
     """The idempotency fingerprint, or a validation error if it cannot be computed.
 
@@ -441,6 +504,19 @@ def _fingerprint(
             "the request holds a value JSON cannot represent (a non-finite number?)",
             field="idempotency_key",
         ) from None
+
+
+async def _pending(tx: WriteTransaction, scope_hash: str,
+                   request: ApproveRequest | RejectRequest,
+                   ctx: OperationContext) -> MemoryRecord:
+    """The record a review decision is about; only a live pending record qualifies."""
+    current = await tx.record(scope_hash, request.record_id)
+    if current is None or current.status is RecordStatus.DELETED or current.is_expired(ctx.now):
+        _raise_missing(request.expected_revision)
+    if current.status is not RecordStatus.PENDING_REVIEW:
+        raise MemoryConflictError(f"the record is {current.status.value}, not pending review")
+    _check_revision(current, request.expected_revision)
+    return current
 
 
 def _check_fingerprint(entry: IdempotencyEntry, fingerprint: str) -> None:

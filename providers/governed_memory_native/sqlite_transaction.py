@@ -297,6 +297,17 @@ class SqliteTransaction:
             erased=bool(row["erased"]),
         )
 
+    async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
+        sql = ("SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(content AS BLOB))), 0) "
+               "FROM memory_records WHERE tenant_id = ? AND status <> 'deleted' "
+               "AND (expires_at IS NULL OR expires_at > ?)")
+        params: list[Any] = [tenant_id, now]
+        if scope_hash is not None:
+            sql += " AND scope_hash = ?"
+            params.append(scope_hash)
+        rows = await self._rows(sql, params)
+        return int(rows[0][0]), int(rows[0][1])
+
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[str]:

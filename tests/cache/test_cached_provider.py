@@ -775,7 +775,10 @@ async def test_approve_and_reject_pass_through_and_approve_invalidates(
     inner = Reviewing(native)
     provider = wrap(inner, memory_store, sink, clock)
     assert isinstance(provider, ReviewingProvider)
-    assert not isinstance(wrap(native, memory_store, sink, clock), ReviewingProvider)
+    class WithoutReview:  # the native provider reviews now; this one never has
+        name = "plain"
+
+    assert not isinstance(wrap(WithoutReview(), memory_store, sink, clock), ReviewingProvider)
     inner.pending["rec-1"] = AddRequest(ALICE_SCOPE, "alpha approved later")
     inner.pending["rec-2"] = AddRequest(ALICE_SCOPE, "alpha rejected")
     assert not (await provider.search(search(), make_ctx(clock))).hits

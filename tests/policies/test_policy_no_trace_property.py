@@ -41,7 +41,7 @@ SPEC = profile(
     privacy={"secret_guard": "reject"},
     access={"permissions": {"delete": "memory:admin"}},
     retention={"max_ttl_s": 3600.0},
-    quotas={"writes_per_minute_per_scope": 4},
+    quotas={"writes_per_minute_per_scope": 4, "max_records_per_tenant": 3},
     policies={"enabled": ["permissions", "write-rules", "secret-guard", "retention",
                           "fragile", "quotas"]},
 )

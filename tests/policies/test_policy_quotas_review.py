@@ -13,7 +13,6 @@ from governed_memory import (
     ManualClock,
     MemoryPolicyDeniedError,
     Provenance,
-    RecordStatus,
     Scope,
 )
 from governed_memory.context import OperationContext
@@ -88,12 +87,13 @@ async def test_write_rate_slides_per_scope_and_per_tenant() -> None:
     assert (await policy.evaluate(check(update, now=NOW + 60.6))).effect is Effect.DENY
 
 
-class UsageReporting:
-    """The native provider plus ``usage`` computed from its storage, to prove the
-    activity port hands providers' usage reports to the quota policy."""
+class Recording:
+    """The native provider, recording the usage queries the quota policy makes (or, with
+    ``usage=False``, declaring that it cannot report usage)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, *, usage: bool = True) -> None:
         self._inner = inner
+        self._usage = usage
         self.name = inner.name
         self.queries: list[UsageQuery] = []
 
@@ -101,22 +101,18 @@ class UsageReporting:
         return getattr(self._inner, name)
 
     def capabilities(self) -> Capabilities:
-        return attrs.evolve(self._inner.capabilities(), usage=True)
+        return attrs.evolve(self._inner.capabilities(), usage=self._usage)
 
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
         self.queries.append(query)
-        rows = [row.record for row in self._inner.backend._state.rows.values()
-                if row.record.scope.tenant_id == query.tenant_id
-                and (query.scope is None or row.record.scope_hash == query.scope.scope_hash)
-                and row.record.status is not RecordStatus.DELETED]
-        return Usage(len(rows), sum(len(r.content.encode()) for r in rows))
+        return await self._inner.usage(query, ctx)  # type: ignore[no-any-return]
 
 
 async def test_quota_reads_usage_through_the_activity_port() -> None:
     from governed_memory_native import build_native_provider
 
     clock = ManualClock()
-    provider = UsageReporting(build_native_provider({"backend": "memory"}, clock))
+    provider = Recording(build_native_provider({"backend": "memory"}, clock))
     async with GovernedMemoryManager(provider, clock=clock,
                                      policies=[quotas.build({}, LIMITS)]) as m:
         for i in range(3):
@@ -132,8 +128,9 @@ async def test_without_usage_reports_a_record_quota_denies_every_add() -> None:
     from governed_memory_native import build_native_provider
 
     clock = ManualClock()
-    async with GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
-                                     clock=clock, policies=[quotas.build({}, LIMITS)]) as m:
+    provider = Recording(build_native_provider({"backend": "memory"}, clock), usage=False)
+    async with GovernedMemoryManager(provider, clock=clock,
+                                     policies=[quotas.build({}, LIMITS)]) as m:
         with pytest.raises(MemoryPolicyDeniedError, match="usage cannot be determined"):
             await m.add(ALICE, ALICE_SCOPE, "first")
 

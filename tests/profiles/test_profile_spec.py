@@ -73,6 +73,8 @@ def test_builtin_profiles_say_what_the_issue_asks(registry: ProfileRegistry) -> 
     chat = registry.get("chat-assistant@1.0.0")
     assert agent.retention.max_ttl_s is not None and chat.retention.max_ttl_s is not None
     assert agent.retention.max_ttl_s < chat.retention.max_ttl_s  # short TTLs
+    assert "web" in chat.write.review_source_types
+    assert chat.quotas.max_records_per_scope is not None
     strict = registry.get("compliance-strict@1.0.0")
     assert strict.privacy.secret_guard is SecretGuardMode.REJECT
     assert strict.cache.enabled is False
