@@ -65,6 +65,16 @@ def register_domain_packs(register: Callable[..., None]) -> None:
     ``selections`` maps each use (``chat``, ``agent``, …) to a pinned ``id@version``."""
 
 
+@hookspec
+def register_cache_stores(register: Callable[..., None]) -> None:
+    """Register search-cache stores: ``register(name, factory, description="")``.
+
+    ``factory(config: Mapping[str, Any]) -> CacheStore`` builds an unconnected store; a
+    profile's ``[cache] store = "<name>"`` picks it, with ``[stores.cache]`` as config.
+    The bounded in-memory store is built in and needs no plugin.
+    """
+
+
 def _spec_names() -> frozenset[str]:
     return frozenset(name for name, value in globals().items()
                      if name.startswith("register_") and callable(value))

@@ -23,7 +23,7 @@ from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.principal import Principal
-from governed_memory.profiles.build import build_components
+from governed_memory.profiles.build import build_components, wrap_with_cache
 from governed_memory.profiles.packs import PackRegistry, ResolvedPack
 from governed_memory.profiles.registry import ProfileRegistry
 from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
@@ -177,7 +177,10 @@ class GovernedMemoryManager:
             spec = ProfileRegistry.from_plugins(plugins).get(profile)
         clock = clock or SystemClock()
         parts = build_components(spec, plugins, clock, provider_config_overrides)
-        return cls(parts.provider, policies=parts.policies, sinks=sinks, clock=clock,
+        provider = parts.provider
+        if spec.cache.enabled:
+            provider = wrap_with_cache(provider, spec, plugins, clock, EventBus(sinks))
+        return cls(provider, policies=parts.policies, sinks=sinks, clock=clock,
                    tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
                    profile_spec=spec, policy_configuration=parts.policy_configuration)
 

@@ -75,6 +75,7 @@ class PluginManager:
         self.providers: _Registry[Any] = _Registry("provider")
         self.policies: _Registry[Any] = _Registry("policy")
         self.sinks: _Registry[Any] = _Registry("event sink")
+        self.cache_stores: _Registry[Any] = _Registry("cache store")
         self.profiles: list[tuple[str, Any]] = []
         """(plugin name, what it registered) from ``register_memory_profiles``."""
         self.packs: list[tuple[str, Any]] = []
@@ -118,6 +119,7 @@ class PluginManager:
                 ("register_memory_providers", self.providers),
                 ("register_memory_policies", self.policies),
                 ("register_event_sinks", self.sinks),
+                ("register_cache_stores", self.cache_stores),
             ):
                 impl = getattr(plugin, hook_name, None)
                 if impl is not None and self._is_hookimpl(plugin, hook_name):

@@ -9,12 +9,13 @@ import attrs
 
 from governed_memory.clock import Clock
 from governed_memory.context import ProfileRef
+from governed_memory.events import EventBus
 from governed_memory.profiles.loading import (
     build_policies,
     build_provider,
     check_capabilities,
 )
-from governed_memory.profiles.spec import MemoryProfileSpec
+from governed_memory.profiles.spec import CacheStore, MemoryProfileSpec
 
 if TYPE_CHECKING:
     from governed_memory.plugins import PluginManager
@@ -33,6 +34,27 @@ class ProfileComponents:
     @property
     def ref(self) -> ProfileRef:
         return self.spec.ref
+
+
+def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: PluginManager,
+                    clock: Clock, events: EventBus) -> MemoryProvider:
+    """The profile's ``[cache]``: a read-through search cache around the provider.
+
+    ``store = "memory"`` is the bounded in-process store; any other name is a store
+    registered by a plugin (``redis``), configured by the profile's ``[stores.cache]``.
+    """
+    from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
+    from governed_memory.cache.store import CacheStore as Store
+
+    section = spec.cache
+    store: Store
+    if section.store is CacheStore.MEMORY:
+        store = InMemoryCacheStore(max_entries=section.max_entries)
+    else:
+        config = spec.stores["cache"].config if "cache" in spec.stores else {}
+        store = plugins.cache_stores.get(section.store.value).factory(dict(config))
+    return CachedMemoryProvider(provider, store, events=events, clock=clock,
+                                ttl_s=section.ttl_s)
 
 
 def build_components(spec: MemoryProfileSpec, plugins: PluginManager, clock: Clock,

@@ -1,0 +1,28 @@
+"""Registers the Redis search-cache store, the same way a third-party plugin would.
+
+``redis`` is an optional dependency: the store is registered either way, and building
+it without the package installed names the extra to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from governed_memory import hookimpl
+from governed_memory.errors import MemoryConfigurationError
+
+
+def _build(config: Mapping[str, Any]) -> Any:
+    try:
+        from governed_memory_redis.store import build_redis_store
+    except ImportError:
+        raise MemoryConfigurationError(
+            "cache store 'redis' needs the redis package: pip install 'governed-memory[redis]'"
+        ) from None
+    return build_redis_store(config)
+
+
+@hookimpl
+def register_cache_stores(register: Callable[..., None]) -> None:
+    register("redis", _build, description="Shared search cache on Redis (TTL, size bound)")
