@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from corpus import Corpus
 from governed_memory import (
     AddRequest,
     OperationContext,
@@ -65,24 +66,9 @@ SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "we", "xa", "
              "be", "co", "di", "fu", "ga", "hi", "ju")
 
 
-def vocabulary(size: int = 3000, seed: int = 5) -> list[str]:
-    rng = random.Random(seed)
-    words: set[str] = set()
-    while len(words) < size:
-        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
-    return sorted(words)
-
-
-WORDS = vocabulary()
-WEIGHTS = [1.0 / (rank + 1) for rank in range(len(WORDS))]
-
-
-def sentence(rng: random.Random, n: int = 12) -> str:
-    return " ".join(rng.choices(WORDS, WEIGHTS, k=n))
-
-
-def query_text(rng: random.Random) -> str:
-    return " ".join(rng.choices(WORDS[:400], WEIGHTS[:400], k=2))
+CORPUS = Corpus(SYLLABLES, seed=5, query_pool=400)
+WORDS = CORPUS.words
+sentence, query_text = CORPUS.sentence, CORPUS.query_text
 
 
 class Counting:

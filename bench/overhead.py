@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from corpus import Corpus
 from governed_memory import (
     AddRequest,
     GetRequest,
@@ -52,26 +53,9 @@ VARIANTS = ("direct", "governed", "governed+jsonl")
 OPERATIONS = ("add", "get", "search")
 
 
-def vocabulary(size: int = 3000, seed: int = 11) -> list[str]:
-    """Pseudo-words, so the corpus has a realistic spread of rare and common terms."""
-    rng = random.Random(seed)
-    words: set[str] = set()
-    while len(words) < size:
-        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
-    return sorted(words)
-
-
-WORDS = vocabulary()
-# Zipf-like weights: a few words are everywhere, most are rare (as in real text).
-WEIGHTS = [1.0 / (rank + 1) for rank in range(len(WORDS))]
-
-
-def sentence(rng: random.Random, n: int = 12) -> str:
-    return " ".join(rng.choices(WORDS, WEIGHTS, k=n))
-
-
-def query_text(rng: random.Random) -> str:
-    return " ".join(rng.choices(WORDS, WEIGHTS, k=2))
+CORPUS = Corpus(SYLLABLES, seed=11)
+WORDS = CORPUS.words
+sentence, query_text = CORPUS.sentence, CORPUS.query_text
 
 
 class Target:
