@@ -65,6 +65,14 @@ def _check_record_id(value: object, field: str = "record_id") -> None:
     check_identifier(value, field)
 
 
+def _check_record_write(record_id: object, expected_revision: str | None,
+                        idempotency_key: str | None) -> None:
+    """What every write addressed to one existing record carries."""
+    _check_record_id(record_id)
+    _check_optional_text(expected_revision, "expected_revision", 256)
+    _check_optional_text(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+
+
 def _check_provenance(provenance: Provenance) -> None:
     for name, value in provenance.as_dict().items():
         check_text(value, f"provenance.{name}", max_bytes=1024)
@@ -276,9 +284,7 @@ class DeleteRequest(_Request):
     idempotency_key: str | None = None
 
     def _validate(self) -> None:
-        _check_record_id(self.record_id)
-        _check_optional_text(self.expected_revision, "expected_revision", 256)
-        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+        _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
 
 @attrs.frozen(slots=True)
@@ -343,9 +349,7 @@ class ApproveRequest(_Request):
     idempotency_key: str | None = None
 
     def _validate(self) -> None:
-        _check_record_id(self.record_id)
-        _check_optional_text(self.expected_revision, "expected_revision", 256)
-        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+        _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
 
 @attrs.frozen(slots=True)
@@ -361,9 +365,7 @@ class RejectRequest(_Request):
     idempotency_key: str | None = None
 
     def _validate(self) -> None:
-        _check_record_id(self.record_id)
-        _check_optional_text(self.expected_revision, "expected_revision", 256)
-        _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
+        _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
 
 MemoryRequest = (
