@@ -21,8 +21,8 @@ from governed_memory import telemetry as tm
 from governed_memory.clock import Clock
 from governed_memory.context import OperationContext, ProfileRef
 from governed_memory.errors import (
+    REFUSALS,
     MemoryCapabilityUnsupportedError,
-    MemoryConflictError,
     MemoryError,
     MemoryNotFoundError,
     MemoryPolicyDeniedError,
@@ -59,15 +59,6 @@ from governed_memory.usage import Usage, UsageProbe, UsageQuery
 
 log = logging.getLogger(__name__)
 
-# Errors that mean "the request was refused" rather than "the system failed".
-_REJECTIONS = (
-    MemoryValidationError,
-    MemoryScopeError,
-    MemoryPolicyDeniedError,
-    MemoryConflictError,
-    MemoryNotFoundError,
-    MemoryCapabilityUnsupportedError,
-)
 
 
 # Operations that only some providers offer, and the capability that declares them.
@@ -248,7 +239,7 @@ class ActivityPort:
             result = await self._call_provider(operation, request, ctx)
             result, summary = await self._verify(operation, request, result, ctx)
         except MemoryError as exc:
-            kind = "rejected" if isinstance(exc, _REJECTIONS) else "failed"
+            kind = "rejected" if isinstance(exc, REFUSALS) else "failed"
             await self.events.emit(self._event(kind, operation, ctx, request, decision=decision,
                                                error=exc, started=started,
                                                outcome=_outcome_of(exc)))
@@ -400,4 +391,4 @@ class _Cancelled(MemoryUnavailableError):
 
 
 def _outcome_of(exc: MemoryError) -> str:
-    return "rejected" if isinstance(exc, _REJECTIONS) else "failed"
+    return "rejected" if isinstance(exc, REFUSALS) else "failed"

@@ -7,6 +7,7 @@ contain memory content, query text or private provider detail.
 from __future__ import annotations
 
 __all__ = [
+    "REFUSALS",
     "MemoryCapabilityUnsupportedError",
     "MemoryConfigurationError",
     "MemoryConflictError",
@@ -99,3 +100,15 @@ class MemoryUnavailableError(MemoryError):
     """The provider cannot be reached or timed out; a write's outcome may be unknown."""
 
     code = "unavailable"
+
+
+REFUSALS: tuple[type[MemoryError], ...] = (
+    MemoryValidationError,
+    MemoryScopeError,
+    MemoryPolicyDeniedError,
+    MemoryConflictError,
+    MemoryNotFoundError,
+    MemoryCapabilityUnsupportedError,
+)
+"""Errors that mean "the request was refused" rather than "the system failed": a
+refused request leaves storage unchanged, so events call it rejected, not failed."""

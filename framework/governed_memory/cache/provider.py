@@ -51,11 +51,7 @@ from governed_memory.cache.store import (
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.context import OperationContext
 from governed_memory.errors import (
-    MemoryCapabilityUnsupportedError,
-    MemoryConflictError,
-    MemoryNotFoundError,
-    MemoryPolicyDeniedError,
-    MemoryScopeError,
+    REFUSALS,
     MemoryValidationError,
 )
 from governed_memory.events import EventBus
@@ -94,18 +90,6 @@ DEFAULT_TTL_S: Final = 300.0
 DEFAULT_MAX_VALUE_BYTES: Final = 1024 * 1024
 DEFAULT_STORE_TIMEOUT_S: Final = 0.25
 DEFAULT_QUARANTINE_RETRY_S: Final = 1.0
-
-_REJECTIONS: Final = (
-    MemoryValidationError,
-    MemoryScopeError,
-    MemoryPolicyDeniedError,
-    MemoryConflictError,
-    MemoryNotFoundError,
-    MemoryCapabilityUnsupportedError,
-)
-"""Refusals: the provider contract says a refused write leaves storage unchanged, so
-nothing needs invalidating. Any other failure (storage, unavailable, timeout,
-cancellation) may have applied and is invalidated like a success."""
 
 
 class CachedMemoryProvider:
@@ -268,7 +252,7 @@ class CachedMemoryProvider:
                      ctx: OperationContext) -> T:
         try:
             result = await call()
-        except _REJECTIONS:
+        except REFUSALS:  # refused: storage unchanged, nothing to invalidate
             raise
         except BaseException:
             # It may have been applied (a timeout, a lost connection, a cancellation).
