@@ -172,11 +172,7 @@ class NativeMemoryProvider:
             updated = detach(_apply_update(current, request, ctx.now))
             # The request alone cannot see the stored provenance that shares the budget.
             check_metadata_budget(updated.metadata, updated.provenance.as_dict())
-            if not await tx.replace_record(updated, current.revision):
-                raise MemoryConflictError("the record changed concurrently; re-read and retry")
-            await tx.append_version(
-                MemoryVersion(updated, VersionOperation.UPDATE, ctx.now, ctx.operation_id)
-            )
+            await _commit_version(tx, current, updated, VersionOperation.UPDATE, ctx)
             await self._remember(tx, request, request.scope, updated, ctx)
         return detach(updated)
 
@@ -210,11 +206,7 @@ class NativeMemoryProvider:
                     revision=new_revision(), updated_at=ctx.now,
                     index_state=IndexState.NOT_INDEXED,
                 )
-                if not await tx.replace_record(tombstone, current.revision):
-                    raise MemoryConflictError("the record changed concurrently; re-read and retry")
-                await tx.append_version(
-                    MemoryVersion(tombstone, VersionOperation.DELETE, ctx.now, ctx.operation_id)
-                )
+                await _commit_version(tx, current, tombstone, VersionOperation.DELETE, ctx)
                 result = DeleteResult(current.id, scope_hash, hard=False,
                                       version=tombstone.version, revision=tombstone.revision)
             if request.idempotency_key is not None:
@@ -243,11 +235,7 @@ class NativeMemoryProvider:
                 current, status=RecordStatus.ACTIVE, version=current.version + 1,
                 revision=new_revision(), updated_at=ctx.now, index_state=IndexState.INDEXED,
             ))
-            if not await tx.replace_record(approved, current.revision):
-                raise MemoryConflictError("the record changed concurrently; re-read and retry")
-            await tx.append_version(
-                MemoryVersion(approved, VersionOperation.APPROVE, ctx.now, ctx.operation_id)
-            )
+            await _commit_version(tx, current, approved, VersionOperation.APPROVE, ctx)
             await self._remember(tx, request, request.scope, approved, ctx)
         return detach(approved)
 
@@ -533,6 +521,15 @@ def _raise_missing(expected_revision: str | None) -> NoReturn:
     if expected_revision is not None:
         raise MemoryConflictError("expected_revision refers to a deleted or missing record")
     raise MemoryNotFoundError("no live record with that id in this scope")
+
+
+async def _commit_version(tx: WriteTransaction, current: MemoryRecord, new: MemoryRecord,
+                          operation: VersionOperation, ctx: OperationContext) -> None:
+    """Replace ``current`` with ``new`` only if nobody moved it since it was read, and
+    record the new version in the same transaction."""
+    if not await tx.replace_record(new, current.revision):
+        raise MemoryConflictError("the record changed concurrently; re-read and retry")
+    await tx.append_version(MemoryVersion(new, operation, ctx.now, ctx.operation_id))
 
 
 def _elapsed_ms(began: float) -> float:
