@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from governed_memory.events import MemoryEvent
 from governed_memory.principal import Principal
 
 
@@ -38,6 +39,11 @@ class OperationContext:
     """The caller's request as it was before any policy transformed it. Providers key
     idempotency on this when set, so a retry matches even if a policy stamps something
     time-dependent (a TTL) onto the request it hands on."""
+    committed_event: MemoryEvent | None = None
+    """Set only for a write to a provider that declares ``event_outbox``: the drafted
+    ``committed`` event, which the provider completes with
+    ``governed_memory.outbox.finish_committed_event`` and stores in the write's own
+    transaction (see ``governed_memory.outbox``)."""
 
     def fingerprint_of(self, request: object) -> str:
         """The idempotency fingerprint to store or compare for ``request``."""

@@ -75,6 +75,47 @@ def register_cache_stores(register: Callable[..., None]) -> None:
     """
 
 
+@hookspec
+def register_embedders(register: Callable[..., None]) -> None:
+    """Register text embedders: ``register(name, factory, description="")``.
+
+    ``factory(config: Mapping[str, Any]) -> Embedder`` builds an embedder that declares
+    its ``id``, ``model_revision`` and ``dimension``; a profile's
+    ``[stores.embedder] kind = "<name>"`` picks it. Loading a model happens on first
+    use, never at registration.
+    """
+
+
+@hookspec
+def register_turn_stores(register: Callable[..., None]) -> None:
+    """Register conversation-turn stores (the short-term tier):
+    ``register(name, factory, description="")``.
+
+    ``factory(config: Mapping[str, Any], clock: Clock) -> TurnStore`` builds an unstarted
+    store; a profile's ``[stores.turns] kind = "<name>"`` picks it.
+    """
+
+
+@hookspec
+def register_working_state_stores(register: Callable[..., None]) -> None:
+    """Register working-state stores (per-run scratch with a TTL):
+    ``register(name, factory, description="")``.
+
+    ``factory(config: Mapping[str, Any], clock: Clock) -> WorkingStateStore``; a
+    profile's ``[stores.working_state] kind = "<name>"`` picks it.
+    """
+
+
+@hookspec
+def register_language_models(register: Callable[..., None]) -> None:
+    """Register language-model adapters used by the context builder and extraction:
+    ``register(name, factory, description="")``.
+
+    ``factory(config: Mapping[str, Any]) -> LanguageModel``. No model is ever required:
+    every feature that uses one degrades without it.
+    """
+
+
 def _spec_names() -> frozenset[str]:
     return frozenset(name for name, value in globals().items()
                      if name.startswith("register_") and callable(value))

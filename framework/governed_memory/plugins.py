@@ -76,6 +76,10 @@ class PluginManager:
         self.policies: _Registry[Any] = _Registry("policy")
         self.sinks: _Registry[Any] = _Registry("event sink")
         self.cache_stores: _Registry[Any] = _Registry("cache store")
+        self.embedders: _Registry[Any] = _Registry("embedder")
+        self.turn_stores: _Registry[Any] = _Registry("turn store")
+        self.working_state_stores: _Registry[Any] = _Registry("working-state store")
+        self.language_models: _Registry[Any] = _Registry("language model")
         self.profiles: list[tuple[str, Any]] = []
         """(plugin name, what it registered) from ``register_memory_profiles``."""
         self.packs: list[tuple[str, Any]] = []
@@ -120,6 +124,10 @@ class PluginManager:
                 ("register_memory_policies", self.policies),
                 ("register_event_sinks", self.sinks),
                 ("register_cache_stores", self.cache_stores),
+                ("register_embedders", self.embedders),
+                ("register_turn_stores", self.turn_stores),
+                ("register_working_state_stores", self.working_state_stores),
+                ("register_language_models", self.language_models),
             ):
                 impl = getattr(plugin, hook_name, None)
                 if impl is not None and self._is_hookimpl(plugin, hook_name):

@@ -271,6 +271,9 @@ class Capabilities:
     """``approve`` and ``reject`` of records held as ``pending_review``."""
     usage: bool = False
     """``usage`` reports record and byte counts per scope and per tenant (quotas)."""
+    event_outbox: bool = False
+    """A write's ``committed`` event is stored in the write's own transaction and read
+    back through ``pending_events`` / ``acknowledge_events`` (``governed_memory.outbox``)."""
     max_page_size: int = 100
 
 

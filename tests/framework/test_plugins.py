@@ -100,10 +100,13 @@ def no_blocked_plugins_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- entry points ------------------------------------------------------------------------
 
 
-def test_hook_names_are_the_six_documented_hooks() -> None:
+def test_hook_names_are_the_documented_hooks() -> None:
     assert frozenset({"register_memory_providers", "register_memory_policies",
                       "register_event_sinks", "register_memory_profiles",
-                      "register_domain_packs", "register_cache_stores"}) == HOOK_NAMES
+                      "register_domain_packs", "register_cache_stores",
+                      "register_embedders", "register_turn_stores",
+                      "register_working_state_stores", "register_language_models",
+                      }) == HOOK_NAMES
 
 
 @pytest.mark.usefixtures("native_importable")
