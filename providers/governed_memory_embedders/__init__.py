@@ -1,0 +1,1 @@
+"""Built-in embedders: a deterministic one for tests and MiniLM on ONNX Runtime."""
