@@ -9,6 +9,8 @@ also what makes compare-and-set atomic here.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -16,6 +18,7 @@ from typing import Any
 
 import attrs
 from governed_memory.errors import MemoryConflictError, MemoryUnavailableError
+from governed_memory.events import MemoryEvent
 from governed_memory.records import (
     Capabilities,
     MemoryRecord,
@@ -61,6 +64,9 @@ class _State:
     keys: dict[tuple[str, str], str] = attrs.field(factory=dict)
     versions: dict[str, list[MemoryVersion]] = attrs.field(factory=dict)
     idempotency: dict[_IdemKey, IdempotencyEntry] = attrs.field(factory=dict)
+    events: dict[str, tuple[int, MemoryEvent]] = attrs.field(factory=dict)
+    """The event outbox: event id to (commit sequence, event)."""
+    event_sequence: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
 
 
 _MISSING: Any = object()
@@ -156,6 +162,10 @@ class _MemoryTransaction:
                    and not row.record.is_expired(now)]
         return len(counted), sum(len(record.content.encode("utf-8")) for record in counted)
 
+    async def pending_events(self, limit: int) -> list[MemoryEvent]:
+        oldest = heapq.nsmallest(limit, self._state.events.values(), key=lambda item: item[0])
+        return [event for _, event in oldest]
+
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[str]:
@@ -202,6 +212,19 @@ class _MemoryTransaction:
 
     async def put_idempotency(self, entry: IdempotencyEntry) -> None:
         self._set(self._state.idempotency, (entry.scope_hash, entry.operation, entry.key), entry)
+
+    async def put_event(self, event: MemoryEvent) -> None:
+        if event.event_id not in self._state.events:
+            self._set(self._state.events, event.event_id,
+                      (next(self._state.event_sequence), event))
+
+    async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
+        removed = 0
+        for event_id in dict.fromkeys(event_ids):
+            if event_id in self._state.events:
+                self._pop(self._state.events, event_id)
+                removed += 1
+        return removed
 
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
@@ -279,7 +302,8 @@ class MemoryBackend:
         self._open = False
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(durable=False, transactional=True, multi_process=False, usage=True)
+        return Capabilities(durable=False, transactional=True, multi_process=False, usage=True,
+                            event_outbox=True)
 
     async def open(self) -> None:
         self._open = True

@@ -8,6 +8,14 @@ SQLite backends be held to identical behaviour by one test suite.
 
 Records handed across this port may be shared with the backend's own state, so the
 provider detaches every record before returning it to a caller.
+
+Port additions, in the order they arrived (a new backend implements all of them):
+
+- event outbox (issue 5): ``ReadTransaction.pending_events``,
+  ``WriteTransaction.put_event`` and ``WriteTransaction.acknowledge_events``. A write's
+  ``committed`` event is stored by ``put_event`` in the write's own transaction, so it
+  commits (or rolls back) with the record; a backend that implements them declares
+  ``Capabilities(event_outbox=True)``.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import attrs
+from governed_memory.events import MemoryEvent
 from governed_memory.records import Capabilities, MemoryRecord, MemoryType, MemoryVersion
 
 
@@ -130,6 +139,11 @@ class ReadTransaction(Protocol):
         record that is neither deleted nor expired at ``now`` (pending ones included)."""
         ...
 
+    async def pending_events(self, limit: int) -> list[MemoryEvent]:
+        """Stored, unacknowledged outbox events in the order they were committed (oldest
+        first), at most ``limit``."""
+        ...
+
 
 class WriteTransaction(ReadTransaction, Protocol):
     """Serialized against every other writer; all of it commits or none of it does."""
@@ -174,6 +188,19 @@ class WriteTransaction(ReadTransaction, Protocol):
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[str]:
         """Ids of every record of the exact scope in any status, ascending."""
+        ...
+
+    async def put_event(self, event: MemoryEvent) -> None:
+        """Store a write's ``committed`` event in this transaction (the event outbox).
+
+        An event whose ``event_id`` is already stored is ignored: event ids are unique
+        per operation and delivery is at least once, so a second copy adds nothing.
+        """
+        ...
+
+    async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
+        """Remove delivered events from the outbox; unknown ids are ignored. Returns how
+        many were removed."""
         ...
 
     async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:

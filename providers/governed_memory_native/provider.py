@@ -8,6 +8,7 @@ transactional row store and they all behave alike.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Final, NoReturn, TypeVar
 
 import attrs
@@ -20,8 +21,10 @@ from governed_memory.errors import (
     MemoryUnavailableError,
     MemoryValidationError,
 )
+from governed_memory.events import MemoryEvent
 from governed_memory.ids import new_id, new_revision
 from governed_memory.limits import check_metadata_budget
+from governed_memory.outbox import finish_committed_event
 from governed_memory.records import (
     Capabilities,
     CleanupPage,
@@ -74,6 +77,9 @@ ERASURE_BATCH: Final = 500
 
 _TIE_BREAK: Final = "score desc, id asc"
 
+MAX_EVENTS: Final = 1000
+"""Outbox events read per ``pending_events`` call, at most."""
+
 
 class NativeMemoryProvider:
     """The built-in provider; ``backend`` decides where (and how durably) data lives."""
@@ -123,6 +129,7 @@ class NativeMemoryProvider:
         async with self._backend.writing() as tx:
             replay = await self._replayed_record(tx, scope.scope_hash, request, ctx)
             if replay is not None:
+                await _store_event(tx, ctx, replay)
                 return replay
             provenance = request.provenance
             if provenance.operation_id is None:
@@ -155,6 +162,7 @@ class NativeMemoryProvider:
                 MemoryVersion(record, VersionOperation.ADD, ctx.now, ctx.operation_id)
             )
             await self._remember(tx, request, scope, record, ctx)
+            await _store_event(tx, ctx, record)
         return detach(record)
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
@@ -164,6 +172,7 @@ class NativeMemoryProvider:
         async with self._backend.writing() as tx:
             replay = await self._replayed_record(tx, scope_hash, request, ctx)
             if replay is not None:
+                await _store_event(tx, ctx, replay)
                 return replay
             current = await tx.record(scope_hash, request.record_id)
             if current is None or not current.is_visible(ctx.now):
@@ -174,6 +183,7 @@ class NativeMemoryProvider:
             check_metadata_budget(updated.metadata, updated.provenance.as_dict())
             await _commit_version(tx, current, updated, VersionOperation.UPDATE, ctx)
             await self._remember(tx, request, request.scope, updated, ctx)
+            await _store_event(tx, ctx, updated)
         return detach(updated)
 
     async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
@@ -186,8 +196,10 @@ class NativeMemoryProvider:
                                              request.idempotency_key)
                 if entry is not None:
                     _check_fingerprint(entry, _fingerprint(ctx, request))
-                    return DeleteResult(entry.record_id, scope_hash, entry.hard,
-                                        entry.version, entry.revision)
+                    replayed = DeleteResult(entry.record_id, scope_hash, entry.hard,
+                                            entry.version, entry.revision)
+                    await _store_event(tx, ctx, replayed)
+                    return replayed
             current = await tx.record(scope_hash, request.record_id)
             # A tombstone or an expired record stays erasable (a hard delete removes it for
             # good), but a soft delete treats both as gone, exactly like update does.
@@ -217,6 +229,7 @@ class NativeMemoryProvider:
                     user_id=request.scope.user_id, created_at=ctx.now,
                     version=result.version, revision=result.revision, hard=result.hard,
                 ))
+            await _store_event(tx, ctx, result)
         return result
 
     # -- review -----------------------------------------------------------------
@@ -229,6 +242,7 @@ class NativeMemoryProvider:
         async with self._backend.writing() as tx:
             replay = await self._replayed_record(tx, scope_hash, request, ctx)
             if replay is not None:
+                await _store_event(tx, ctx, replay)
                 return replay
             current = await _pending(tx, scope_hash, request, ctx)
             approved = detach(attrs.evolve(
@@ -237,6 +251,7 @@ class NativeMemoryProvider:
             ))
             await _commit_version(tx, current, approved, VersionOperation.APPROVE, ctx)
             await self._remember(tx, request, request.scope, approved, ctx)
+            await _store_event(tx, ctx, approved)
         return detach(approved)
 
     async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult:
@@ -252,7 +267,9 @@ class NativeMemoryProvider:
                                              request.idempotency_key)
                 if entry is not None:
                     _check_fingerprint(entry, _fingerprint(ctx, request))
-                    return DeleteResult(entry.record_id, scope_hash, hard=True)
+                    replayed = DeleteResult(entry.record_id, scope_hash, hard=True)
+                    await _store_event(tx, ctx, replayed)
+                    return replayed
             current = await _pending(tx, scope_hash, request, ctx)
             await tx.erase_records([current.id], tombstone_idempotency=True)
             if request.idempotency_key is not None:
@@ -262,7 +279,9 @@ class NativeMemoryProvider:
                     record_id=current.id, tenant_id=request.scope.tenant_id,
                     user_id=request.scope.user_id, created_at=ctx.now, hard=True,
                 ))
-        return DeleteResult(current.id, scope_hash, hard=True)
+            result = DeleteResult(current.id, scope_hash, hard=True)
+            await _store_event(tx, ctx, result)
+        return result
 
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
         """Records neither deleted nor expired (pending included) and their content bytes."""
@@ -271,6 +290,28 @@ class NativeMemoryProvider:
         async with self._backend.reading() as tx:
             records, size = await tx.usage(query.tenant_id, scope_hash, ctx.now)
         return Usage(records=records, bytes=size)
+
+    # -- event outbox -----------------------------------------------------------
+
+    async def pending_events(self, limit: int) -> Sequence[MemoryEvent]:
+        """Committed events not yet acknowledged, oldest first (``governed_memory.outbox``)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_EVENTS:
+            raise MemoryValidationError(f"limit must be an integer from 1 to {MAX_EVENTS}",
+                                        field="limit")
+        self._require_open()
+        async with self._backend.reading() as tx:
+            return tuple(await tx.pending_events(limit))
+
+    async def acknowledge_events(self, event_ids: Sequence[str]) -> None:
+        """Forget delivered events; unknown (already acknowledged) ids are ignored."""
+        if isinstance(event_ids, str) or not all(isinstance(i, str) for i in event_ids):
+            raise MemoryValidationError("event_ids must be a sequence of event id strings",
+                                        field="event_ids")
+        self._require_open()
+        if not event_ids:
+            return
+        async with self._backend.writing() as tx:
+            await tx.acknowledge_events(list(event_ids))
 
     # -- reads ------------------------------------------------------------------
 
@@ -353,6 +394,7 @@ class NativeMemoryProvider:
             while ids := await tx.record_ids_in_scope(scope_hash, None, ERASURE_BATCH):
                 removed += await tx.erase_records(ids)
             removed += await tx.erase_idempotency(scope_hash=scope_hash)
+            await _store_event(tx, ctx, removed.records)
         return removed.records
 
     async def delete_user(
@@ -362,25 +404,30 @@ class NativeMemoryProvider:
         self._require_open()
         removed = Removal()
         while True:
+            # Batches commit one by one; the last one (fewer than a full batch left) also
+            # erases the idempotency entries and stores the receipt's event, so a user of
+            # fewer than ERASURE_BATCH records is erased atomically with its event.
             async with self._backend.writing() as tx:
                 ids = await tx.record_ids_of_user(request.tenant_id, request.user_id,
                                                   ERASURE_BATCH)
                 if ids:
                     removed += await tx.erase_records(ids)
-                else:
-                    removed += await tx.erase_idempotency(
-                        tenant_user=(request.tenant_id, request.user_id)
-                    )
-            if not ids:
-                break
-        return ErasureReceipt(
-            request_id=ctx.operation_id, tenant_id=request.tenant_id, user_id=request.user_id,
-            counts={"records": removed.records, "versions": removed.versions,
-                    "index_entries": removed.index_entries,
-                    "idempotency_entries": removed.idempotency_entries},
-            scope_hashes=tuple(sorted(removed.scope_hashes)),
-            started_at=ctx.now, completed_at=max(ctx.now, self._clock.now()),
-        ).sealed()
+                if len(ids) == ERASURE_BATCH:
+                    continue
+                removed += await tx.erase_idempotency(
+                    tenant_user=(request.tenant_id, request.user_id)
+                )
+                receipt = ErasureReceipt(
+                    request_id=ctx.operation_id, tenant_id=request.tenant_id,
+                    user_id=request.user_id,
+                    counts={"records": removed.records, "versions": removed.versions,
+                            "index_entries": removed.index_entries,
+                            "idempotency_entries": removed.idempotency_entries},
+                    scope_hashes=tuple(sorted(removed.scope_hashes)),
+                    started_at=ctx.now, completed_at=max(ctx.now, self._clock.now()),
+                ).sealed()
+                await _store_event(tx, ctx, receipt)
+            return receipt
 
     async def purge_expired(
         self, request: PurgeExpiredRequest, ctx: OperationContext
@@ -401,9 +448,11 @@ class NativeMemoryProvider:
             inspected = await tx.scan_scope(scope_hash, after, request.limit)
             expired = [record.id for record in inspected if record.is_expired(ctx.now)]
             removed = await tx.erase_records(expired) if expired else Removal()
-        cursor = (encode_cursor("purge", scope_hash, inspected[-1].id)
-                  if len(inspected) == request.limit else None)
-        return CleanupPage(deleted=removed.records, next_cursor=cursor)
+            cursor = (encode_cursor("purge", scope_hash, inspected[-1].id)
+                      if len(inspected) == request.limit else None)
+            page = CleanupPage(deleted=removed.records, next_cursor=cursor)
+            await _store_event(tx, ctx, page)
+        return page
 
     # -- helpers ----------------------------------------------------------------
 
@@ -530,6 +579,14 @@ async def _commit_version(tx: WriteTransaction, current: MemoryRecord, new: Memo
     if not await tx.replace_record(new, current.revision):
         raise MemoryConflictError("the record changed concurrently; re-read and retry")
     await tx.append_version(MemoryVersion(new, operation, ctx.now, ctx.operation_id))
+
+
+async def _store_event(tx: WriteTransaction, ctx: OperationContext, result: object) -> None:
+    """Complete and store the write's ``committed`` event in its own transaction, when the
+    activity port drafted one (``governed_memory.outbox``): it then commits exactly when
+    the write does, and an idempotent replay (a new operation) gets its own event."""
+    if ctx.committed_event is not None:
+        await tx.put_event(finish_committed_event(ctx.committed_event, result))
 
 
 def _elapsed_ms(began: float) -> float:

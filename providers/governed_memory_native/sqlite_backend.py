@@ -72,7 +72,8 @@ class SqliteBackend:
         return self._path
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(durable=True, transactional=True, multi_process=True, usage=True)
+        return Capabilities(durable=True, transactional=True, multi_process=True, usage=True,
+                            event_outbox=True)
 
     async def open(self) -> None:
         async with self._lock:

@@ -147,6 +147,22 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE VIRTUAL TABLE memory_fts_terms USING fts5vocab (memory_fts, 'instance')",
         ),
     ),
+    Migration(
+        version=5,
+        description="the event outbox: each write's committed event, stored in its transaction",
+        statements=(
+            # seq orders events as they were committed (writers are serialized); the
+            # body is the event's JSON, which by contract carries no content.
+            """
+            CREATE TABLE event_outbox (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                event_id TEXT NOT NULL UNIQUE,
+                tenant_id TEXT NOT NULL,
+                body TEXT NOT NULL
+            )
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

@@ -7,12 +7,14 @@ bound parameters; the few pieces spliced into SQL text are placeholders we gener
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 import aiosqlite
 from governed_memory.converter import structure
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
+from governed_memory.events import MemoryEvent
 from governed_memory.records import (
     MemoryRecord,
     MemoryType,
@@ -308,6 +310,10 @@ class SqliteTransaction:
         rows = await self._rows(sql, params)
         return int(rows[0][0]), int(rows[0][1])
 
+    async def pending_events(self, limit: int) -> list[MemoryEvent]:
+        rows = await self._rows("SELECT body FROM event_outbox ORDER BY seq LIMIT ?", (limit,))
+        return [_event_from_json(str(row[0])) for row in rows]
+
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[str]:
@@ -393,6 +399,21 @@ class SqliteTransaction:
              int(entry.erased), entry.created_at),
         )
 
+    async def put_event(self, event: MemoryEvent) -> None:
+        await self._write(
+            "INSERT INTO event_outbox (event_id, tenant_id, body) VALUES (?, ?, ?)"
+            " ON CONFLICT (event_id) DO NOTHING",
+            (event.event_id, event.tenant_id, event.to_json()),
+        )
+
+    async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
+        removed = 0
+        for chunk in _chunks(sorted(set(event_ids))):
+            removed += await self._write(
+                f"DELETE FROM event_outbox WHERE event_id IN ({_marks(len(chunk))})", chunk
+            )
+        return removed
+
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
     ) -> Removal:
@@ -448,6 +469,13 @@ class SqliteTransaction:
         removed = await self._write(f"DELETE FROM memory_idempotency WHERE {where}", params)
         return Removal(idempotency_entries=removed,
                        scope_hashes=frozenset(str(row[0]) for row in hashes))
+
+
+def _event_from_json(text: str) -> MemoryEvent:
+    try:
+        return structure(json.loads(text), MemoryEvent)
+    except (ValueError, MemoryValidationError):
+        raise MemoryStorageError("a stored outbox event could not be read") from None
 
 
 def _version_from_row(row: Any) -> MemoryVersion:
