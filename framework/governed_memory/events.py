@@ -9,19 +9,61 @@ auditor as it is.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+import types
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, TextIO, runtime_checkable
+from typing import Final, Protocol, TextIO, runtime_checkable
 
 import attrs
 
 from governed_memory.converter import unstructure
+from governed_memory.errors import MemoryUnavailableError
 from governed_memory.ids import new_id
+from governed_memory.limits import canonical_json
 
 log = logging.getLogger(__name__)
+
+SUBJECT_HASH_PREFIX: Final = "su1:"
+RECEIPT_EVENT: Final = "memory.erasure.receipt"
+"""The event that records ``delete_user``'s final receipt (after every layer, such as
+the search cache, has added its count)."""
+_SUBJECT_DOMAIN: Final = b"governed-memory/subject\x00"
+
+
+def subject_hash(tenant_id: str, user_id: str) -> str:
+    """The data subject (a user of a tenant) as events name it: ``su1:`` + a SHA-256 of
+    the pair, so ``audit report --tenant T --user U`` finds every event about U without
+    the trail holding U's id. It is as guessable as a scope hash (which already hashes
+    the same ids); a trail is evidence for auditors, not a place to hide identities."""
+    body = canonical_json({"tenant_id": tenant_id, "user_id": user_id}).encode("utf-8")
+    return SUBJECT_HASH_PREFIX + hashlib.sha256(_SUBJECT_DOMAIN + body).hexdigest()
+
+
+def _counts(value: Mapping[str, int] | None) -> Mapping[str, int]:
+    return types.MappingProxyType(dict(sorted((value or {}).items())))
+
+
+@attrs.frozen(slots=True)
+class ErasureEvidence:
+    """An erasure receipt as the trail keeps it: everything but the user id, whose
+    place the event's ``subject_hashes`` take. With the user id an auditor recomputes
+    ``receipt_hash`` from these fields (``ErasureReceipt.body``), so the trail proves
+    which receipt the provider issued."""
+
+    request_id: str
+    counts: Mapping[str, int] = attrs.field(factory=dict, converter=_counts)
+    started_at: float = 0.0
+    completed_at: float = 0.0
+    receipt_hash: str = ""
+
+    @property
+    def removed(self) -> int:
+        """Everything the erasure removed, across stores."""
+        return sum(self.counts.values())
 
 
 @attrs.frozen(slots=True)
@@ -52,6 +94,11 @@ class MemoryEvent:
     error_code: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    subject_hashes: tuple[str, ...] = ()
+    """The data subjects (``subject_hash``) the operation concerned: the users of its
+    scopes, or the user an erasure named."""
+    erasure: ErasureEvidence | None = None
+    """Set on the events of ``delete_user`` that carry its receipt."""
 
     def to_json(self) -> str:
         return json.dumps(unstructure(self), sort_keys=True, separators=(",", ":"))
@@ -144,20 +191,44 @@ def read_events(path: str | os.PathLike[str]) -> list[MemoryEvent]:
     return events
 
 
-class EventBus:
-    """Fans an event out to every sink. A failing sink is logged and skipped here;
-    profiles that require a fail-closed audit trail check the audit sink themselves."""
+class AuditUnavailableError(MemoryUnavailableError):
+    """A fail-closed trail could not record an event, so the operation was refused
+    (or, after a write, its outcome is unrecorded: see ``docs/compliance.md``)."""
 
-    def __init__(self, sinks: Sequence[EventSink] = ()) -> None:
+    code = "audit_unavailable"
+
+
+class EventBus:
+    """Fans an event out to every sink.
+
+    Lenient (the default): a failing sink is logged and skipped, so a broken metrics
+    pipe never takes memory down. Strict (a profile's ``[audit] fail_closed``): every
+    sink must record the event, and ``emit`` raises ``AuditUnavailableError`` when one
+    cannot, or when there is no sink at all, since an unrecorded operation is exactly
+    what a fail-closed trail forbids.
+    """
+
+    def __init__(self, sinks: Sequence[EventSink] = (), *, strict: bool = False) -> None:
         self.sinks = tuple(sinks)
+        self.strict = strict
 
     async def emit(self, event: MemoryEvent) -> None:
+        if await self.deliver(event) or not self.strict:
+            return
+        raise AuditUnavailableError(f"the audit trail could not record {event.type}")
+
+    async def deliver(self, event: MemoryEvent) -> bool:
+        """Hand ``event`` to every sink; True only if every sink took it (and there is
+        at least one, when strict). Failures are logged by type, never by content."""
+        delivered = bool(self.sinks) or not self.strict
         for sink in self.sinks:
             try:
                 await sink.emit(event)
-            except Exception:
-                log.exception("event sink %s failed on %s", getattr(sink, "name", sink),
-                              event.type)
+            except Exception as exc:
+                delivered = False
+                log.error("event sink %s failed on %s: %s", getattr(sink, "name", sink),
+                          event.type, type(exc).__name__)
+        return delivered
 
     async def emit_all(self, events: Iterable[MemoryEvent]) -> None:
         for event in events:

@@ -95,6 +95,9 @@ class PluginManager:
         try:
             if entry_points:
                 manager._pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+                from governed_memory.audit import plugin as builtin  # the `audit` sink
+
+                manager._pm.register(builtin, name=builtin.PLUGIN_NAME)
             for plugin in plugins:
                 manager._pm.register(plugin)
         except pluggy.PluginValidationError as exc:

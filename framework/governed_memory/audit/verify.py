@@ -1,0 +1,227 @@
+"""Verifying a trail: every line, every link, every file boundary, every checkpoint.
+
+Verification stops at the first broken entry and says where (file, line, entry
+number) and why, because everything after a break is unproven: a verifier that went
+on would invite reading past the damage.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import attrs
+
+from governed_memory.audit.chain import (
+    CONTINUE,
+    ENTRY,
+    FILE_PATTERN,
+    GENESIS,
+    ChainFormatError,
+    Checkpoint,
+    entry_hash,
+    genesis_hash,
+    parse_line,
+)
+
+Pathish = str | os.PathLike[str]
+
+
+@attrs.frozen(slots=True)
+class Problem:
+    """The first thing wrong with a trail."""
+
+    path: str
+    line: int
+    """1-based line number within ``path`` (0: the file as a whole)."""
+    seq: int | None
+    """The entry number the line holds or should have held, when known."""
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        entry = f" (entry {self.seq})" if self.seq is not None else ""
+        return f"{where}{entry}: {self.reason}"
+
+
+@attrs.frozen(slots=True)
+class Verification:
+    files: tuple[str, ...]
+    chain_id: str | None
+    first_seq: int
+    """The entry number the given files start after (0 from a genesis)."""
+    entries: int
+    """How many entries were proven, counting from ``first_seq``."""
+    head: str | None
+    checkpoints_checked: int
+    problem: Problem | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + self.entries
+
+
+def chain_files(paths: Sequence[Pathish]) -> tuple[Path, ...]:
+    """Files in chain order: a directory stands for its ``audit-*.jsonl`` files."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(path.glob(FILE_PATTERN)))
+        else:
+            files.append(path)
+    return tuple(files)
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without the newline, whether a newline ended it)."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if raw.endswith(b"\n"):
+                yield number, raw[:-1], True
+            else:
+                yield number, raw, False
+
+
+class _Walker:
+    """Walks a chain line by line, holding the head; ``step`` returns a problem or None."""
+
+    def __init__(self, wanted: frozenset[int] = frozenset(), keep_ids: int = 0) -> None:
+        self.chain_id: str | None = None
+        self.seq = 0
+        self.first_seq = 0
+        self.head: str | None = None
+        self.started = False
+        self.wanted = wanted
+        """Entry numbers whose hashes to keep (the checkpoints'), so memory stays flat."""
+        self.hashes: dict[int, str] = {}
+        self.event_ids: deque[str] = deque(maxlen=keep_ids)
+        self.keep_ids = keep_ids
+
+    def step(self, value: dict[str, object], first_in_file: bool, file_index: int) -> str | None:
+        kind = value["kind"]
+        if first_in_file:
+            if kind == GENESIS:
+                if self.started:
+                    return "a genesis line in the middle of a chain"
+                chain_id, created_at = str(value["chain_id"]), value["created_at"]
+                assert isinstance(created_at, int | float)
+                if value["hash"] != genesis_hash(chain_id, float(created_at)):
+                    return "genesis hash does not match its header"
+                self.chain_id, self.head, self.started = chain_id, str(value["hash"]), True
+                self._keep(0, self.head)
+                return None
+            if kind == CONTINUE:
+                seq, head = value["seq"], str(value["head"])
+                assert isinstance(seq, int)
+                if not self.started:  # verifying from a later file on
+                    self.chain_id, self.seq, self.first_seq = str(value["chain_id"]), seq, seq
+                    self.head, self.started = head, True
+                    self._keep(seq, head)
+                    return None
+                if value["chain_id"] != self.chain_id:
+                    return "continues another chain"
+                if seq != self.seq or head != self.head:
+                    return (f"continues from entry {seq}, but the previous file ends at "
+                            f"entry {self.seq}" if seq != self.seq
+                            else "continues from another head than the previous file's")
+                return None
+            return "a file must open with a genesis or continue line"
+        if kind != ENTRY:
+            return f"a {kind} line in the middle of a file"
+        seq, prev, digest, event = value["seq"], value["prev"], value["hash"], value["event"]
+        assert isinstance(seq, int) and isinstance(prev, str) and isinstance(event, dict)
+        if seq != self.seq + 1:
+            return f"entry number {seq} where {self.seq + 1} was due (deleted or reordered)"
+        if prev != self.head:
+            return "prev does not match the previous entry's hash (deleted, reordered or inserted)"
+        if digest != entry_hash(prev, event):
+            return "hash does not match the entry's event (the event was altered)"
+        self.seq, self.head = seq, str(digest)
+        self._keep(seq, self.head)
+        event_id = event.get("event_id")
+        if self.keep_ids and isinstance(event_id, str):
+            self.event_ids.append(event_id)
+        return None
+
+    def _keep(self, seq: int, digest: str) -> None:
+        if seq in self.wanted:
+            self.hashes[seq] = digest
+
+
+def verify_trail(paths: Sequence[Pathish],
+                 checkpoints: Sequence[Checkpoint] = ()) -> Verification:
+    """Verify the chain across ``paths`` (files in order, or directories), then each
+    checkpoint against it."""
+    files = chain_files(paths)
+    walker = _Walker(frozenset(c.count for c in checkpoints))
+
+    def result(problem: Problem | None, checked: int = 0) -> Verification:
+        return Verification(tuple(str(f) for f in files), walker.chain_id, walker.first_seq,
+                            walker.seq - walker.first_seq, walker.head, checked, problem)
+
+    if not files:
+        return result(Problem("", 0, None, "no audit files given"))
+    for index, path in enumerate(files):
+        try:
+            lines = list(read_lines(path))
+        except OSError as exc:
+            return result(Problem(str(path), 0, None, f"cannot read: {exc.strerror}"))
+        if not lines:
+            return result(Problem(str(path), 0, None, "empty file (no genesis or continue "
+                                                      "line)"))
+        for number, raw, terminated in lines:
+            due = walker.seq + 1
+            if not terminated:
+                return result(Problem(str(path), number, due,
+                                      "incomplete last line (torn write or truncation)"))
+            try:
+                value = parse_line(raw)
+            except ChainFormatError as exc:
+                return result(Problem(str(path), number, due, str(exc)))
+            reason = walker.step(value, number == 1, index)
+            if reason is not None:
+                seq = value.get("seq") if value.get("kind") == ENTRY else None
+                return result(Problem(str(path), number,
+                                      seq if isinstance(seq, int) else due, reason))
+    return result(_check_checkpoints(walker, checkpoints, str(files[-1])), len(checkpoints))
+
+
+def _check_checkpoints(walker: _Walker, checkpoints: Sequence[Checkpoint],
+                       last_file: str) -> Problem | None:
+    for checkpoint in sorted(checkpoints, key=lambda c: c.count):
+        if checkpoint.chain_id != walker.chain_id:
+            return Problem(last_file, 0, checkpoint.count,
+                           f"checkpoint belongs to chain {checkpoint.chain_id}, "
+                           f"the trail is chain {walker.chain_id}")
+        if checkpoint.count > walker.seq:
+            return Problem(last_file, 0, checkpoint.count,
+                           f"truncated: the checkpoint covers {checkpoint.count} entries, "
+                           f"the trail ends at entry {walker.seq}")
+        if checkpoint.count < walker.first_seq:
+            return Problem(last_file, 0, checkpoint.count,
+                           f"the checkpoint is at entry {checkpoint.count}, before the "
+                           f"first given file (entry {walker.first_seq}); pass the earlier "
+                           "files too")
+        if walker.hashes.get(checkpoint.count) != checkpoint.head:
+            return Problem(last_file, 0, checkpoint.count,
+                           "the trail's hash at the checkpoint differs from the checkpoint's "
+                           "head (the trail was rewritten)")
+    return None
+
+
+def checkpoint_of(paths: Sequence[Pathish], created_at: float) -> Checkpoint:
+    """A checkpoint of a verified trail's current head; raises ``ValueError`` with the
+    problem if the trail does not verify (a checkpoint must never bless damage)."""
+    verification = verify_trail(paths)
+    if verification.problem is not None or verification.head is None:
+        raise ValueError(str(verification.problem))
+    assert verification.chain_id is not None
+    return Checkpoint(verification.chain_id, verification.last_seq, verification.head,
+                      created_at)
