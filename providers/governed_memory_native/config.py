@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -18,12 +19,19 @@ from governed_memory.errors import MemoryConfigurationError
 HOME_ENV: Final = "GOVERNED_MEMORY_HOME"
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
 MAX_BUSY_TIMEOUT_MS: Final = 600_000
-KNOWN_KEYS: Final = frozenset({"backend", "path", "busy_timeout_ms"})
+POSTGRES_DSN_ENV: Final = "GOVERNED_MEMORY_POSTGRES_DSN"
+DEFAULT_POSTGRES_SCHEMA: Final = "governed_memory"
+DEFAULT_POOL_MIN_SIZE: Final = 1
+DEFAULT_POOL_MAX_SIZE: Final = 10
+MAX_POOL_SIZE: Final = 1_000
+POSTGRES_KEYS: Final = frozenset({"dsn", "schema", "pool_min_size", "pool_max_size"})
+KNOWN_KEYS: Final = frozenset({"backend", "path", "busy_timeout_ms"}) | POSTGRES_KEYS
 
 
 class BackendKind(enum.StrEnum):
     SQLITE = "sqlite"
     MEMORY = "memory"
+    POSTGRES = "postgres"
 
 
 @attrs.frozen(slots=True)
@@ -32,6 +40,12 @@ class NativeConfig:
     path: Path | None = None
     """The SQLite file; ``None`` for the memory backend."""
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    dsn: str | None = attrs.field(default=None, repr=False)
+    """The PostgreSQL connection string (may hold a password: never in a repr or error)."""
+    schema: str = DEFAULT_POSTGRES_SCHEMA
+    """The PostgreSQL schema that holds the tables; created on start if missing."""
+    pool_min_size: int = DEFAULT_POOL_MIN_SIZE
+    pool_max_size: int = DEFAULT_POOL_MAX_SIZE
 
 
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -52,6 +66,13 @@ def parse_config(raw: Mapping[str, Any], environ: Mapping[str, str] | None = Non
         )
     backend = _backend(raw.get("backend", BackendKind.SQLITE.value))
     busy = _busy_timeout(raw.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS))
+    if backend is BackendKind.POSTGRES:
+        return _postgres_config(raw, busy, environ)
+    misplaced = sorted(str(key) for key in raw if key in POSTGRES_KEYS)
+    if misplaced:
+        raise MemoryConfigurationError(
+            f"{misplaced[0]}: only the postgres backend takes {', '.join(misplaced)}"
+        )
     if backend is BackendKind.MEMORY:
         if "path" in raw:
             raise MemoryConfigurationError("path: only the sqlite backend stores a file")
@@ -62,13 +83,65 @@ def parse_config(raw: Mapping[str, Any], environ: Mapping[str, str] | None = Non
 
 def _backend(value: object) -> BackendKind:
     if not isinstance(value, str):
-        raise MemoryConfigurationError("backend: must be a string ('sqlite' or 'memory')")
+        raise MemoryConfigurationError(
+            "backend: must be a string ('sqlite', 'memory' or 'postgres')"
+        )
     try:
         return BackendKind(value)
     except ValueError:
         raise MemoryConfigurationError(
-            f"backend: {value!r} is not one of 'sqlite', 'memory'"
+            f"backend: {value!r} is not one of 'sqlite', 'memory', 'postgres'"
         ) from None
+
+
+def _postgres_config(raw: Mapping[str, Any], busy: int,
+                     environ: Mapping[str, str] | None) -> NativeConfig:
+    """The dsn comes from the profile or, failing that, ``GOVERNED_MEMORY_POSTGRES_DSN``
+    (so a profile can name the backend without carrying a password)."""
+    if "path" in raw:
+        raise MemoryConfigurationError("path: the postgres backend takes a dsn, not a path")
+    env = os.environ if environ is None else environ
+    dsn = raw["dsn"] if "dsn" in raw else env.get(POSTGRES_DSN_ENV)
+    if dsn is None:
+        raise MemoryConfigurationError(
+            f"dsn: the postgres backend needs a dsn (in the config or {POSTGRES_DSN_ENV})"
+        )
+    if not isinstance(dsn, str) or not dsn.strip() or "\x00" in dsn:
+        raise MemoryConfigurationError("dsn: must be a non-empty connection string")
+    schema = raw.get("schema", DEFAULT_POSTGRES_SCHEMA)
+    _check_schema(schema)
+    low = _pool_size(raw.get("pool_min_size", DEFAULT_POOL_MIN_SIZE), "pool_min_size", 0)
+    high = _pool_size(raw.get("pool_max_size", max(DEFAULT_POOL_MAX_SIZE, low)),
+                      "pool_max_size", 1)
+    if low > high:
+        raise MemoryConfigurationError(
+            f"pool_min_size: {low} is more than pool_max_size ({high})"
+        )
+    return NativeConfig(backend=BackendKind.POSTGRES, path=None, busy_timeout_ms=busy,
+                        dsn=dsn, schema=schema, pool_min_size=low, pool_max_size=high)
+
+
+_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def _check_schema(value: object) -> None:
+    if not isinstance(value, str) or _SCHEMA_NAME.fullmatch(value) is None:
+        raise MemoryConfigurationError(
+            "schema: must be a lower-case PostgreSQL identifier (letters, digits and _, "
+            "at most 63 characters, not starting with a digit)"
+        )
+    if value.startswith("pg_"):
+        raise MemoryConfigurationError("schema: names starting with pg_ are reserved")
+
+
+def _pool_size(value: object, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MemoryConfigurationError(f"{field}: must be an integer")
+    if not minimum <= value <= MAX_POOL_SIZE:
+        raise MemoryConfigurationError(
+            f"{field}: must be between {minimum} and {MAX_POOL_SIZE}, got {value}"
+        )
+    return value
 
 
 def _path(value: object) -> Path:

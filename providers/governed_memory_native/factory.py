@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from governed_memory.clock import Clock
+from governed_memory.errors import MemoryConfigurationError
 
 from governed_memory_native.config import BackendKind, parse_config
 from governed_memory_native.memory_backend import MemoryBackend
@@ -19,6 +20,18 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
     backend: StorageBackend
     if settings.backend is BackendKind.MEMORY:
         backend = MemoryBackend()
+    elif settings.backend is BackendKind.POSTGRES:
+        try:  # imported here: psycopg is the optional ``postgres`` extra
+            from governed_memory_native.postgres_backend import PostgresBackend
+        except ImportError:
+            raise MemoryConfigurationError(
+                "backend: 'postgres' needs psycopg (pip install 'governed-memory[postgres]')"
+            ) from None
+        assert settings.dsn is not None  # parse_config always resolves a postgres dsn
+        backend = PostgresBackend(
+            settings.dsn, schema=settings.schema, pool_min_size=settings.pool_min_size,
+            pool_max_size=settings.pool_max_size, busy_timeout_ms=settings.busy_timeout_ms,
+        )
     else:
         assert settings.path is not None  # parse_config always resolves a sqlite path
         backend = SqliteBackend(settings.path, busy_timeout_ms=settings.busy_timeout_ms)

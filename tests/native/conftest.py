@@ -1,14 +1,22 @@
-"""Fixtures that run every native provider test against both backends."""
+"""Fixtures that run every native provider test against every backend."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from governed_memory import ManualClock
 from governed_memory_native import NativeMemoryProvider
 from native_support import BACKENDS, build
+from postgres_support import drop_schemas
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_postgres_schemas() -> Iterator[None]:
+    """The postgres backend's tests each get a private schema; drop them all at the end."""
+    yield
+    drop_schemas()
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ from governed_memory import (
     Scope,
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
+from postgres_support import postgres_config
 
-BACKENDS = ("memory", "sqlite")
+BACKENDS = ("memory", "sqlite", "postgres")
 _operations = itertools.count(1)
 
 
@@ -31,6 +32,8 @@ def make_ctx(clock: ManualClock, tenant_id: str = "acme") -> OperationContext:
 def config_for(backend: str, tmp_path: Path, **extra: Any) -> dict[str, Any]:
     if backend == "memory":
         return {"backend": "memory", **extra}
+    if backend == "postgres":
+        return postgres_config(tmp_path, **extra)
     return {"backend": "sqlite", "path": str(tmp_path / "memory.db"), **extra}
 
 

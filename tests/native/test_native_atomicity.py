@@ -58,6 +58,10 @@ async def test_rejected_writes_change_nothing(provider: NativeMemoryProvider,
 
 
 def _transaction_class(backend: str) -> type[Any]:
+    if backend == "postgres":
+        from governed_memory_native.postgres_transaction import PostgresTransaction
+
+        return PostgresTransaction
     return _MemoryTransaction if backend == "memory" else SqliteTransaction
 
 

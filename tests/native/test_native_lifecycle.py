@@ -30,8 +30,8 @@ async def test_capabilities_are_honest(provider: NativeMemoryProvider, backend: 
     caps = provider.capabilities()
     assert caps.transactional and caps.compare_and_set and caps.idempotency
     assert caps.lexical_search and not caps.vector_search and caps.max_page_size == 100
-    assert caps.durable is (backend == "sqlite")
-    assert caps.multi_process is (backend == "sqlite")
+    assert caps.durable is (backend != "memory")
+    assert caps.multi_process is (backend != "memory")
 
 
 async def test_health_is_a_real_check(provider: NativeMemoryProvider, backend: str) -> None:

@@ -1,0 +1,211 @@
+"""The PostgreSQL schema as an ordered list of migrations, applied on start.
+
+Migrations run in one transaction that first takes the schema's writer lock (a
+transaction-scoped advisory lock, :func:`writer_lock_key`): several processes starting
+at once on a fresh database queue behind each other, the first creates everything and
+the others find it done. Writers take the same lock, so a schema change never interleaves
+with a write of a process still running older code. A schema newer than this code knows
+is refused rather than written with stale assumptions.
+
+The numbering is PostgreSQL's own (it started with everything SQLite reached by its v4);
+each later SQLite migration gets its PostgreSQL counterpart here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+import attrs
+from governed_memory.errors import MemoryConfigurationError
+from psycopg import AsyncConnection, sql
+
+MIGRATIONS_TABLE: Final = "governed_memory_migrations"
+
+
+@attrs.frozen(slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        version=1,
+        description="records, versions, idempotency entries and the term postings",
+        statements=(
+            # COLLATE "C" on every compared identifier: ids order by bytes, as in Python
+            # and SQLite, whatever the database's default collation is.
+            """
+            CREATE TABLE memory_records (
+                seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                id text COLLATE "C" NOT NULL UNIQUE,
+                scope_hash text COLLATE "C" NOT NULL,
+                tenant_id text COLLATE "C" NOT NULL,
+                user_id text COLLATE "C",
+                scope text NOT NULL,
+                record_key bytea,
+                content bytea NOT NULL,
+                memory_type text NOT NULL,
+                status text NOT NULL,
+                version integer NOT NULL,
+                revision text NOT NULL,
+                content_hash text NOT NULL,
+                metadata text NOT NULL,
+                provenance text NOT NULL,
+                visibility text NOT NULL,
+                importance double precision NOT NULL,
+                entity_ids text NOT NULL,
+                valid_from double precision,
+                invalid_at double precision,
+                supersedes text,
+                superseded_by text,
+                expires_at double precision,
+                created_at double precision NOT NULL,
+                updated_at double precision NOT NULL,
+                index_state text NOT NULL,
+                token_count integer NOT NULL
+            )
+            """,
+            """
+            CREATE UNIQUE INDEX memory_records_live_key
+                ON memory_records (scope_hash, record_key)
+                WHERE record_key IS NOT NULL AND status <> 'deleted'
+            """,
+            "CREATE INDEX memory_records_scope_id ON memory_records (scope_hash, id)",
+            "CREATE INDEX memory_records_user ON memory_records (tenant_id, user_id, id)",
+            # The corpus statistics of a search (count and total length of the visible
+            # records of the searched scopes) come from this index alone.
+            """
+            CREATE INDEX memory_records_corpus
+                ON memory_records (scope_hash, status, expires_at) INCLUDE (token_count)
+            """,
+            """
+            CREATE TABLE memory_versions (
+                record_id text COLLATE "C" NOT NULL
+                    REFERENCES memory_records (id) ON DELETE CASCADE,
+                version integer NOT NULL,
+                operation text NOT NULL,
+                recorded_at double precision NOT NULL,
+                operation_id bytea,
+                snapshot text NOT NULL,
+                PRIMARY KEY (record_id, version)
+            )
+            """,
+            """
+            CREATE TABLE memory_idempotency (
+                scope_hash text COLLATE "C" NOT NULL,
+                operation text COLLATE "C" NOT NULL,
+                idem_key bytea NOT NULL,
+                fingerprint text NOT NULL,
+                record_id text COLLATE "C" NOT NULL,
+                tenant_id text COLLATE "C" NOT NULL,
+                user_id text COLLATE "C",
+                version integer,
+                revision text,
+                hard boolean NOT NULL,
+                erased boolean NOT NULL DEFAULT false,
+                created_at double precision NOT NULL,
+                PRIMARY KEY (scope_hash, operation, idem_key)
+            )
+            """,
+            "CREATE INDEX memory_idempotency_record ON memory_idempotency (record_id)",
+            "CREATE INDEX memory_idempotency_user ON memory_idempotency (tenant_id, user_id)",
+            # The lexical index: one row per (term, document) with the term's frequency,
+            # words from the shared tokenizer (tokens.words), so every backend indexes the
+            # same terms. The primary key is the inverted index: the postings of a query
+            # term are one B-tree range. Deleting a record's postings is a DELETE by seq.
+            """
+            CREATE TABLE memory_postings (
+                term text COLLATE "C" NOT NULL,
+                seq bigint NOT NULL REFERENCES memory_records (seq) ON DELETE CASCADE,
+                tf integer NOT NULL,
+                PRIMARY KEY (term, seq)
+            )
+            """,
+            "CREATE INDEX memory_postings_seq ON memory_postings (seq)",
+        ),
+    ),
+    Migration(
+        version=2,
+        description="the event outbox: each write's committed event, stored in its transaction",
+        statements=(
+            # seq orders events as they were committed: writers hold the writer lock
+            # from before the sequence is drawn until after COMMIT. The body is the
+            # event's JSON, which by contract carries no content.
+            """
+            CREATE TABLE event_outbox (
+                seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                event_id text COLLATE "C" NOT NULL UNIQUE,
+                tenant_id text COLLATE "C" NOT NULL,
+                body text NOT NULL
+            )
+            """,
+        ),
+    ),
+)
+
+LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+def writer_lock_key(schema: str) -> int:
+    """The advisory lock every write (and migration) on ``schema`` takes, as a bigint.
+
+    Advisory locks are database-wide, so the key is derived from the schema name: two
+    providers on different schemas of one database never wait for each other.
+    """
+    digest = hashlib.sha256(b"governed-memory/writer/" + schema.encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def current_version(conn: AsyncConnection[dict[str, Any]]) -> int:
+    """The applied schema version; 0 when the migrations table does not exist yet."""
+    cursor = await conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL AS present", (MIGRATIONS_TABLE,)
+    )
+    row = await cursor.fetchone()
+    if row is None or not row["present"]:
+        return 0
+    cursor = await conn.execute(
+        f"SELECT coalesce(max(version), 0) AS version FROM {MIGRATIONS_TABLE}"
+    )
+    row = await cursor.fetchone()
+    return int(row["version"]) if row is not None else 0
+
+
+async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at: float) -> int:
+    """Create ``schema`` if needed and bring it to ``LATEST_VERSION``, all in one
+    transaction: a failure leaves the database as it was."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (writer_lock_key(schema),))
+        cursor = await conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+        )
+        if await cursor.fetchone() is None:
+            await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        await conn.execute(
+            sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema))
+        )
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+            " version integer PRIMARY KEY, description text NOT NULL,"
+            " applied_at double precision NOT NULL)"
+        )
+        version = await current_version(conn)
+        if version > LATEST_VERSION:
+            raise MemoryConfigurationError(
+                f"schema: the database schema is version {version}, newer than this code "
+                f"supports ({LATEST_VERSION}); upgrade governed-memory"
+            )
+        for migration in MIGRATIONS:
+            if migration.version <= version:
+                continue
+            for statement in migration.statements:
+                await conn.execute(statement)  # type: ignore[arg-type]
+            await conn.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} (version, description, applied_at)"
+                " VALUES (%s, %s, %s)",
+                (migration.version, migration.description, applied_at),
+            )
+    return LATEST_VERSION

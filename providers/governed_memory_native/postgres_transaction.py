@@ -1,0 +1,511 @@
+"""One PostgreSQL transaction: the port's reads and writes as SQL.
+
+Every filter (scope, status, expiry, type, entities, metadata) is a SQL predicate, so a
+record of another scope is never even fetched into Python. Statements only take bound
+parameters; the few pieces spliced into SQL text are clauses and names we generate.
+
+Lexical search scores exactly as the other backends do (see :meth:`search`): the
+postings table holds the shared tokenizer's words, PostgreSQL computes the corpus
+statistics and a BM25 shortlist, and :mod:`bm25` rescores the shortlist in Python.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, LiteralString, TypeVar, cast
+
+from governed_memory.converter import structure
+from governed_memory.errors import MemoryStorageError, MemoryValidationError
+from governed_memory.events import MemoryEvent
+from governed_memory.records import (
+    MemoryRecord,
+    MemoryType,
+    MemoryVersion,
+    RecordStatus,
+    VersionOperation,
+)
+from psycopg import AsyncConnection
+
+from governed_memory_native.bm25 import K1, B, average_length, document_score, term_weights
+from governed_memory_native.port import (
+    IdempotencyEntry,
+    Removal,
+    ScoredRecord,
+    SearchPage,
+    SearchQuery,
+)
+from governed_memory_native.postgres_errors import translated
+from governed_memory_native.postgres_rows import (
+    RECORD_COLUMNS,
+    SELECT_RECORD,
+    decode_text,
+    encode_text,
+    record_from_row,
+    record_params,
+)
+from governed_memory_native.snapshots import dumps, record_from_json, record_to_json
+from governed_memory_native.tokens import words
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+_CHUNK: Final = 1000
+"""Ids per erasure statement: bounds the size of one statement's lock set and arrays."""
+
+_VISIBLE: Final = ("r.status = 'active'"
+                   " AND (r.expires_at IS NULL OR r.expires_at > %(now)s)")
+_CORPUS: Final = "r.scope_hash = ANY(%(scopes)s) AND " + _VISIBLE
+
+_IDF_FLOOR: Final = 1e-6
+""":func:`bm25.idf`'s floor, for the SQL shortlist only (Python rescoring uses bm25)."""
+
+_NEAR_CUTOFF: Final = 1 - 1e-9
+"""How close to the ``limit``-th SQL score a candidate must be to get rescored in Python.
+
+PostgreSQL sums a document's per-term parts in whatever order the plan meets them, so
+its score can differ from :func:`bm25.document_score` in the last bits; that is enough to
+reorder exact ties. SQL only shortlists; every document within this (far wider) relative
+band of the cutoff is rescored in Python exactly as the memory backend scores it, with
+the id breaking true ties."""
+
+_SEARCH: Final = (
+    "WITH corpus AS MATERIALIZED ("
+    " SELECT count(*) AS size, coalesce(sum(r.token_count), 0)::bigint AS total"
+    " FROM memory_records AS r WHERE " + _CORPUS + "),"
+    # tf of each query term in each corpus document, and whether it passes the filters
+    " postings AS MATERIALIZED ("
+    " SELECT p.term AS term, p.seq AS doc, p.tf AS tf, r.token_count AS len, r.id AS id,"
+    " {wanted} AS wanted"
+    " FROM memory_postings AS p JOIN memory_records AS r ON r.seq = p.seq"
+    " WHERE p.term = ANY(%(terms)s) AND " + _CORPUS + "),"
+    # df counts every corpus document, filtered out or not, as the memory backend does
+    " df AS MATERIALIZED ("
+    " SELECT term, count(*) AS df,"
+    " ln(((SELECT size FROM corpus) - count(*) + 0.5)::float8 / (count(*) + 0.5)::float8)"
+    " AS raw"
+    " FROM postings GROUP BY term),"
+    " weights AS (SELECT term, df, CASE WHEN raw > 0 THEN raw ELSE %(floor)s END AS weight"
+    " FROM df),"
+    " mean AS (SELECT CASE WHEN total = 0 THEN 1.0::float8"
+    " ELSE total::float8 / size END AS length FROM corpus),"
+    " scored AS MATERIALIZED ("
+    " SELECT p.doc AS doc, sum(w.weight * p.tf * %(k1p1)s / (p.tf + %(k1)s * (%(one_b)s"
+    " + %(b)s * p.len / (SELECT length FROM mean)))) AS score"
+    " FROM postings AS p JOIN weights AS w USING (term) WHERE p.wanted GROUP BY p.doc),"
+    " cutoff AS (SELECT score * %(near)s AS score FROM scored"
+    " ORDER BY score DESC LIMIT 1 OFFSET %(offset)s)"
+    # every posting of every document near or above the limit-th score
+    " SELECT p.doc AS doc, p.id AS id, p.len AS len, p.term AS term, p.tf AS tf,"
+    " w.df AS df, corpus.size AS size, corpus.total AS total,"
+    " (SELECT count(*) FROM scored) AS candidates"
+    " FROM scored AS s JOIN postings AS p ON p.doc = s.doc"
+    " JOIN weights AS w USING (term) CROSS JOIN corpus"
+    " WHERE s.score >= coalesce((SELECT score FROM cutoff), 0)"
+)
+"""The corpus statistics, the postings of the query terms and a BM25 shortlist, in one
+statement; ``{wanted}`` is a clause we generate, every value is bound."""
+
+
+def _chunks(items: Sequence[T]) -> Iterable[Sequence[T]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start:start + _CHUNK]
+
+
+def _metadata_clause(index: int, name: str, value: Any) -> tuple[str, dict[str, Any]]:
+    """Equality on one top-level key that respects JSON types (``"1"`` is not ``1``).
+
+    Strings and booleans compare the stored JSON text of the value with its canonical
+    encoding (every write stores ``snapshots.dumps`` output), which needs no unescaping
+    and so works for any string; numbers compare numerically, as JSON numbers do.
+    """
+    key, val = f"mk{index}", f"mv{index}"
+    member = f"(r.metadata::json -> %({key})s)"
+    kind = f"json_typeof{member}"
+    params: dict[str, Any] = {key: name}
+    if value is None:
+        return f"{kind} = 'null'", params
+    if isinstance(value, bool | str):
+        params[val] = dumps(value)
+        expected = "'boolean'" if isinstance(value, bool) else "'string'"
+        return f"({kind} = {expected} AND {member}::text = %({val})s)", params
+    if isinstance(value, int):
+        params[val] = value
+        return f"({kind} = 'number' AND ({member}::text)::numeric = %({val})s::numeric)", params
+    if isinstance(value, float):
+        params[val] = value
+        return f"({kind} = 'number' AND ({member}::text)::float8 = %({val})s::float8)", params
+    raise MemoryValidationError("metadata_filter compares scalar values for equality",
+                                field=f"metadata_filter.{name}")
+
+
+def _filter_clause(query: SearchQuery) -> tuple[str, dict[str, Any]]:
+    """The type, entity and metadata filters as one SQL boolean (``true`` when none)."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if query.memory_types:
+        clauses.append("r.memory_type = ANY(%(types)s)")
+        params["types"] = [kind.value for kind in query.memory_types]
+    if query.entity_ids:
+        clauses.append("EXISTS (SELECT 1 FROM json_array_elements_text(r.entity_ids::json)"
+                       " AS e (v) WHERE e.v = ANY(%(entities)s))")
+        params["entities"] = list(query.entity_ids)
+    for index, (name, value) in enumerate(sorted(query.metadata_filter.items())):
+        clause, values = _metadata_clause(index, name, value)
+        clauses.append(clause)
+        params.update(values)
+    return ("(" + " AND ".join(clauses) + ")" if clauses else "true"), params
+
+
+class PostgresTransaction:
+    """Runs on a connection inside a transaction the backend opened (and will end)."""
+
+    def __init__(self, conn: AsyncConnection[Row]) -> None:
+        self._conn = conn
+
+    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+        with translated("read"):
+            cursor = await self._conn.execute(cast(LiteralString, sql), params)
+            return await cursor.fetchall()
+
+    async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        with translated("write"):
+            cursor = await self._conn.execute(cast(LiteralString, sql), params)
+            return cursor.rowcount
+
+    # -- reads ------------------------------------------------------------------------
+
+    async def record(self, scope_hash: str, record_id: str) -> MemoryRecord | None:
+        rows = await self._rows(
+            f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+            " WHERE r.id = %s AND r.scope_hash = %s",
+            (record_id, scope_hash),
+        )
+        return record_from_row(rows[0]) if rows else None
+
+    async def record_by_key(self, scope_hash: str, key: str) -> MemoryRecord | None:
+        rows = await self._rows(
+            f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+            " WHERE r.scope_hash = %s AND r.record_key = %s AND r.status <> 'deleted'",
+            (scope_hash, encode_text(key)),
+        )
+        return record_from_row(rows[0]) if rows else None
+
+    async def list_visible(
+        self, scope_hash: str, after_id: str | None, limit: int,
+        memory_types: tuple[MemoryType, ...], now: float,
+    ) -> list[MemoryRecord]:
+        sql = [f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+               " WHERE r.scope_hash = %(scope)s AND", _VISIBLE]
+        params: dict[str, Any] = {"scope": scope_hash, "now": now, "limit": limit}
+        if after_id is not None:
+            sql.append("AND r.id > %(after)s")
+            params["after"] = after_id
+        if memory_types:
+            sql.append("AND r.memory_type = ANY(%(types)s)")
+            params["types"] = [kind.value for kind in memory_types]
+        sql.append("ORDER BY r.id LIMIT %(limit)s")
+        return [record_from_row(row) for row in await self._rows(" ".join(sql), params)]
+
+    async def search(self, query: SearchQuery) -> SearchPage:
+        """BM25 over the requested scopes' visible records, ``memory_postings`` as the
+        term index.
+
+        Every statistic comes from the corpus (the requested scopes' visible records):
+        its size and total length from ``token_count``, document frequencies from the
+        postings of the query terms joined with ``memory_records`` so every filter stays
+        in SQL. PostgreSQL's own text search is not used for ranking: its parsers and
+        dictionaries split and stem words differently from :mod:`tokens`, and
+        ``ts_rank`` is not BM25, so neither matches nor scores would equal the other
+        backends'. SQL ranks all candidates; Python rescores the few near the top with
+        :mod:`bm25` (see :data:`_SEARCH`) and reads full rows for the winners only.
+        """
+        if not query.tokens or not query.scope_hashes:
+            return SearchPage(matches=(), candidates=0)
+        wanted, params = _filter_clause(query)
+        params.update(
+            scopes=list(query.scope_hashes), now=query.now, terms=list(query.tokens),
+            floor=_IDF_FLOOR,
+            k1p1=K1 + 1, k1=K1, one_b=1 - B, b=B, near=_NEAR_CUTOFF,
+            offset=query.limit - 1,
+        )
+        rows = await self._rows(_SEARCH.format(wanted=wanted), params)
+        if not rows:
+            return SearchPage(matches=(), candidates=0)
+        size, total_length, candidates = (int(rows[0][name])
+                                          for name in ("size", "total", "candidates"))
+        containing: dict[str, int] = {}
+        contenders: dict[int, tuple[str, int, dict[str, int]]] = {}
+        for row in rows:
+            containing[row["term"]] = int(row["df"])
+            seq = int(row["doc"])
+            contenders.setdefault(seq, (str(row["id"]), int(row["len"]), {}))[2][
+                row["term"]] = int(row["tf"])
+        weights = term_weights(size, containing, query.tokens)
+        mean_length = average_length(size, total_length)
+        scores: dict[int, float] = {}
+        for seq, (_, length, frequencies) in contenders.items():
+            score = document_score(frequencies, length, query.tokens, weights, mean_length)
+            if score is not None:
+                scores[seq] = score
+        winners = sorted(scores, key=lambda seq: (-scores[seq], contenders[seq][0]))
+        winners = winners[: query.limit]
+        full = {
+            int(row["seq"]): record_from_row(row)
+            for row in await self._rows(
+                f"SELECT r.seq, {SELECT_RECORD} FROM memory_records AS r"
+                " WHERE r.seq = ANY(%s)", (winners,),
+            )
+        }
+        return SearchPage(
+            matches=tuple(ScoredRecord(full[seq], scores[seq]) for seq in winners),
+            candidates=candidates,
+        )
+
+    async def versions(self, record_id: str) -> list[MemoryVersion]:
+        rows = await self._rows(
+            "SELECT operation, recorded_at, operation_id, snapshot FROM memory_versions"
+            " WHERE record_id = %s ORDER BY version",
+            (record_id,),
+        )
+        return [_version_from_row(row) for row in rows]
+
+    async def version(self, record_id: str, version: int) -> MemoryVersion | None:
+        rows = await self._rows(
+            "SELECT operation, recorded_at, operation_id, snapshot FROM memory_versions"
+            " WHERE record_id = %s AND version = %s",
+            (record_id, version),
+        )
+        return _version_from_row(rows[0]) if rows else None
+
+    async def idempotency(
+        self, scope_hash: str, operation: str, key: str
+    ) -> IdempotencyEntry | None:
+        rows = await self._rows(
+            "SELECT scope_hash, operation, idem_key, fingerprint, record_id, tenant_id,"
+            " user_id, version, revision, hard, erased, created_at FROM memory_idempotency"
+            " WHERE scope_hash = %s AND operation = %s AND idem_key = %s",
+            (scope_hash, operation, encode_text(key)),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return IdempotencyEntry(
+            scope_hash=row["scope_hash"], operation=row["operation"],
+            key=cast(str, decode_text(row["idem_key"])), fingerprint=row["fingerprint"],
+            record_id=row["record_id"], tenant_id=row["tenant_id"], user_id=row["user_id"],
+            created_at=row["created_at"], version=row["version"], revision=row["revision"],
+            hard=bool(row["hard"]), erased=bool(row["erased"]),
+        )
+
+    async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
+        sql = ("SELECT count(*) AS n, coalesce(sum(octet_length(content)), 0) AS bytes"
+               " FROM memory_records WHERE tenant_id = %(tenant)s AND status <> 'deleted'"
+               " AND (expires_at IS NULL OR expires_at > %(now)s)")
+        params: dict[str, Any] = {"tenant": tenant_id, "now": now}
+        if scope_hash is not None:
+            sql += " AND scope_hash = %(scope)s"
+            params["scope"] = scope_hash
+        rows = await self._rows(sql, params)
+        return int(rows[0]["n"]), int(rows[0]["bytes"])
+
+    async def pending_events(self, limit: int) -> list[MemoryEvent]:
+        rows = await self._rows(
+            "SELECT body FROM event_outbox ORDER BY seq LIMIT %s", (limit,)
+        )
+        return [_event_from_json(str(row["body"])) for row in rows]
+
+    async def record_ids_in_scope(
+        self, scope_hash: str, after_id: str | None, limit: int
+    ) -> list[str]:
+        rows = await self._rows(
+            "SELECT id FROM memory_records WHERE scope_hash = %s AND id > %s"
+            " ORDER BY id LIMIT %s",
+            (scope_hash, after_id or "", limit),
+        )
+        return [str(row["id"]) for row in rows]
+
+    async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
+        rows = await self._rows(
+            "SELECT id FROM memory_records WHERE tenant_id = %s AND user_id = %s"
+            " ORDER BY id LIMIT %s",
+            (tenant_id, user_id, limit),
+        )
+        return [str(row["id"]) for row in rows]
+
+    async def scan_scope(
+        self, scope_hash: str, after_id: str | None, limit: int
+    ) -> list[MemoryRecord]:
+        rows = await self._rows(
+            f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+            " WHERE r.scope_hash = %s AND r.id > %s ORDER BY r.id LIMIT %s",
+            (scope_hash, after_id or "", limit),
+        )
+        return [record_from_row(row) for row in rows]
+
+    # -- writes -----------------------------------------------------------------------
+
+    async def _index(self, seq: int, record: MemoryRecord) -> None:
+        if record.status is RecordStatus.DELETED:
+            return
+        counts = Counter(words(record.content))
+        if not counts:
+            return
+        await self._write(
+            "INSERT INTO memory_postings (term, seq, tf)"
+            " SELECT t.term, %s, t.tf FROM unnest(%s::text[], %s::int[]) AS t (term, tf)",
+            (seq, list(counts), list(counts.values())),
+        )
+
+    async def insert_record(self, record: MemoryRecord) -> None:
+        columns = ", ".join(RECORD_COLUMNS)
+        values = ", ".join(f"%({name})s" for name in RECORD_COLUMNS)
+        params = record_params(record)
+        params["token_count"] = len(words(record.content))
+        rows = await self._rows_written(
+            f"INSERT INTO memory_records ({columns}, token_count)"
+            f" VALUES ({values}, %(token_count)s) RETURNING seq",
+            params,
+        )
+        await self._index(int(rows[0]["seq"]), record)
+
+    async def _rows_written(self, sql: str, params: dict[str, Any]) -> list[Row]:
+        with translated("write"):
+            cursor = await self._conn.execute(cast(LiteralString, sql), params)
+            return await cursor.fetchall()
+
+    async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
+        assignments = ", ".join(
+            f"{name} = %({name})s" for name in RECORD_COLUMNS if name != "id"
+        )
+        params = record_params(record)
+        params["expected_revision"] = expected_revision
+        params["token_count"] = len(words(record.content))
+        rows = await self._rows_written(
+            f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
+            " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
+            " AND revision = %(expected_revision)s RETURNING seq",
+            params,
+        )
+        if len(rows) != 1:
+            return False
+        seq = int(rows[0]["seq"])
+        await self._write("DELETE FROM memory_postings WHERE seq = %s", (seq,))
+        await self._index(seq, record)
+        return True
+
+    async def append_version(self, version: MemoryVersion) -> None:
+        await self._write(
+            "INSERT INTO memory_versions"
+            " (record_id, version, operation, recorded_at, operation_id, snapshot)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            (version.record.id, version.record.version, version.operation.value,
+             version.recorded_at, encode_text(version.operation_id),
+             record_to_json(version.record)),
+        )
+
+    async def put_idempotency(self, entry: IdempotencyEntry) -> None:
+        await self._write(
+            "INSERT INTO memory_idempotency (scope_hash, operation, idem_key, fingerprint,"
+            " record_id, tenant_id, user_id, version, revision, hard, erased, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (scope_hash, operation, idem_key) DO UPDATE SET"
+            " fingerprint = excluded.fingerprint, record_id = excluded.record_id,"
+            " tenant_id = excluded.tenant_id, user_id = excluded.user_id,"
+            " version = excluded.version, revision = excluded.revision,"
+            " hard = excluded.hard, erased = excluded.erased,"
+            " created_at = excluded.created_at",
+            (entry.scope_hash, entry.operation, encode_text(entry.key), entry.fingerprint,
+             entry.record_id, entry.tenant_id, entry.user_id, entry.version, entry.revision,
+             entry.hard, entry.erased, entry.created_at),
+        )
+
+    async def put_event(self, event: MemoryEvent) -> None:
+        await self._write(
+            "INSERT INTO event_outbox (event_id, tenant_id, body) VALUES (%s, %s, %s)"
+            " ON CONFLICT (event_id) DO NOTHING",
+            (event.event_id, event.tenant_id, event.to_json()),
+        )
+
+    async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
+        removed = 0
+        for chunk in _chunks(sorted(set(event_ids))):
+            removed += await self._write(
+                "DELETE FROM event_outbox WHERE event_id = ANY(%s)", (list(chunk),)
+            )
+        return removed
+
+    async def erase_records(
+        self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
+    ) -> Removal:
+        removal = Removal()
+        for chunk in _chunks(sorted(set(record_ids))):
+            ids = list(chunk)
+            rows = await self._rows(
+                "SELECT seq, scope_hash FROM memory_records WHERE id = ANY(%s)", (ids,)
+            )
+            if not rows:
+                continue
+            seqs = [int(row["seq"]) for row in rows]
+            indexed = await self._rows(
+                "SELECT count(DISTINCT seq) AS n FROM memory_postings WHERE seq = ANY(%s)",
+                (seqs,),
+            )
+            await self._write("DELETE FROM memory_postings WHERE seq = ANY(%s)", (seqs,))
+            versions = await self._write(
+                "DELETE FROM memory_versions WHERE record_id = ANY(%s)", (ids,)
+            )
+            if tombstone_idempotency:
+                await self._write(
+                    "UPDATE memory_idempotency SET erased = true WHERE record_id = ANY(%s)",
+                    (ids,),
+                )
+                entries = 0
+            else:
+                entries = await self._write(
+                    "DELETE FROM memory_idempotency WHERE record_id = ANY(%s)", (ids,)
+                )
+            records = await self._write("DELETE FROM memory_records WHERE id = ANY(%s)", (ids,))
+            removal += Removal(
+                records=records, versions=versions, index_entries=int(indexed[0]["n"]),
+                idempotency_entries=entries,
+                scope_hashes=frozenset(str(row["scope_hash"]) for row in rows),
+            )
+        return removal
+
+    async def erase_idempotency(
+        self, *, scope_hash: str | None = None,
+        tenant_user: tuple[str, str] | None = None,
+    ) -> Removal:
+        if scope_hash is not None:
+            where, params = "scope_hash = %s", [scope_hash]
+        elif tenant_user is not None:
+            where, params = "tenant_id = %s AND user_id = %s", list(tenant_user)
+        else:
+            return Removal()
+        rows = await self._rows(
+            f"DELETE FROM memory_idempotency WHERE {where} RETURNING scope_hash", params
+        )
+        return Removal(idempotency_entries=len(rows),
+                       scope_hashes=frozenset(str(row["scope_hash"]) for row in rows))
+
+
+def _event_from_json(text: str) -> MemoryEvent:
+    try:
+        return structure(json.loads(text), MemoryEvent)
+    except (ValueError, MemoryValidationError):
+        raise MemoryStorageError("a stored outbox event could not be read") from None
+
+
+def _version_from_row(row: Row) -> MemoryVersion:
+    try:
+        operation = structure(row["operation"], VersionOperation)
+    except MemoryValidationError:
+        raise MemoryStorageError("a stored version could not be read") from None
+    return MemoryVersion(
+        record=record_from_json(row["snapshot"]),
+        operation=operation,
+        recorded_at=float(row["recorded_at"]),
+        operation_id=decode_text(row["operation_id"]),
+    )

@@ -1,0 +1,219 @@
+"""What only the PostgreSQL backend has: its config, migrations under concurrent start,
+the writer lock shared by several providers, erasure that leaves no row behind, and
+refusals that name the problem without leaking the dsn.
+
+Everything else the backend promises is proven by the backend-parametrized native tests
+and the conformance suite, which run on PostgreSQL too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from governed_memory import (
+    DeleteRequest,
+    DeleteUserRequest,
+    ManualClock,
+    MemoryConfigurationError,
+    MemoryConflictError,
+    MemoryUnavailableError,
+    SearchRequest,
+)
+from governed_memory_native import NativeMemoryProvider, build_native_provider, parse_config
+from governed_memory_native.config import POSTGRES_DSN_ENV, BackendKind
+from governed_memory_native.postgres_backend import PostgresBackend
+from governed_memory_native.postgres_schema import LATEST_VERSION, MIGRATIONS_TABLE
+from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
+from postgres_support import POSTGRES_DSN, postgres_config, schema_for
+
+MARKER = "zzqxjpgresidue"
+
+
+def _sql(schema: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(POSTGRES_DSN, autocommit=True,
+                         options=f"-c search_path={schema}") as conn:
+        cursor = conn.execute(query, params or None)  # type: ignore[call-overload]
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+async def _started(config: dict[str, Any], clock: ManualClock) -> NativeMemoryProvider:
+    provider = build_native_provider(config, clock)
+    await provider.start()
+    return provider
+
+
+# -- config (no server needed) -------------------------------------------------------------
+
+
+def test_config_takes_the_dsn_from_the_environment_and_hides_it() -> None:
+    secret = "postgresql://u:hunter2@db/x"
+    config = parse_config({"backend": "postgres"}, environ={POSTGRES_DSN_ENV: secret})
+    assert config.backend is BackendKind.POSTGRES and config.dsn == secret
+    assert config.schema == "governed_memory" and config.path is None
+    assert "hunter2" not in repr(config)
+    explicit = parse_config({"backend": "postgres", "dsn": "postgresql:///y", "schema": "gm2",
+                             "pool_min_size": 0, "pool_max_size": 3}, environ={})
+    assert (explicit.dsn, explicit.schema, explicit.pool_min_size,
+            explicit.pool_max_size) == ("postgresql:///y", "gm2", 0, 3)
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    ({"backend": "postgres"}, "dsn"),
+    ({"backend": "postgres", "dsn": ""}, "dsn"),
+    ({"backend": "postgres", "dsn": 5}, "dsn"),
+    ({"backend": "postgres", "dsn": "x", "path": "/tmp/m.db"}, "path"),
+    ({"backend": "postgres", "dsn": "x", "schema": "Bad-Name"}, "schema"),
+    ({"backend": "postgres", "dsn": "x", "schema": "pg_mine"}, "schema"),
+    ({"backend": "postgres", "dsn": "x", "pool_max_size": 0}, "pool_max_size"),
+    ({"backend": "postgres", "dsn": "x", "pool_min_size": True}, "pool_min_size"),
+    ({"backend": "postgres", "dsn": "x", "pool_min_size": 5, "pool_max_size": 2},
+     "pool_min_size"),
+    ({"backend": "sqlite", "dsn": "x"}, "dsn"),
+    ({"backend": "memory", "pool_max_size": 3}, "pool_max_size"),
+    ({"backend": "postgress"}, "backend"),
+])
+def test_bad_postgres_config_names_the_key(raw: dict[str, Any], field: str) -> None:
+    with pytest.raises(MemoryConfigurationError) as caught:
+        parse_config(raw, environ={})
+    assert str(caught.value).startswith(f"{field}:")
+
+
+def test_factory_builds_a_postgres_backend_without_io(clock: ManualClock) -> None:
+    provider = build_native_provider(
+        {"backend": "postgres", "dsn": "postgresql://nobody@127.0.0.1:1/none"}, clock)
+    assert isinstance(provider.backend, PostgresBackend)
+    caps = provider.capabilities()
+    assert caps.durable and caps.transactional and caps.multi_process and caps.event_outbox
+
+
+# -- against the server --------------------------------------------------------------------
+
+
+async def test_unreachable_server_is_unavailable_and_leaks_no_dsn(clock: ManualClock) -> None:
+    provider = build_native_provider(
+        {"backend": "postgres", "dsn": "postgresql://someone:hunter2@127.0.0.1:1/none",
+         "busy_timeout_ms": 200}, clock)
+    with pytest.raises(MemoryUnavailableError) as caught:
+        await provider.start()
+    assert "hunter2" not in str(caught.value)
+    assert not (await provider.health()).ok
+
+
+async def test_concurrent_starts_migrate_once(tmp_path: Path, clock: ManualClock) -> None:
+    config = postgres_config(tmp_path)
+    providers = [build_native_provider(config, clock) for _ in range(5)]
+    await asyncio.gather(*(provider.start() for provider in providers))
+    try:
+        rows = _sql(config["schema"], f"SELECT version FROM {MIGRATIONS_TABLE} ORDER BY 1")
+        assert [row[0] for row in rows] == list(range(1, LATEST_VERSION + 1))
+        health = await providers[0].health()
+        assert health.ok and f"schema v{LATEST_VERSION}," in health.detail
+    finally:
+        for provider in providers:
+            await provider.close()
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path, clock: ManualClock) -> None:
+    config = postgres_config(tmp_path)
+    provider = await _started(config, clock)
+    await provider.close()
+    _sql(config["schema"], f"INSERT INTO {MIGRATIONS_TABLE} VALUES (%s, 'future', 0)",
+         LATEST_VERSION + 1)
+    with pytest.raises(MemoryConfigurationError, match="newer than this code"):
+        await _started(config, clock)
+
+
+async def test_two_schemas_in_one_database_are_separate(tmp_path: Path,
+                                                         clock: ManualClock) -> None:
+    first = await _started(postgres_config(tmp_path / "a"), clock)
+    second = await _started(postgres_config(tmp_path / "b"), clock)
+    try:
+        await first.add(note("green tea"), make_ctx(clock))
+        hits = await second.search(SearchRequest(scopes=(USER_SCOPE,), query="tea"),
+                                   make_ctx(clock))
+        assert hits.hits == ()
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_providers_sharing_a_schema_never_both_take_a_key(tmp_path: Path,
+                                                                clock: ManualClock) -> None:
+    """Several pools, one schema: the writer lock makes key ownership and idempotency
+    hold across them, as it does across processes."""
+    config = postgres_config(tmp_path)
+    providers = [await _started(config, clock) for _ in range(4)]
+    try:
+        outcomes = await asyncio.gather(
+            *(provider.add(note(f"from {n}", key="shared"), make_ctx(clock))
+              for n, provider in enumerate(providers)),
+            return_exceptions=True)
+        assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
+        assert all(isinstance(o, MemoryConflictError) for o in outcomes
+                   if isinstance(o, BaseException))
+        replays = await asyncio.gather(
+            *(provider.add(note("once", idempotency_key="idem"), make_ctx(clock))
+              for provider in providers))
+        assert len({record.id for record in replays}) == 1
+    finally:
+        for provider in providers:
+            await provider.close()
+
+
+async def test_a_held_writer_lock_times_out_as_unavailable(tmp_path: Path,
+                                                           clock: ManualClock) -> None:
+    config = postgres_config(tmp_path, busy_timeout_ms=150)
+    provider = await _started(config, clock)
+    backend = provider.backend
+    assert isinstance(backend, PostgresBackend)
+    try:
+        async with backend.writing():
+            with pytest.raises(MemoryUnavailableError):
+                await provider.add(note(), make_ctx(clock))
+        await provider.add(note(), make_ctx(clock))  # released at the end of the transaction
+        impatient = await _started({**config, "busy_timeout_ms": 0}, clock)
+        try:
+            async with backend.writing():
+                with pytest.raises(MemoryUnavailableError):
+                    await impatient.add(note(), make_ctx(clock))
+        finally:
+            await impatient.close()
+    finally:
+        await provider.close()
+
+
+async def test_erasure_leaves_no_row_that_names_the_record(tmp_path: Path,
+                                                           clock: ManualClock) -> None:
+    config = postgres_config(tmp_path)
+    schema = config["schema"]
+    provider = await _started(config, clock)
+    try:
+        kept = await provider.add(note("green tea", scope=OTHER_USER), make_ctx(clock))
+        doomed = await provider.add(note(f"{MARKER} secret", key="k", idempotency_key="i"),
+                                    make_ctx(clock))
+        other = await provider.add(note(f"{MARKER} again"), make_ctx(clock))
+        await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=doomed.id, hard=True),
+                              make_ctx(clock))
+        await provider.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
+        for table in ("memory_records", "memory_versions", "memory_idempotency",
+                      "memory_postings", "event_outbox"):
+            rows = _sql(schema, f"SELECT t::text FROM {table} AS t")
+            text = " ".join(row[0] for row in rows)
+            assert MARKER not in text and MARKER.encode().hex() not in text, table
+            assert doomed.id not in text and other.id not in text, table
+        assert _sql(schema, "SELECT count(*) FROM memory_records WHERE id = ANY(%s)",
+                    [doomed.id, other.id]) == [(0,)]
+        assert _sql(schema, "SELECT count(*) FROM memory_postings WHERE term = %s",
+                    MARKER) == [(0,)]
+        assert _sql(schema, "SELECT id FROM memory_records") == [(kept.id,)]
+    finally:
+        await provider.close()
+
+
+def test_schema_names_are_private_per_directory(tmp_path: Path) -> None:
+    assert schema_for(tmp_path / "a") != schema_for(tmp_path / "b")
+    assert schema_for(tmp_path / "a") == schema_for(tmp_path / "a")
