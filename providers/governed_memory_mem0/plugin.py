@@ -1,4 +1,4 @@
-"""Registers the Mem0 provider; ``mem0ai`` is imported only when a provider is built."""
+"""Registers the Mem0 provider; ``mem0ai`` is imported only when a provider starts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ from collections.abc import Callable
 
 from governed_memory.hookspecs import hookimpl
 
+from governed_memory_mem0.factory import build_mem0_provider
+
 
 @hookimpl
 def register_memory_providers(register: Callable[..., None]) -> None:
-    del register  # filled in by issue 7's adapter
+    register(
+        "mem0",
+        build_mem0_provider,
+        description="Mem0 behind the governed contract: in-process mem0ai "
+                    "(client = 'local') or the hosted Platform (client = 'platform').",
+    )

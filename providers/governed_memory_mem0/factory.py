@@ -1,0 +1,55 @@
+"""``build_mem0_provider``: profile config in, unstarted provider out, no I/O."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from governed_memory.clock import Clock
+from governed_memory.embedding import Embedder
+from governed_memory.errors import MemoryConfigurationError
+
+from governed_memory_mem0.clients import LocalMem0, Mem0Client, PlatformMem0
+from governed_memory_mem0.config import ClientKind, EmbedderConfig, parse_config
+from governed_memory_mem0.embedding import HashingEmbedder, Mem0EmbedderBridge
+from governed_memory_mem0.provider import Mem0MemoryProvider
+
+
+def build_embedder(config: EmbedderConfig) -> Embedder:
+    """The deterministic embedder, or one a plugin registered under that name."""
+    if config.name == "deterministic":
+        return HashingEmbedder(config.dimension)
+    from governed_memory.plugins import PluginManager
+
+    try:
+        registration = PluginManager.load().embedders.get(config.name)
+    except Exception:
+        raise MemoryConfigurationError(
+            f"embedder.name: no embedder {config.name!r} is registered") from None
+    embedder: Embedder = registration.factory(
+        {**config.options, "dimension": config.dimension})
+    if embedder.identity.dimension != config.dimension:
+        raise MemoryConfigurationError(
+            f"embedder.dimension: {config.name} produces {embedder.identity.dimension} "
+            f"dimensions, the config says {config.dimension}")
+    return embedder
+
+
+def build_mem0_provider(config: Mapping[str, Any], clock: Clock, *,
+                        embedder: Embedder | None = None) -> Mem0MemoryProvider:
+    settings = parse_config(config)
+    client: Mem0Client
+    bridge: Mem0EmbedderBridge | None = None
+    if settings.client is ClientKind.LOCAL:
+        assert settings.local is not None  # parse_config fills it for the local client
+        bridge = Mem0EmbedderBridge(embedder or build_embedder(settings.local.embedder))
+        client = LocalMem0(settings.local, bridge)
+        path = settings.local.vector_path
+        identity = (("local", os.path.abspath(path), settings.local.collection)
+                    if path != ":memory:" else ("local-memory", str(id(client))))
+    else:
+        assert settings.platform is not None
+        client = PlatformMem0(settings.platform, settings.timeout_seconds)
+        identity = ("platform", settings.platform.host, settings.namespace_prefix)
+    return Mem0MemoryProvider(settings, clock, client, bridge, identity)

@@ -1,0 +1,42 @@
+"""Importing ``mem0`` offline: telemetry off and its directory ours, before the import.
+
+mem0 reads ``MEM0_TELEMETRY`` once, at import time (and copies it into
+``mem0.memory.main``); left on, every run stalls on the closed network and writes an
+extra collection. It also writes ``$MEM0_DIR/config.json`` on import. So both are set
+first, and an import that already happened with telemetry on is refused rather than
+quietly phoning home.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from governed_memory.errors import MemoryConfigurationError
+
+_lock = threading.Lock()
+
+
+def import_mem0(mem0_dir: Path | None) -> ModuleType:
+    with _lock:
+        if "mem0" not in sys.modules:
+            os.environ["MEM0_TELEMETRY"] = "False"
+            if mem0_dir is not None and not os.environ.get("MEM0_DIR"):
+                mem0_dir.mkdir(parents=True, exist_ok=True)
+                os.environ["MEM0_DIR"] = str(mem0_dir)
+        try:
+            import mem0
+            import mem0.memory.main as mem0_main
+            import mem0.memory.telemetry as mem0_telemetry
+        except ImportError:
+            raise MemoryConfigurationError(
+                "the mem0 provider needs the mem0 extra: pip install 'governed-memory[mem0]'"
+            ) from None
+        if mem0_telemetry.MEM0_TELEMETRY or mem0_main.MEM0_TELEMETRY:
+            raise MemoryConfigurationError(
+                "mem0 was imported with telemetry on; set MEM0_TELEMETRY=False before "
+                "anything imports mem0")
+        return mem0
