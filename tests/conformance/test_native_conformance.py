@@ -1,11 +1,15 @@
-"""The conformance suite over the native provider's two backends."""
+"""The conformance suite over the native provider's backends."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from governed_memory.clock import Clock
 from governed_memory.provider import MemoryProvider
 from governed_memory_conformance import ProviderConformance
 from governed_memory_native import build_native_provider
+from postgres_support import drop_schemas, postgres_config
 
 
 class TestNativeMemory(ProviderConformance):
@@ -23,5 +27,24 @@ class TestNativeSqlite(ProviderConformance):
     async def make_provider(self, clock: Clock) -> MemoryProvider:
         path = self.fresh_directory() / "memory.db"
         provider = build_native_provider({"backend": "sqlite", "path": str(path)}, clock)
+        await provider.start()
+        return provider
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_postgres_schemas() -> Iterator[None]:
+    """Each PostgreSQL provider gets a private schema; drop them once the module is done."""
+    yield
+    drop_schemas()
+
+
+class TestNativePostgres(ProviderConformance):
+    """Skips when PostgreSQL is absent (fails under CI=true), like every service test."""
+
+    provider_name = "native"
+
+    async def make_provider(self, clock: Clock) -> MemoryProvider:
+        config = postgres_config(self.fresh_directory())
+        provider = build_native_provider(config, clock)
         await provider.start()
         return provider
