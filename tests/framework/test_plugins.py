@@ -141,7 +141,7 @@ def test_explicit_blocked_argument_overrides_env(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(BLOCK_ENV, "native")
     assert PluginManager.load(blocked=[]).providers.get("native").plugin == "native"
     monkeypatch.delenv(BLOCK_ENV)
-    assert [r.name for r in PluginManager.load(blocked=["native"]).providers.all()] == []
+    assert "native" not in [r.name for r in PluginManager.load(blocked=["native"]).providers.all()]
 
 
 @pytest.mark.usefixtures("native_importable")
