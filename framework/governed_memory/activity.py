@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from governed_memory import telemetry as tm
@@ -31,9 +32,18 @@ from governed_memory.errors import (
     MemoryUnavailableError,
     MemoryValidationError,
 )
-from governed_memory.events import EventBus, MemoryEvent, event_id
+from governed_memory.events import (
+    RECEIPT_EVENT,
+    AuditUnavailableError,
+    ErasureEvidence,
+    EventBus,
+    MemoryEvent,
+    event_id,
+    subject_hash,
+)
 from governed_memory.ids import new_id
 from governed_memory.operations import Operation, OperationKind
+from governed_memory.outbox import EventOutboxProvider, OutboxDispatcher, erasure_evidence
 from governed_memory.policy import (
     SCOPE_RULE_NAME,
     Effect,
@@ -53,7 +63,13 @@ from governed_memory.records import (
     RecordStatus,
     SearchResult,
 )
-from governed_memory.requests import AddRequest, DeleteUserRequest, MemoryRequest
+from governed_memory.requests import (
+    AddRequest,
+    DeleteUserRequest,
+    MemoryRequest,
+    SearchRequest,
+    UpdateRequest,
+)
 from governed_memory.scope import Scope
 from governed_memory.usage import Usage, UsageProbe, UsageQuery
 
@@ -65,8 +81,11 @@ log = logging.getLogger(__name__)
 _CAPABILITY_OF: dict[Operation, str] = {Operation.APPROVE: "review",
                                         Operation.REJECT: "review"}
 
-# An operation emits at most one event of each kind; the kind orders its events.
-_SEQUENCE = {"requested": 0, "scope_violation": 1}
+# An operation emits at most one event of each kind; the kind numbers its event id, so
+# every kind needs its own number (a write that timed out may be ``failed`` here and
+# ``committed`` from the provider's outbox, and both must reach the trail).
+_SEQUENCE = {"requested": 0, "scope_violation": 1, "rejected": 2, "failed": 3,
+             "committed": 4, "completed": 5, "receipt": 6}
 
 
 @attrs.frozen(slots=True)
@@ -77,6 +96,7 @@ class _Summary:
     count: int | None = None
     scope_hashes: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
+    erasure: ErasureEvidence | None = None
 
 
 class ActivityPort:
@@ -94,6 +114,8 @@ class ActivityPort:
         timeout_s: float | None = 30.0,
         provider_revision: str = "unknown",
         content_hashes_in_events: bool = True,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool = False,
     ) -> None:
         self.provider = provider
         self.policies = policies
@@ -106,8 +128,20 @@ class ActivityPort:
         self.content_hashes_in_events = content_hashes_in_events
         """``False`` (a profile's ``event_detail = "minimal"``): the hash of a short
         content can be reversed by guessing, so minimal trails leave it out."""
+        self.capture_content = capture_content
+        """A profile's ``privacy.capture_content_in_traces``: the (policy-transformed)
+        content and query text go onto the span. Off by default, and never into events,
+        metrics or logs."""
         self._provider_name = str(getattr(provider, "name", type(provider).__name__))
         self._capabilities: Any = None
+        self.metrics = tm.OperationMetrics(meter_provider)
+        self.outbox: OutboxDispatcher | None = None
+        """Set when the provider stores committed events transactionally (the
+        ``event_outbox`` capability): writes hand it a drafted event instead of
+        emitting one, and this dispatcher delivers what the provider stored."""
+        if self._declares("event_outbox") and isinstance(provider, EventOutboxProvider):
+            self.outbox = OutboxDispatcher(provider, events,
+                                           content_hashes=content_hashes_in_events)
 
     def _declares(self, capability: str) -> bool:
         if self._capabilities is None:
@@ -126,6 +160,7 @@ class ActivityPort:
         hashes = tuple(s.scope_hash for s in scopes)
         tenant = (request.tenant_id if isinstance(request, DeleteUserRequest)
                   else scopes[0].tenant_id if scopes else ctx.principal.tenant_id)
+        subjects = _subjects(request, scopes)
         summary = summary or _Summary()
         return MemoryEvent(
             event_id=event_id(ctx.operation_id, _SEQUENCE.get(kind, 9)),
@@ -154,14 +189,16 @@ class ActivityPort:
             error_code=getattr(error, "code", None) if error is not None else None,
             trace_id=ctx.trace_id,
             span_id=ctx.span_id,
+            subject_hashes=subjects,
+            erasure=summary.erasure,
         )
 
     async def reject_invalid(self, operation: Operation, principal: Principal,
                              error: MemoryValidationError) -> None:
         """Record a request that could not even be built (bad type, unknown enum)."""
         ctx = OperationContext("op_" + new_id(), principal, self.clock.now(), self.profile)
-        await self.events.emit(self._event("rejected", operation, ctx, None, error=error,
-                                           outcome="invalid"))
+        await self._close_trail(self._event("rejected", operation, ctx, None, error=error,
+                                            outcome="invalid"))
 
     # -- the pipeline -----------------------------------------------------------------
 
@@ -174,32 +211,44 @@ class ActivityPort:
             tm.ATTR_OPERATION: operation.value,
             tm.ATTR_OPERATION_ID: ctx.operation_id,
             tm.ATTR_PROFILE: str(self.profile),
+            tm.ATTR_PROFILE_ID: self.profile.id,
+            tm.ATTR_PROFILE_VERSION: self.profile.version,
             tm.ATTR_PROFILE_REVISION: self.profile.revision,
             tm.ATTR_PROVIDER: self._provider_name,
         }
-        with self.tracer.start_as_current_span(
-            tm.span_name(operation, self._provider_name), kind=SpanKind.INTERNAL,
-            attributes=attributes, record_exception=False, set_status_on_exception=False,
-        ) as span:
-            trace_id, span_id = tm.span_ids(span)
-            ctx = attrs.evolve(ctx, trace_id=trace_id, span_id=span_id)
-            try:
-                result = await self._run(operation, request, ctx, span, started)
-            except MemoryError as exc:
-                span.set_attribute(tm.ATTR_ERROR_CODE, exc.code)
-                span.set_attribute(tm.ATTR_OUTCOME, _outcome_of(exc))
-                span.set_status(Status(StatusCode.ERROR, exc.code))
-                raise
-            span.set_attribute(tm.ATTR_OUTCOME, "ok")
-            return result
+        outcome = "failed"
+        try:
+            with self.tracer.start_as_current_span(
+                tm.span_name(operation, self._provider_name), kind=SpanKind.INTERNAL,
+                attributes=attributes, record_exception=False, set_status_on_exception=False,
+            ) as span:
+                trace_id, span_id = tm.span_ids(span)
+                ctx = attrs.evolve(ctx, trace_id=trace_id, span_id=span_id)
+                try:
+                    result = await self._run(operation, request, ctx, span, started)
+                except MemoryError as exc:
+                    outcome = _metric_outcome(exc)
+                    span.set_attribute(tm.ATTR_ERROR_CODE, exc.code)
+                    span.set_attribute(tm.ATTR_OUTCOME, _outcome_of(exc))
+                    span.set_status(Status(StatusCode.ERROR, exc.code))
+                    raise
+                except asyncio.CancelledError:
+                    outcome = "cancelled"
+                    raise
+                outcome = "ok"
+                span.set_attribute(tm.ATTR_OUTCOME, "ok")
+                return result
+        finally:
+            self.metrics.record(operation, self._provider_name, outcome,
+                                time.perf_counter() - started)
 
     async def _run(self, operation: Operation, request: MemoryRequest, ctx: OperationContext,
                    span: Any, started: float) -> Any:
         try:
             request.validate()
         except MemoryValidationError as exc:
-            await self.events.emit(self._event("rejected", operation, ctx, request, error=exc,
-                                               started=started, outcome="invalid"))
+            await self._close_trail(self._event("rejected", operation, ctx, request, error=exc,
+                                                started=started, outcome="invalid"))
             raise
         if getattr(request, "idempotency_key", None) is not None:
             # Fingerprinted as the caller sent it: policies may transform the request
@@ -208,11 +257,10 @@ class ActivityPort:
         scopes = request.target_scopes()
         if scopes:
             span.set_attribute(tm.ATTR_SCOPE_HASH, scopes[0].scope_hash)
+        # Fail-closed trails raise here, before any policy or provider sees the request.
         await self.events.emit(self._event("requested", operation, ctx, request))
 
-        decision = await self.policies.decide(PolicyCheck(
-            operation, ctx.principal, request, ctx.operation_id, ctx.now,
-            usage=self._usage_probe(ctx)))
+        decision = await self._decide(operation, request, ctx)
         span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
         span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
         if not decision.allowed:
@@ -227,38 +275,133 @@ class ActivityPort:
                     policy=denial.policy if denial else None,
                     reasons=decision.reasons(),
                 )
-            await self.events.emit(self._event("rejected", operation, ctx, request,
-                                               decision=decision, error=error, started=started))
+            self.metrics.denied(operation, denial.policy if denial else "unknown")
+            await self._close_trail(self._event("rejected", operation, ctx, request,
+                                                decision=decision, error=error,
+                                                started=started))
             raise error
 
         request = decision.request
         if decision.effect is Effect.REVIEW and isinstance(request, AddRequest):
             request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
+        if self.capture_content:
+            _capture(span, request)
         ctx = attrs.evolve(ctx, decision_id=decision.decision_id)
+        draft: MemoryEvent | None = None
+        if self.outbox is not None and operation.kind is OperationKind.WRITE:
+            draft = self._event("committed", operation, ctx, request, decision=decision,
+                                outcome="committed")
+            ctx = attrs.evolve(ctx, committed_event=draft)
         try:
             result = await self._call_provider(operation, request, ctx)
             result, summary = await self._verify(operation, request, result, ctx)
         except MemoryError as exc:
             kind = "rejected" if isinstance(exc, REFUSALS) else "failed"
-            await self.events.emit(self._event(kind, operation, ctx, request, decision=decision,
-                                               error=exc, started=started,
-                                               outcome=_outcome_of(exc)))
+            await self._close_trail(self._event(kind, operation, ctx, request,
+                                                decision=decision, error=exc, started=started,
+                                                outcome=_outcome_of(exc)))
             raise
         except asyncio.CancelledError:
             # The caller gave up; a write may or may not have been applied. The trail
             # still closes the operation, so no ``requested`` event is left dangling.
-            await self.events.emit(self._event("failed", operation, ctx, request,
-                                               decision=decision, error=_Cancelled(),
-                                               started=started, outcome="cancelled"))
+            await self._close_trail(self._event("failed", operation, ctx, request,
+                                                decision=decision, error=_Cancelled(),
+                                                started=started, outcome="cancelled"))
             raise
         if summary.record_ids and len(summary.record_ids) == 1:
             span.set_attribute(tm.ATTR_RECORD_ID, summary.record_ids[0])
         if summary.count is not None:
             span.set_attribute(tm.ATTR_RECORD_COUNT, summary.count)
         done = "committed" if operation.kind is OperationKind.WRITE else "completed"
-        await self.events.emit(self._event(done, operation, ctx, request, decision=decision,
-                                           summary=summary, started=started, outcome=done))
+        event = self._event(done, operation, ctx, request, decision=decision,
+                            summary=summary, started=started, outcome=done)
+        recorded = await self._record_outcome(event, draft, operation)
+        if isinstance(result, ErasureReceipt):
+            await self._record_receipt(result, event, recorded)
         return result
+
+    async def _decide(self, operation: Operation, request: MemoryRequest,
+                      ctx: OperationContext) -> PolicyDecision:
+        """The policy decision, in a child span of its own: how long governance took
+        and what it decided, apart from the provider's time."""
+        with self.tracer.start_as_current_span(
+            tm.DECISION_SPAN, kind=SpanKind.INTERNAL, record_exception=False,
+            attributes={tm.ATTR_OPERATION: operation.value,
+                        tm.ATTR_PROFILE: str(self.profile),
+                        tm.ATTR_PROFILE_ID: self.profile.id,
+                        tm.ATTR_PROFILE_VERSION: self.profile.version,
+                        tm.ATTR_PROFILE_REVISION: self.profile.revision},
+        ) as span:
+            decision = await self.policies.decide(PolicyCheck(
+                operation, ctx.principal, request, ctx.operation_id, ctx.now,
+                usage=self._usage_probe(ctx)))
+            span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
+            span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
+            span.set_attribute(tm.ATTR_POLICY_REVISION, decision.policy_revision)
+            denial = decision.denial()
+            if denial is not None:
+                span.set_attribute(tm.ATTR_POLICY, denial.policy)
+            return decision
+
+    async def _close_trail(self, event: MemoryEvent) -> None:
+        """Record the outcome of an operation that is failing anyway: its own error says
+        more than "the trail is down", so a fail-closed trail's refusal is logged."""
+        try:
+            await self.events.emit(event)
+        except AuditUnavailableError:
+            log.error("audit trail could not record %s of %s", event.type, event.operation)
+
+    async def _record_outcome(self, event: MemoryEvent, draft: MemoryEvent | None,
+                              operation: Operation) -> MemoryEvent | None:
+        """Emit the outcome, or — for a write whose provider stored its committed event —
+        deliver what the provider stored. Returns the committed event as delivered
+        (``None`` while it waits in the outbox)."""
+        if draft is None or self.outbox is None:
+            try:
+                await self.events.emit(event)
+            except AuditUnavailableError as exc:
+                if operation.kind is OperationKind.WRITE:
+                    raise AuditUnavailableError(
+                        f"{operation.value} was applied, but the audit trail could not "
+                        "record it; retry with the same idempotency key to get the result "
+                        "once the trail is back") from exc
+                raise
+            return event
+        try:
+            delivery = await self.outbox.drain()
+        except Exception as exc:
+            # The provider could not even list its outbox: deliver the event directly
+            # (at least once; the audit sink drops the copy a later drain brings).
+            log.error("event outbox of %s unreadable: %s", self._provider_name,
+                      type(exc).__name__)
+            return await self._record_outcome(event, None, operation)
+        delivered = self.outbox.delivered(draft.event_id)
+        if delivered is not None:
+            return delivered
+        if delivery.stuck_on is not None or self.outbox.pending(draft.event_id):
+            # Durable in the provider's outbox; the dispatcher delivers it later.
+            log.warning("committed event of %s waits in the provider's outbox",
+                        operation.value)
+            return None
+        # The provider did not store this operation's event (its outbox need not cover
+        # every write): emit it as any other provider's.
+        return await self._record_outcome(event, None, operation)
+
+    async def _record_receipt(self, receipt: ErasureReceipt, committed: MemoryEvent,
+                              recorded: MemoryEvent | None) -> None:
+        """Erasure evidence: the committed event carries the receipt the provider
+        issued; if a layer above it (the search cache) extended the receipt, or the
+        committed event still waits in the outbox, the final receipt gets an event of
+        its own."""
+        evidence = erasure_evidence(receipt)
+        if recorded is not None and recorded.erasure == evidence:
+            return
+        event = attrs.evolve(committed, event_id=event_id(committed.operation_id,
+                                                          _SEQUENCE["receipt"]),
+                             type=RECEIPT_EVENT, occurred_at=self.clock.now(),
+                             outcome="receipt", erasure=evidence,
+                             scope_hashes=receipt.scope_hashes)
+        await self.events.emit(event)
 
     def _usage_probe(self, ctx: OperationContext) -> UsageProbe | None:
         """Usage of the operation's own tenant, read from the provider within the
@@ -361,7 +504,8 @@ class ActivityPort:
             if (result.tenant_id, result.user_id) != (request.tenant_id, request.user_id):
                 raise MemoryStorageError("provider erased another subject")
             summary = _Summary(count=result.total, scope_hashes=result.scope_hashes,
-                               reasons=(f"receipt {result.receipt_hash}",))
+                               reasons=(f"receipt {result.receipt_hash}",),
+                               erasure=erasure_evidence(result))
         elif isinstance(result, CleanupPage):
             summary = _Summary(count=result.deleted)
         elif isinstance(result, int) and not isinstance(result, bool):
@@ -392,3 +536,30 @@ class _Cancelled(MemoryUnavailableError):
 
 def _outcome_of(exc: MemoryError) -> str:
     return "rejected" if isinstance(exc, REFUSALS) else "failed"
+
+
+def _metric_outcome(exc: MemoryError) -> str:
+    """The outcome label of the operations counter: denied, rejected or failed."""
+    if isinstance(exc, MemoryScopeError | MemoryPolicyDeniedError):
+        return "denied"
+    return _outcome_of(exc)
+
+
+def _subjects(request: MemoryRequest | None, scopes: tuple[Scope, ...]) -> tuple[str, ...]:
+    """The data subjects an operation concerns: the erased user, or each user
+    dimension among its scopes."""
+    if isinstance(request, DeleteUserRequest):
+        if isinstance(request.tenant_id, str) and isinstance(request.user_id, str):
+            return (subject_hash(request.tenant_id, request.user_id),)
+        return ()
+    return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
+                               for scope in scopes if scope.user_id is not None))
+
+
+def _capture(span: Any, request: MemoryRequest) -> None:
+    """Opt-in content capture (``privacy.capture_content_in_traces``), after policies
+    ran, so what a redaction policy removed never reaches the trace either."""
+    if isinstance(request, SearchRequest):
+        span.set_attribute(tm.ATTR_QUERY_TEXT, request.query)
+    elif isinstance(request, AddRequest | UpdateRequest) and request.content is not None:
+        span.set_attribute(tm.ATTR_CONTENT, request.content)

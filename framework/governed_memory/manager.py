@@ -8,10 +8,12 @@ because it comes from the host's authentication, per request, never from the sco
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from governed_memory.activity import ActivityPort
@@ -59,6 +61,8 @@ from governed_memory.scope import Scope
 from governed_memory.telemetry import get_tracer
 
 R = TypeVar("R", bound=MemoryRequest)
+
+log = logging.getLogger(__name__)
 
 
 E = TypeVar("E", bound=enum.Enum)
@@ -108,10 +112,20 @@ class GovernedMemoryManager:
         provider_revision: str | None = None,
         profile_spec: MemoryProfileSpec | None = None,
         policy_configuration: Mapping[str, Mapping[str, Any]] | None = None,
+        meter_provider: MeterProvider | None = None,
+        fail_closed: bool | None = None,
+        outbox_interval_s: float | None = None,
     ) -> None:
+        """``fail_closed`` (default: the profile's ``[audit] fail_closed``) refuses any
+        operation whose ``requested`` event the sinks cannot all record.
+        ``outbox_interval_s`` drains a transactional provider's event outbox in the
+        background at that period (it is always drained on ``start`` and after each
+        write)."""
         self.provider = provider
         self.clock = clock or SystemClock()
-        self.events = EventBus(sinks)
+        if fail_closed is None:
+            fail_closed = profile_spec is not None and profile_spec.audit.fail_closed
+        self.events = EventBus(sinks, strict=fail_closed)
         self.policy_engine = PolicyEngine(policies, policy_configuration)
         self.profile_spec = profile_spec
         """The profile this manager was built from (``from_profile``), if any."""
@@ -132,7 +146,11 @@ class GovernedMemoryManager:
             provider_revision=provider_revision
             or str(getattr(provider, "revision", "unknown")),
             content_hashes_in_events=not minimal,
+            meter_provider=meter_provider,
+            capture_content=(profile_spec is not None
+                             and profile_spec.privacy.capture_content_in_traces),
         )
+        self.outbox_interval_s = outbox_interval_s
         self._started = False
 
     @classmethod
@@ -162,6 +180,8 @@ class GovernedMemoryManager:
         sinks: Sequence[EventSink] = (),
         tracer_provider: TracerProvider | None = None,
         provider_config_overrides: Mapping[str, Any] | None = None,
+        meter_provider: MeterProvider | None = None,
+        outbox_interval_s: float | None = None,
     ) -> GovernedMemoryManager:
         """Build from a versioned profile: ``"chat-assistant@1.0.0"`` (or a spec).
 
@@ -179,10 +199,12 @@ class GovernedMemoryManager:
         parts = build_components(spec, plugins, clock, provider_config_overrides)
         provider = parts.provider
         if spec.cache.enabled:
-            provider = wrap_with_cache(provider, spec, plugins, clock, EventBus(sinks))
+            provider = wrap_with_cache(provider, spec, plugins, clock, EventBus(sinks),
+                                       meter_provider=meter_provider)
         return cls(provider, policies=parts.policies, sinks=sinks, clock=clock,
                    tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
-                   profile_spec=spec, policy_configuration=parts.policy_configuration)
+                   profile_spec=spec, policy_configuration=parts.policy_configuration,
+                   meter_provider=meter_provider, outbox_interval_s=outbox_interval_s)
 
     @classmethod
     def from_pack(
@@ -195,6 +217,7 @@ class GovernedMemoryManager:
         sinks: Sequence[EventSink] = (),
         tracer_provider: TracerProvider | None = None,
         provider_config_overrides: Mapping[str, Any] | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> GovernedMemoryManager:
         """Build from the profile a domain pack (``"support-desk@1.0.0"``) selects for
         one use (``"chat"``)."""
@@ -204,7 +227,8 @@ class GovernedMemoryManager:
         spec = profiles.get(resolved.profile_for(use).ref)
         manager = cls.from_profile(spec, plugins=plugins, clock=clock, sinks=sinks,
                                    tracer_provider=tracer_provider,
-                                   provider_config_overrides=provider_config_overrides)
+                                   provider_config_overrides=provider_config_overrides,
+                                   meter_provider=meter_provider)
         manager.domain_pack = resolved
         return manager
 
@@ -214,10 +238,29 @@ class GovernedMemoryManager:
         if not self._started:
             await self.provider.start()
             self._started = True
+            outbox = self.activity.outbox
+            if outbox is not None:
+                # Events a crash left between the provider's commit and the sinks.
+                await outbox.drain()
+                if self.outbox_interval_s is not None:
+                    outbox.start(self.outbox_interval_s)
+
+    async def deliver_events(self) -> int:
+        """Drain the provider's event outbox now; returns how many events went out
+        (0 for a provider without one)."""
+        outbox = self.activity.outbox
+        return 0 if outbox is None else len((await outbox.drain()).delivered)
 
     async def close(self) -> None:
         if self._started:
             self._started = False
+            outbox = self.activity.outbox
+            if outbox is not None:
+                await outbox.stop()
+                try:
+                    await outbox.drain()
+                except Exception as exc:  # stored events wait for the next start
+                    log.error("event outbox: final drain failed: %s", type(exc).__name__)
             await self.provider.close()
         await self.events.close()
 

@@ -11,13 +11,22 @@ them, and sinks deduplicate by ``event_id``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 import attrs
 
-from governed_memory.events import MemoryEvent
+from governed_memory.events import ErasureEvidence, EventBus, MemoryEvent
 from governed_memory.records import CleanupPage, DeleteResult, ErasureReceipt, MemoryRecord
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH: Final = 100
+DEFAULT_REMEMBERED: Final = 10_000
 
 
 @runtime_checkable
@@ -47,9 +56,120 @@ def finish_committed_event(draft: MemoryEvent, result: object,
                             count=1)
     if isinstance(result, ErasureReceipt):
         return attrs.evolve(draft, count=result.total, scope_hashes=result.scope_hashes,
-                            reasons=(f"receipt {result.receipt_hash}",))
+                            reasons=(f"receipt {result.receipt_hash}",),
+                            erasure=erasure_evidence(result))
     if isinstance(result, CleanupPage):
         return attrs.evolve(draft, count=result.deleted)
     if isinstance(result, int) and not isinstance(result, bool):
         return attrs.evolve(draft, count=result)
     raise TypeError(f"no committed event for a {type(result).__name__} result")
+
+
+def erasure_evidence(receipt: ErasureReceipt) -> ErasureEvidence:
+    """What of a receipt goes into the trail: all of it but the user id."""
+    return ErasureEvidence(receipt.request_id, dict(receipt.counts), receipt.started_at,
+                           receipt.completed_at, receipt.receipt_hash)
+
+
+@attrs.frozen(slots=True)
+class Drain:
+    """One drain: the ids it delivered, and the event it stopped at, if a sink failed."""
+
+    delivered: tuple[str, ...] = ()
+    stuck_on: str | None = None
+
+
+class OutboxDispatcher:
+    """Delivers a provider's stored events to the sinks, then acknowledges them.
+
+    An event is acknowledged only once every sink took it (``EventBus.deliver``), so a
+    sink that fails leaves it stored, and the next drain offers it again: delivery is
+    at least once, and sinks deduplicate by ``event_id`` (the audit sink does). Events
+    go out in the order stored; a drain stops at the first one a sink refused, so a
+    later event never overtakes it. One drain runs at a time per dispatcher.
+
+    ``content_hashes=False`` (a profile's minimal event detail) strips content hashes
+    before delivery, whatever the provider stored.
+    """
+
+    def __init__(self, provider: EventOutboxProvider, events: EventBus, *,
+                 batch: int = DEFAULT_BATCH, content_hashes: bool = True,
+                 remembered: int = DEFAULT_REMEMBERED) -> None:
+        if batch < 1 or remembered < 1:
+            raise ValueError("batch and remembered must be positive")
+        self.provider = provider
+        self.events = events
+        self.batch = batch
+        self.content_hashes = content_hashes
+        self._lock = asyncio.Lock()
+        self._delivered: OrderedDict[str, MemoryEvent] = OrderedDict()
+        self._remembered = remembered
+        self._pending: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def delivered(self, event_id: str) -> MemoryEvent | None:
+        """The event as this dispatcher delivered it recently, else ``None``."""
+        return self._delivered.get(event_id)
+
+    def pending(self, event_id: str) -> bool:
+        """Seen in the outbox and not yet delivered (a sink refused it or one before it)."""
+        return event_id in self._pending
+
+    async def drain(self) -> Drain:
+        """Deliver everything stored now; returns what went out and where it stopped."""
+        delivered: list[str] = []
+        async with self._lock:
+            while True:
+                events = await self.provider.pending_events(self.batch)
+                if not events:
+                    return Drain(tuple(delivered))
+                self._pending.update(event.event_id for event in events)
+                done: list[str] = []
+                stuck: str | None = None
+                for stored in events:
+                    event = (stored if self.content_hashes
+                             else attrs.evolve(stored, content_hashes=()))
+                    if not await self.events.deliver(event):
+                        stuck = stored.event_id
+                        break
+                    done.append(stored.event_id)
+                    self._remember(event)
+                if done:
+                    await self.provider.acknowledge_events(done)
+                    self._pending.difference_update(done)
+                    delivered.extend(done)
+                if stuck is not None:
+                    log.warning("event outbox: a sink refused an event; %d delivered, the "
+                                "rest stays stored for the next drain", len(done))
+                    return Drain(tuple(delivered), stuck)
+
+    def _remember(self, event: MemoryEvent) -> None:
+        self._delivered[event.event_id] = event
+        if len(self._delivered) > self._remembered:
+            self._delivered.popitem(last=False)
+
+    # -- periodic delivery ----------------------------------------------------------------
+
+    def start(self, interval_s: float) -> None:
+        """Drain every ``interval_s`` seconds in the background (events other processes
+        or earlier failures left) until ``stop``."""
+        if not interval_s > 0:
+            raise ValueError("interval_s must be positive")
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(interval_s),
+                                             name="governed-memory-event-outbox")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.drain()
+            except Exception as exc:  # the loop must outlive any one failure
+                log.error("event outbox: drain failed: %s", type(exc).__name__)

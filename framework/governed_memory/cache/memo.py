@@ -60,3 +60,10 @@ class DecodedMemo:
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
+
+    def drop_tenant(self, tag: str) -> int:
+        """Forget every decoded entry of one tenant (an erasure); returns how many."""
+        keys = [key for key in self._entries if key.startswith(tag + ":")]
+        for key in keys:
+            del self._entries[key]
+        return len(keys)

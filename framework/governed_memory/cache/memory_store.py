@@ -132,6 +132,14 @@ class InMemoryCacheStore:
             self._counter += 1
             self._floor = self._counter
 
+    async def erase_tenant(self, tenant: str) -> int:
+        """Remove every cached entry of one tenant now, rather than let an erased
+        user's answers age out unreachable; returns how many were removed."""
+        keys = [key for key in self._entries if key.startswith(tenant + ":")]
+        for key in keys:
+            self._drop(key)
+        return len(keys)
+
     async def close(self) -> None:
         self._entries.clear()
         self._bytes = 0

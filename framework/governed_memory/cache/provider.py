@@ -23,9 +23,10 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
+import attrs
 from opentelemetry.metrics import MeterProvider
 
 from governed_memory.cache.codec import (
@@ -45,6 +46,7 @@ from governed_memory.cache.store import (
     CacheStoreError,
     CacheStoreTimeout,
     CacheValueTooLarge,
+    ErasingCacheStore,
     Lookup,
     entry_suffix,
 )
@@ -52,10 +54,12 @@ from governed_memory.clock import Clock, SystemClock
 from governed_memory.context import OperationContext
 from governed_memory.errors import (
     REFUSALS,
+    MemoryCapabilityUnsupportedError,
     MemoryValidationError,
 )
-from governed_memory.events import EventBus
+from governed_memory.events import EventBus, MemoryEvent
 from governed_memory.operations import Operation, OperationKind
+from governed_memory.outbox import EventOutboxProvider
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
     Capabilities,
@@ -239,8 +243,40 @@ class CachedMemoryProvider:
     async def delete_user(
         self, request: DeleteUserRequest, ctx: OperationContext
     ) -> ErasureReceipt:
-        return await self._write("delete_user", lambda: self._inner.delete_user(request, ctx),
-                                 request, ctx)
+        """Erase on ``inner``, bump the tenant epoch, then remove the tenant's cached
+        answers (they may quote the erased user) and count them into the receipt as
+        ``cached_searches``. The tenant's other users lose their cached answers too:
+        an entry cannot be attributed to one user without reading it."""
+        receipt = await self._write("delete_user",
+                                    lambda: self._inner.delete_user(request, ctx), request, ctx)
+        self._memo.drop_tenant(tenant_tag(request.tenant_id))
+        if not isinstance(self._store, ErasingCacheStore):
+            return receipt
+        try:
+            dropped = await self._store_call(
+                self._store.erase_tenant(tenant_tag(request.tenant_id)))
+        except CacheStoreError as exc:
+            # The epoch bump already made them unreachable; they age out by TTL.
+            log.warning("search cache: could not remove erased tenant entries (%s)",
+                        exc.reason)
+            return receipt
+        counts = {**receipt.counts, "cached_searches": dropped}
+        return attrs.evolve(receipt, counts=counts).sealed()
+
+    # -- the event outbox, forwarded ---------------------------------------------------------
+
+    async def pending_events(self, limit: int) -> Sequence[MemoryEvent]:
+        return await self._outbox().pending_events(limit)
+
+    async def acknowledge_events(self, event_ids: Sequence[str]) -> None:
+        await self._outbox().acknowledge_events(event_ids)
+
+    def _outbox(self) -> EventOutboxProvider:
+        if not (self._inner.capabilities().event_outbox
+                and isinstance(self._inner, EventOutboxProvider)):
+            raise MemoryCapabilityUnsupportedError(
+                f"provider {self.name} has no event outbox (capability event_outbox)")
+        return self._inner
 
     async def purge_expired(
         self, request: PurgeExpiredRequest, ctx: OperationContext

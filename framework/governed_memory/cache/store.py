@@ -80,6 +80,15 @@ class CacheStore(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
+class ErasingCacheStore(Protocol):
+    """A store that can remove one tenant's entries at once (``delete_user``). Without
+    it an erasure still makes the tenant's entries unreachable (the epoch bump) and
+    they age out by TTL, but the receipt cannot count them."""
+
+    async def erase_tenant(self, tenant: str) -> int: ...
+
+
 def entry_suffix(digest: str, revisions: Sequence[int]) -> str:
     """The entry's identity within its tenant: the digest and the revisions it was
     computed under. A bump changes the suffix, so old entries are never reached again

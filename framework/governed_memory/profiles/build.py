@@ -18,6 +18,8 @@ from governed_memory.profiles.loading import (
 from governed_memory.profiles.spec import CacheStore, MemoryProfileSpec
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+
     from governed_memory.plugins import PluginManager
     from governed_memory.policy import MemoryPolicy
     from governed_memory.provider import MemoryProvider
@@ -37,7 +39,8 @@ class ProfileComponents:
 
 
 def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: PluginManager,
-                    clock: Clock, events: EventBus) -> MemoryProvider:
+                    clock: Clock, events: EventBus,
+                    meter_provider: MeterProvider | None = None) -> MemoryProvider:
     """The profile's ``[cache]``: a read-through search cache around the provider.
 
     ``store = "memory"`` is the bounded in-process store; any other name is a store
@@ -54,7 +57,7 @@ def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: 
         config = spec.stores["cache"].config if "cache" in spec.stores else {}
         store = plugins.cache_stores.get(section.store.value).factory(dict(config))
     return CachedMemoryProvider(provider, store, events=events, clock=clock,
-                                ttl_s=section.ttl_s)
+                                ttl_s=section.ttl_s, meter_provider=meter_provider)
 
 
 def build_components(spec: MemoryProfileSpec, plugins: PluginManager, clock: Clock,

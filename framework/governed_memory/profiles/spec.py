@@ -263,15 +263,15 @@ class PrivacySection:
     pii_kinds: tuple[PiiKind, ...] = (PiiKind.EMAIL, PiiKind.PHONE)
     event_detail: EventDetail = EventDetail.STANDARD
     capture_content_in_traces: bool = False
+    """Opt in to content and query text as span attributes (after redaction policies
+    ran), for debugging a deployment whose traces are as protected as its data. Events,
+    metrics and logs never carry content, whatever this says."""
 
     def __attrs_post_init__(self) -> None:
         if not self.pii_kinds:
             raise ProfileProblem("pii_kinds", "list at least one kind (or turn "
                                               "pii_redaction off)")
         _unique("pii_kinds", self.pii_kinds)
-        if self.capture_content_in_traces:
-            raise ProfileProblem("capture_content_in_traces",
-                                 "content never goes into traces in this release")
 
 
 @attrs.frozen(slots=True)
@@ -363,8 +363,9 @@ class ContextSection:
 @attrs.frozen(slots=True)
 class AuditSection:
     fail_closed: bool = False
-    """Refuse operations whose audit event cannot be written (once the audit trail
-    exists, it reads this)."""
+    """Refuse any operation whose ``requested`` event the manager's sinks cannot all
+    record, before a policy or the provider sees it (``AuditUnavailableError``); a
+    manager without any sink then refuses everything. See ``docs/compliance.md``."""
 
 
 def _frozen_configs(value: Mapping[str, Mapping[str, Any]] | None
