@@ -39,6 +39,16 @@ class Operation(enum.StrEnum):
     PURGE_EXPIRED = "purge_expired"
     APPROVE = "approve"
     REJECT = "reject"
+    # The conversation and working-state tiers, and the per-turn context record
+    # (governed_memory.tiers): the same choke point, policies and events as memories.
+    APPEND_TURN = "append_turn"
+    RECENT_TURNS = "recent_turns"
+    LIST_TURNS = "list_turns"
+    CLEAR_TURNS = "clear_turns"
+    READ_WORKING_STATE = "read_working_state"
+    UPDATE_WORKING_STATE = "update_working_state"
+    CLEAR_WORKING_STATE = "clear_working_state"
+    RECORD_CONTEXT = "record_context"
 
     @property
     def info(self) -> _OperationInfo:
@@ -71,6 +81,14 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.PURGE_EXPIRED: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.APPROVE: _OperationInfo(_W, Permission.REVIEW, "update_memory"),
     Operation.REJECT: _OperationInfo(_W, Permission.REVIEW, "delete_memory"),
+    Operation.APPEND_TURN: _OperationInfo(_W, Permission.WRITE, "create_memory"),
+    Operation.RECENT_TURNS: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.LIST_TURNS: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.CLEAR_TURNS: _OperationInfo(_W, Permission.DELETE, "delete_memory"),
+    Operation.READ_WORKING_STATE: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.UPDATE_WORKING_STATE: _OperationInfo(_W, Permission.WRITE, "update_memory"),
+    Operation.CLEAR_WORKING_STATE: _OperationInfo(_W, Permission.DELETE, "delete_memory"),
+    Operation.RECORD_CONTEXT: _OperationInfo(_R, Permission.READ, "search_memory"),
 }
 
 MAINTENANCE: frozenset[Operation] = frozenset(
@@ -80,3 +98,11 @@ MAINTENANCE: frozenset[Operation] = frozenset(
 these: a legal erasure obligation outranks a configuration choice."""
 
 REVIEW_DECISIONS: frozenset[Operation] = frozenset({Operation.APPROVE, Operation.REJECT})
+
+TIER_OPERATIONS: frozenset[Operation] = frozenset({
+    Operation.APPEND_TURN, Operation.RECENT_TURNS, Operation.LIST_TURNS,
+    Operation.CLEAR_TURNS, Operation.READ_WORKING_STATE, Operation.UPDATE_WORKING_STATE,
+    Operation.CLEAR_WORKING_STATE, Operation.RECORD_CONTEXT,
+})
+"""Operations on the conversation and working-state tiers and the per-turn context
+record; they carry their own request types (``governed_memory.tiers.requests``)."""

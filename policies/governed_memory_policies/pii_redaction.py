@@ -13,13 +13,17 @@ from typing import Any
 
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.profiles.spec import MemoryProfileSpec, PiiKind
-from governed_memory.requests import AddRequest, UpdateRequest
 
 from governed_memory_policies.base import config_revision, no_extra_config
 from governed_memory_policies.detection import find, redact
 from governed_memory_policies.names import PII_REDACTION
 from governed_memory_policies.pii_detectors import PII_DETECTORS
-from governed_memory_policies.text_fields import rewrite_texts, stored_texts
+from governed_memory_policies.text_fields import (
+    TEXT_WRITES,
+    inspectable,
+    rewrite_texts,
+    stored_texts,
+)
 
 
 class PiiRedactionPolicy:
@@ -33,7 +37,12 @@ class PiiRedactionPolicy:
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
         request = check.request
-        if not self.enabled or not isinstance(request, AddRequest | UpdateRequest):
+        if not self.enabled:
+            return PolicyVerdict.allow()
+        if not inspectable(request):
+            return PolicyVerdict.deny(f"cannot inspect {check.operation.value} requests "
+                                      "for personal data")
+        if not isinstance(request, TEXT_WRITES):
             return PolicyVerdict.allow()
         found: dict[str, set[str]] = {}
         for field, text in stored_texts(request):
@@ -41,9 +50,10 @@ class PiiRedactionPolicy:
                 found.setdefault(field, set()).add(finding.detector)
         if not found:
             return PolicyVerdict.allow()
-        if "metadata key" in found:
-            return PolicyVerdict.deny("personal data in a metadata key: "
-                                      + ", ".join(sorted(found["metadata key"])))
+        for key_field in ("metadata key", "state key"):
+            if key_field in found:
+                return PolicyVerdict.deny(f"personal data in a {key_field}: "
+                                          + ", ".join(sorted(found[key_field])))
         kinds = set().union(*found.values())
         redacted = rewrite_texts(request, lambda text: redact(text, find(text, self.detectors)))
         return PolicyVerdict.transform(redacted, "redacted " + ", ".join(sorted(kinds)))

@@ -4,7 +4,9 @@
 ``[REDACTED:<detector>]``. Either way the decision's reason names the detectors and the
 kind of field (content, key, metadata, provenance), never the credential, so the event
 trail cannot leak what the guard caught. A credential in a metadata *key* is refused
-even when redacting: renaming keys could silently merge two of them.
+even when redacting: renaming keys could silently merge two of them. Conversation turns
+and working state are guarded the same way (see ``text_fields``), and a write of a kind
+the guard cannot inspect is refused.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from typing import Any
 
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.profiles.spec import MemoryProfileSpec, PrivacySection, SecretGuardMode
-from governed_memory.requests import AddRequest, UpdateRequest
 
 from governed_memory_policies.base import config_revision, no_extra_config
 from governed_memory_policies.detection import Detector, find, redact
 from governed_memory_policies.names import SECRET_GUARD
 from governed_memory_policies.secret_detectors import SECRET_DETECTORS
-from governed_memory_policies.text_fields import rewrite_texts, stored_texts
+from governed_memory_policies.text_fields import (
+    TEXT_WRITES,
+    inspectable,
+    rewrite_texts,
+    stored_texts,
+)
 
 
 def detect(text: str, detectors: tuple[Detector, ...] = SECRET_DETECTORS) -> list[str]:
@@ -40,8 +46,13 @@ class SecretGuardPolicy:
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
         request = check.request
-        if self.mode is SecretGuardMode.OFF or not isinstance(request, AddRequest
-                                                                | UpdateRequest):
+        if self.mode is SecretGuardMode.OFF:
+            return PolicyVerdict.allow()
+        if not inspectable(request):
+            # Fail closed: a write this guard cannot read may carry a credential.
+            return PolicyVerdict.deny(f"cannot inspect {check.operation.value} requests "
+                                      "for secrets")
+        if not isinstance(request, TEXT_WRITES):
             return PolicyVerdict.allow()
         found: dict[str, set[str]] = {}
         for field, text in stored_texts(request):
@@ -51,7 +62,8 @@ class SecretGuardPolicy:
             return PolicyVerdict.allow()
         summary = "; ".join(f"{', '.join(sorted(names))} in {field}"
                             for field, names in sorted(found.items()))
-        if self.mode is SecretGuardMode.REJECT or "metadata key" in found:
+        if (self.mode is SecretGuardMode.REJECT or "metadata key" in found
+                or "state key" in found):
             return PolicyVerdict.deny(f"secret detected: {summary}")
         redacted = rewrite_texts(request, self._redact)
         return PolicyVerdict.transform(redacted, f"secret redacted: {summary}")

@@ -20,6 +20,7 @@ from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.profiles.spec import MemoryProfileSpec, ScopeSection, WriteSection
 from governed_memory.records import MemoryType
 from governed_memory.requests import AddRequest, UpdateRequest
+from governed_memory.tiers.requests import AppendTurnRequest
 
 from governed_memory_policies.base import config_revision, no_extra_config
 from governed_memory_policies.names import WRITE_RULES
@@ -48,6 +49,10 @@ class WriteRulesPolicy:
         if write.require_idempotency_key and getattr(request, "idempotency_key", "") is None:
             return PolicyVerdict.deny(f"{operation.value} needs an idempotency_key "
                                       "in this profile")
+        if (write.require_idempotency_key and isinstance(request, AppendTurnRequest)
+                and request.turn.turn_id is None):
+            # A turn's id is its idempotency key: a retried append stores it once.
+            return PolicyVerdict.deny("append_turn needs a turn_id in this profile")
         if isinstance(request, AddRequest | UpdateRequest):
             refused = self._type_refused(request.memory_type)
             if refused is not None:

@@ -1,0 +1,65 @@
+"""The three tiers: conversation turns, working state, long-term memories.
+
+Kept light on purpose: the activity port imports ``tiers.results``, so this package
+must not import the port back at import time. ``MemoryTiers`` and ``Governance`` are
+loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from governed_memory.tiers.results import (
+    Cleared,
+    ContextRecord,
+    InjectedVersion,
+    TierResult,
+    WorkingState,
+    WorkingStateRead,
+)
+from governed_memory.tiers.turns import (
+    InMemoryTurnStore,
+    Role,
+    ToolCall,
+    Turn,
+    TurnDraft,
+    TurnPage,
+    TurnStore,
+)
+from governed_memory.tiers.working import InMemoryWorkingStateStore, WorkingStateStore
+
+if TYPE_CHECKING:
+    from governed_memory.tiers.facade import MemorySnapshot, MemoryTiers
+    from governed_memory.tiers.governance import Governance
+
+__all__ = [
+    "Cleared",
+    "ContextRecord",
+    "Governance",
+    "InMemoryTurnStore",
+    "InMemoryWorkingStateStore",
+    "InjectedVersion",
+    "MemorySnapshot",
+    "MemoryTiers",
+    "Role",
+    "TierResult",
+    "ToolCall",
+    "Turn",
+    "TurnDraft",
+    "TurnPage",
+    "TurnStore",
+    "WorkingState",
+    "WorkingStateRead",
+    "WorkingStateStore",
+]
+
+_LAZY = {"MemoryTiers": "facade", "MemorySnapshot": "facade", "Governance": "governance"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"governed_memory.tiers.{module}"), name)

@@ -1,0 +1,336 @@
+"""``MemoryTiers``: the one facade chat and agent code imports.
+
+- conversation: the turns of a session (``append``, ``recent``, ``clear``);
+- working: one run's scratch state, bounded by a TTL (``scratch``, ``update``,
+  ``clear_working``);
+- long-term: governed memories (``save``, ``get``, ``search``, ``delete``).
+
+Each tier is optional; calling into one that was not configured raises
+``MemoryConfigurationError``. Every call goes through an activity port (validation,
+policy decision, span, scope check, events), so the conversation and working tiers are
+governed exactly like memories.
+
+The principal always comes from the host's authentication. When the scope has no
+``user_id``, the principal's is used, so the same human always gets the same session
+key whether or not the caller spelled it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar, cast
+
+import attrs
+
+from governed_memory.activity import ActivityPort
+from governed_memory.errors import (
+    MemoryConfigurationError,
+    MemoryScopeError,
+    MemoryValidationError,
+)
+from governed_memory.manager import GovernedMemoryManager
+from governed_memory.operations import Operation
+from governed_memory.principal import Principal
+from governed_memory.records import (
+    DeleteResult,
+    MemoryRecord,
+    MemoryType,
+    SearchResult,
+)
+from governed_memory.requests import MemoryRequest
+from governed_memory.scope import Scope, ScopeLevel, narrow
+from governed_memory.tiers.adapters import ContextLedger, TurnTier, WorkingTier
+from governed_memory.tiers.governance import Governance
+from governed_memory.tiers.requests import (
+    MAX_RECENT_TURNS,
+    AppendTurnRequest,
+    ClearTurnsRequest,
+    ClearWorkingStateRequest,
+    ListTurnsRequest,
+    ReadWorkingStateRequest,
+    RecentTurnsRequest,
+    RecordContextRequest,
+    TierRequest,
+    UpdateWorkingStateRequest,
+)
+from governed_memory.tiers.results import (
+    Cleared,
+    ContextRecord,
+    InjectedVersion,
+    WorkingState,
+    WorkingStateRead,
+)
+from governed_memory.tiers.turns import Turn, TurnDraft, TurnPage, TurnStore
+from governed_memory.tiers.working import WorkingStateStore
+
+R = TypeVar("R")
+
+
+def owner_scope(principal: Principal, scope: Scope) -> Scope:
+    """The scope with ``user_id`` taken from the principal when the scope has none."""
+    if not isinstance(principal, Principal):
+        raise MemoryValidationError("principal must be a Principal from authenticated "
+                                    "context", field="principal")
+    if not isinstance(scope, Scope):
+        raise MemoryValidationError("scope must be a Scope", field="scope")
+    if scope.user_id is None and principal.user_id is not None:
+        return scope.replace(user_id=principal.user_id)
+    return scope
+
+
+def check_owner(principal: Principal, scope: Scope) -> Scope:
+    """Refuse an owner that is not the authenticated caller's: another tenant, or
+    another user than the one the principal is bound to."""
+    owner = owner_scope(principal, scope)
+    if owner.tenant_id != principal.tenant_id:
+        raise MemoryScopeError("the owner's tenant is not the authenticated principal's")
+    if principal.user_id is not None and owner.user_id != principal.user_id:
+        raise MemoryScopeError("the owner is not the authenticated principal's user")
+    return owner
+
+
+def session_scope(principal: Principal, scope: Scope) -> Scope:
+    return narrow(owner_scope(principal, scope), ScopeLevel.SESSION)
+
+
+def run_scope(principal: Principal, scope: Scope) -> Scope:
+    return narrow(owner_scope(principal, scope), ScopeLevel.RUN)
+
+
+@attrs.frozen(slots=True)
+class MemorySnapshot:
+    """What the configured tiers hold for one owner at one moment."""
+
+    turns: tuple[Turn, ...]
+    working_state: Mapping[str, Any]
+    memories: tuple[MemoryRecord, ...]
+
+
+class MemoryTiers:
+    """The three tiers behind one facade; pass only the ones you configured."""
+
+    def __init__(
+        self,
+        *,
+        long_term: GovernedMemoryManager | None = None,
+        turns: TurnStore | None = None,
+        working: WorkingStateStore | None = None,
+        governance: Governance | None = None,
+        recent_limit: int = 20,
+        working_ttl_s: float = 3600.0,
+    ) -> None:
+        if governance is None:
+            governance = (Governance.of(long_term) if long_term is not None
+                          else Governance.standalone())
+        if not 1 <= recent_limit <= MAX_RECENT_TURNS:
+            raise MemoryConfigurationError(
+                f"recent_limit must be between 1 and {MAX_RECENT_TURNS}")
+        if not working_ttl_s > 0:
+            raise MemoryConfigurationError("working_ttl_s must be positive")
+        self.governance = governance
+        self.recent_limit = recent_limit
+        self.working_ttl_s = working_ttl_s
+        self._long_term = long_term
+        self.turn_store = turns
+        self.working_store = working
+        self._turns = governance.port(TurnTier(turns)) if turns is not None else None
+        self._working = governance.port(WorkingTier(working)) if working is not None else None
+        self._ledger = governance.port(ContextLedger())
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._long_term is not None:
+            await self._long_term.start()
+        for store in (self.turn_store, self.working_store):
+            if store is not None:
+                await store.start()
+
+    async def close(self) -> None:
+        for store in (self.turn_store, self.working_store):
+            if store is not None:
+                await store.close()
+        if self._long_term is not None:
+            await self._long_term.close()
+        else:
+            await self.governance.events.close()
+
+    async def __aenter__(self) -> MemoryTiers:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- configuration ------------------------------------------------------------------
+
+    @property
+    def has_turns(self) -> bool:
+        return self._turns is not None
+
+    @property
+    def has_working(self) -> bool:
+        return self._working is not None
+
+    @property
+    def has_long_term(self) -> bool:
+        return self._long_term is not None
+
+    @property
+    def long_term(self) -> GovernedMemoryManager:
+        if self._long_term is None:
+            raise MemoryConfigurationError("the long-term tier is not configured")
+        return self._long_term
+
+    def _port(self, port: ActivityPort | None, tier: str) -> ActivityPort:
+        if port is None:
+            raise MemoryConfigurationError(f"the {tier} tier is not configured")
+        return port
+
+    async def _run(self, port: ActivityPort, operation: Operation, principal: Principal,
+                   build: Callable[[], TierRequest]) -> Any:
+        if not isinstance(principal, Principal):
+            raise MemoryValidationError("principal must be a Principal from authenticated "
+                                        "context", field="principal")
+        try:
+            request = build()
+        except MemoryValidationError as exc:
+            await port.reject_invalid(operation, principal, exc)
+            raise
+        except (TypeError, ValueError) as exc:
+            error = MemoryValidationError(f"invalid {operation.value} request: {exc}",
+                                          field=operation.value)
+            await port.reject_invalid(operation, principal, error)
+            raise error from None
+        # The port takes any request with the request interface; the union type names
+        # only the long-term ones.
+        return await port.execute(cast(MemoryRequest, request), principal)
+
+    # -- conversation tier --------------------------------------------------------------
+
+    async def append(self, principal: Principal, scope: Scope, turn: TurnDraft) -> Turn:
+        port = self._port(self._turns, "conversation")
+        result: Turn = await self._run(
+            port, Operation.APPEND_TURN, principal,
+            lambda: AppendTurnRequest(session_scope(principal, scope), turn))
+        return result
+
+    async def recent(self, principal: Principal, scope: Scope, *,
+                     limit: int | None = None) -> tuple[Turn, ...]:
+        """The newest turns of the session, oldest first."""
+        port = self._port(self._turns, "conversation")
+        count = self.recent_limit if limit is None else limit
+        page: TurnPage = await self._run(
+            port, Operation.RECENT_TURNS, principal,
+            lambda: RecentTurnsRequest(session_scope(principal, scope), count))
+        return page.turns
+
+    async def turns_after(self, principal: Principal, scope: Scope, after_seq: int, *,
+                          limit: int = 50) -> tuple[Turn, ...]:
+        """Up to ``limit`` turns after sequence number ``after_seq``, oldest first."""
+        port = self._port(self._turns, "conversation")
+        page: TurnPage = await self._run(
+            port, Operation.LIST_TURNS, principal,
+            lambda: ListTurnsRequest(session_scope(principal, scope), after_seq, limit))
+        return page.turns
+
+    async def clear(self, principal: Principal, scope: Scope) -> int:
+        port = self._port(self._turns, "conversation")
+        result: Cleared = await self._run(
+            port, Operation.CLEAR_TURNS, principal,
+            lambda: ClearTurnsRequest(session_scope(principal, scope)))
+        return result.removed
+
+    # -- working tier -------------------------------------------------------------------
+
+    async def working_state(self, principal: Principal, scope: Scope) -> WorkingState | None:
+        port = self._port(self._working, "working")
+        result: WorkingStateRead = await self._run(
+            port, Operation.READ_WORKING_STATE, principal,
+            lambda: ReadWorkingStateRequest(run_scope(principal, scope)))
+        return result.state
+
+    async def scratch(self, principal: Principal, scope: Scope) -> dict[str, Any]:
+        """The run's state as a plain dict (empty when there is none)."""
+        state = await self.working_state(principal, scope)
+        return {} if state is None else dict(state.state)
+
+    async def update(self, principal: Principal, scope: Scope, state: Mapping[str, Any], *,
+                     ttl_seconds: float | None = None, replace: bool = False) -> WorkingState:
+        port = self._port(self._working, "working")
+        ttl = self.working_ttl_s if ttl_seconds is None else ttl_seconds
+        result: WorkingState = await self._run(
+            port, Operation.UPDATE_WORKING_STATE, principal,
+            lambda: UpdateWorkingStateRequest(run_scope(principal, scope), state, ttl, replace))
+        return result
+
+    async def clear_working(self, principal: Principal, scope: Scope) -> bool:
+        port = self._port(self._working, "working")
+        result: Cleared = await self._run(
+            port, Operation.CLEAR_WORKING_STATE, principal,
+            lambda: ClearWorkingStateRequest(run_scope(principal, scope)))
+        return result.removed > 0
+
+    # -- long-term tier -----------------------------------------------------------------
+
+    async def save(self, principal: Principal, scope: Scope, content: str,
+                   **fields: Any) -> MemoryRecord:
+        return await self.long_term.add(principal, owner_scope(principal, scope), content,
+                                        **fields)
+
+    async def get(self, principal: Principal, scope: Scope, record_id: str) -> MemoryRecord:
+        return await self.long_term.get(principal, owner_scope(principal, scope), record_id)
+
+    async def search(self, principal: Principal, scope: Scope, query: str, *,
+                     levels: Iterable[ScopeLevel] = (ScopeLevel.SESSION, ScopeLevel.USER),
+                     limit: int | None = None,
+                     memory_types: Iterable[MemoryType | str] | None = None) -> SearchResult:
+        """Search the owner's memories at each level, each an exactly narrowed scope."""
+        from governed_memory.turncontext.scoping import recall_scopes
+
+        scopes = recall_scopes(owner_scope(principal, scope), tuple(levels))
+        if not scopes:
+            raise MemoryValidationError("the scope addresses none of the levels",
+                                        field="levels")
+        return await self.long_term.search(principal, [s for _, s in scopes], query,
+                                           limit=limit, memory_types=memory_types)
+
+    async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
+                     hard: bool = False) -> DeleteResult:
+        return await self.long_term.delete(principal, owner_scope(principal, scope),
+                                           record_id, hard=hard)
+
+    # -- combined -----------------------------------------------------------------------
+
+    async def snapshot(self, principal: Principal, scope: Scope, *, query: str | None = None,
+                       recent_limit: int | None = None) -> MemorySnapshot:
+        """Recent turns, working state and (with a query) recalled memories of the
+        configured tiers. Refuses an owner that is not the authenticated principal's."""
+        owner = check_owner(principal, scope)
+        turns: tuple[Turn, ...] = ()
+        if self._turns is not None and owner.session_id is not None:
+            turns = await self.recent(principal, owner, limit=recent_limit)
+        state: Mapping[str, Any] = {}
+        if self._working is not None and owner.run_id is not None:
+            state = await self.scratch(principal, owner)
+        memories: tuple[MemoryRecord, ...] = ()
+        if query is not None and self._long_term is not None:
+            from governed_memory.turncontext.policy import ContextPolicy
+            from governed_memory.turncontext.recall import MemoryRecall
+
+            recall = MemoryRecall(ContextPolicy(), self._long_term)
+            recalled = await recall.recall(principal, owner, query)
+            memories = tuple(r.record for r in recalled.memories)
+        return MemorySnapshot(turns, state, memories)
+
+    # -- the per-turn context record ----------------------------------------------------
+
+    async def record_context(self, principal: Principal, scopes: tuple[Scope, ...],
+                             injected: tuple[InjectedVersion, ...],
+                             degraded: tuple[str, ...],
+                             window_turn_ids: tuple[str, ...] = ()) -> ContextRecord:
+        """Emit the event that says which memory versions a prompt received."""
+        result: ContextRecord = await self._run(
+            self._ledger, Operation.RECORD_CONTEXT, principal,
+            lambda: RecordContextRequest(scopes, injected, degraded, window_turn_ids))
+        return result

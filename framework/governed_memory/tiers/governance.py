@@ -1,0 +1,57 @@
+"""The shared machinery every tier's activity port is built from.
+
+With a long-term manager, the tiers reuse its policies, event bus, clock, tracer and
+profile, so one trail and one policy revision cover all three tiers. Without one, a
+standalone governance is built from the same parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import attrs
+from opentelemetry.trace import Tracer, TracerProvider
+
+from governed_memory.activity import ActivityPort
+from governed_memory.clock import Clock, SystemClock
+from governed_memory.context import ProfileRef
+from governed_memory.events import EventBus, EventSink
+from governed_memory.manager import GovernedMemoryManager
+from governed_memory.policy import MemoryPolicy, PolicyEngine
+from governed_memory.provider import MemoryProvider
+from governed_memory.telemetry import get_tracer
+
+
+@attrs.frozen(slots=True)
+class Governance:
+    policies: PolicyEngine
+    events: EventBus
+    clock: Clock
+    tracer: Tracer
+    profile: ProfileRef = attrs.field(factory=ProfileRef)
+    timeout_s: float | None = 30.0
+    content_hashes_in_events: bool = True
+
+    @classmethod
+    def of(cls, manager: GovernedMemoryManager) -> Governance:
+        port = manager.activity
+        return cls(port.policies, port.events, port.clock, port.tracer, port.profile,
+                   port.timeout_s, port.content_hashes_in_events)
+
+    @classmethod
+    def standalone(cls, *, policies: Sequence[MemoryPolicy] = (),
+                   sinks: Sequence[EventSink] = (), clock: Clock | None = None,
+                   tracer_provider: TracerProvider | None = None,
+                   profile: ProfileRef | None = None,
+                   timeout_s: float | None = 30.0) -> Governance:
+        return cls(PolicyEngine(policies), EventBus(sinks), clock or SystemClock(),
+                   get_tracer(tracer_provider), profile or ProfileRef(), timeout_s)
+
+    def port(self, tier: Any) -> ActivityPort:
+        """An activity port over a tier adapter (which the port calls like a provider)."""
+        return ActivityPort(cast(MemoryProvider, tier), policies=self.policies,
+                            events=self.events, clock=self.clock, tracer=self.tracer,
+                            profile=self.profile, timeout_s=self.timeout_s,
+                            provider_revision=str(getattr(tier, "revision", "unknown")),
+                            content_hashes_in_events=self.content_hashes_in_events)

@@ -1,0 +1,204 @@
+"""Typed requests for the tier operations, shaped like the long-term ones.
+
+Each names one exact scope (a session for turns, a run for working state), validates
+itself before the requested event, and is what policies see: the secret guard reads a
+turn's text exactly as it reads a memory's content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from governed_memory.errors import MemoryValidationError
+from governed_memory.limits import canonical_json, check_identifier
+from governed_memory.operations import Operation
+from governed_memory.records import _frozen_mapping, json_copy
+from governed_memory.scope import Scope
+from governed_memory.tiers.results import InjectedVersion
+from governed_memory.tiers.turns import TurnDraft
+from governed_memory.tiers.working import check_state, check_ttl
+
+MAX_RECENT_TURNS = 500
+MAX_TURN_PAGE = 100
+
+
+def _need(scope: object, dimension: str, what: str) -> None:
+    if not isinstance(scope, Scope):
+        raise MemoryValidationError("scope must be a Scope", field="scope")
+    if getattr(scope, dimension) is None:
+        raise MemoryValidationError(f"{what} needs a scope with {dimension}",
+                                    field=f"scope.{dimension}")
+
+
+def _limit(value: object, maximum: int, field: str = "limit") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise MemoryValidationError(f"{field} must be an integer between 1 and {maximum}",
+                                    field=field)
+
+
+class _TierRequest:
+    operation: ClassVar[Operation]
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        scope = getattr(self, "scope", None)
+        return (scope,) if isinstance(scope, Scope) else ()
+
+    def validate(self) -> None:  # pragma: no cover - every request overrides
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        body = {"operation": self.operation.value, "body": self._body()}
+        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+    def _body(self) -> Any:
+        return {name: _plain(getattr(self, name))
+                for name in attrs.fields_dict(type(self))}  # type: ignore[arg-type]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Scope):
+        return value.dimensions()
+    if isinstance(value, TurnDraft):
+        return value.body()
+    if isinstance(value, Mapping):
+        return json_copy(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if attrs.has(type(value)):
+        return attrs.asdict(value)
+    return value
+
+
+@attrs.frozen(slots=True)
+class AppendTurnRequest(_TierRequest):
+    operation: ClassVar[Operation] = Operation.APPEND_TURN
+
+    scope: Scope
+    turn: TurnDraft
+
+    def validate(self) -> None:
+        _need(self.scope, "session_id", "a turn")
+        if not isinstance(self.turn, TurnDraft):
+            raise MemoryValidationError("turn must be a TurnDraft", field="turn")
+        self.turn.validate()
+
+
+@attrs.frozen(slots=True)
+class RecentTurnsRequest(_TierRequest):
+    operation: ClassVar[Operation] = Operation.RECENT_TURNS
+
+    scope: Scope
+    limit: int = 20
+
+    def validate(self) -> None:
+        _need(self.scope, "session_id", "reading turns")
+        _limit(self.limit, MAX_RECENT_TURNS)
+
+
+@attrs.frozen(slots=True)
+class ListTurnsRequest(_TierRequest):
+    """A page of turns after a sequence number, oldest first (summary catch-up)."""
+
+    operation: ClassVar[Operation] = Operation.LIST_TURNS
+
+    scope: Scope
+    after_seq: int = 0
+    limit: int = 50
+
+    def validate(self) -> None:
+        _need(self.scope, "session_id", "reading turns")
+        if (isinstance(self.after_seq, bool) or not isinstance(self.after_seq, int)
+                or self.after_seq < 0):
+            raise MemoryValidationError("after_seq must be a non-negative integer",
+                                        field="after_seq")
+        _limit(self.limit, MAX_TURN_PAGE)
+
+
+@attrs.frozen(slots=True)
+class ClearTurnsRequest(_TierRequest):
+    operation: ClassVar[Operation] = Operation.CLEAR_TURNS
+
+    scope: Scope
+
+    def validate(self) -> None:
+        _need(self.scope, "session_id", "clearing turns")
+
+
+@attrs.frozen(slots=True)
+class ReadWorkingStateRequest(_TierRequest):
+    operation: ClassVar[Operation] = Operation.READ_WORKING_STATE
+
+    scope: Scope
+
+    def validate(self) -> None:
+        _need(self.scope, "run_id", "working state")
+
+
+@attrs.frozen(slots=True)
+class UpdateWorkingStateRequest(_TierRequest):
+    operation: ClassVar[Operation] = Operation.UPDATE_WORKING_STATE
+
+    scope: Scope
+    changes: Mapping[str, Any] = attrs.field(converter=_frozen_mapping)
+    ttl_s: float
+    replace: bool = False
+
+    def validate(self) -> None:
+        _need(self.scope, "run_id", "working state")
+        check_state(self.changes, "state")
+        check_ttl(self.ttl_s)
+        if not isinstance(self.replace, bool):
+            raise MemoryValidationError("replace must be true or false", field="replace")
+
+
+@attrs.frozen(slots=True)
+class ClearWorkingStateRequest(_TierRequest):
+    operation: ClassVar[Operation] = Operation.CLEAR_WORKING_STATE
+
+    scope: Scope
+
+    def validate(self) -> None:
+        _need(self.scope, "run_id", "working state")
+
+
+@attrs.frozen(slots=True)
+class RecordContextRequest(_TierRequest):
+    """Records which memory versions one per-turn context injected, and what it had to
+    do without. ``scopes`` are the session's and every injected memory's scope, so the
+    decision covers each of them."""
+
+    operation: ClassVar[Operation] = Operation.RECORD_CONTEXT
+
+    scopes: tuple[Scope, ...]
+    injected: tuple[InjectedVersion, ...] = ()
+    degraded: tuple[str, ...] = ()
+    window_turn_ids: tuple[str, ...] = ()
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        return self.scopes
+
+    def validate(self) -> None:
+        if not self.scopes or not all(isinstance(s, Scope) for s in self.scopes):
+            raise MemoryValidationError("scopes must be a non-empty tuple of Scope",
+                                        field="scopes")
+        if len({s.tenant_id for s in self.scopes}) != 1:
+            raise MemoryValidationError("one context never spans tenants", field="scopes")
+        hashes = {s.scope_hash for s in self.scopes}
+        for i, version in enumerate(self.injected):
+            if version.scope_hash not in hashes:
+                raise MemoryValidationError("an injected memory's scope is not listed",
+                                            field=f"injected[{i}]")
+            check_identifier(version.record_id, f"injected[{i}].record_id")
+        for i, item in enumerate(self.degraded):
+            check_identifier(item, f"degraded[{i}]")
+
+
+TierRequest = (
+    AppendTurnRequest | RecentTurnsRequest | ListTurnsRequest | ClearTurnsRequest
+    | ReadWorkingStateRequest | UpdateWorkingStateRequest | ClearWorkingStateRequest
+    | RecordContextRequest
+)

@@ -1,0 +1,120 @@
+"""What the tier stores return, and how the activity port checks it came from the
+scopes that were asked for.
+
+The long-term tier's records carry a scope hash the port compares; the conversation
+and working-state tiers follow the same rule. Each result answers ``audit(allowed)``:
+the result with anything of another scope left out, what the event may say about it
+(ids, counts, never content), and the ids it left out, which the port reports as a
+``memory.read.scope_violation``. A single result of another scope is a storage error:
+there is nothing left to return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from governed_memory.errors import MemoryStorageError
+from governed_memory.records import _frozen_mapping
+
+
+@attrs.frozen(slots=True)
+class TierAudit:
+    result: Any
+    record_ids: tuple[str, ...] = ()
+    versions: tuple[int, ...] = ()
+    content_hashes: tuple[str, ...] = ()
+    count: int | None = None
+    reasons: tuple[str, ...] = ()
+    stray: tuple[str, ...] = ()
+
+
+class TierResult:
+    """Base of every value a tier store hands back through the activity port."""
+
+    __slots__ = ()
+
+    def audit(self, allowed: set[str]) -> TierAudit:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def _own(scope_hash: str, allowed: set[str], what: str) -> None:
+    if scope_hash not in allowed:
+        raise MemoryStorageError(f"the {what} store answered for another scope")
+
+
+@attrs.frozen(slots=True)
+class Cleared(TierResult):
+    """How much a clear removed from one exact scope."""
+
+    scope_hash: str
+    removed: int
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        _own(self.scope_hash, allowed, "tier")
+        return TierAudit(self, count=self.removed)
+
+
+@attrs.frozen(slots=True)
+class WorkingState(TierResult):
+    """One run's scratch state. ``expires_at`` moves forward on every update."""
+
+    scope_hash: str
+    state: Mapping[str, Any] = attrs.field(converter=_frozen_mapping)
+    updated_at: float
+    expires_at: float
+    revision: int = 1
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        _own(self.scope_hash, allowed, "working-state")
+        return TierAudit(self, versions=(self.revision,), count=1)
+
+
+@attrs.frozen(slots=True)
+class WorkingStateRead(TierResult):
+    """A read of one run's state; ``state`` is ``None`` when there is none (never set,
+    cleared or expired)."""
+
+    scope_hash: str
+    state: WorkingState | None = None
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        _own(self.scope_hash, allowed, "working-state")
+        if self.state is not None:
+            _own(self.state.scope_hash, allowed, "working-state")
+        return TierAudit(self, versions=() if self.state is None else (self.state.revision,),
+                         count=0 if self.state is None else 1)
+
+
+@attrs.frozen(slots=True)
+class InjectedVersion:
+    """One memory version a per-turn context put into a prompt."""
+
+    record_id: str
+    version: int
+    content_hash: str
+    scope_hash: str
+
+
+@attrs.frozen(slots=True)
+class ContextRecord(TierResult):
+    """What one per-turn context injected and what it had to do without."""
+
+    injected: tuple[InjectedVersion, ...]
+    degraded: tuple[str, ...]
+    window_turn_ids: tuple[str, ...] = ()
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        kept = tuple(v for v in self.injected if v.scope_hash in allowed)
+        stray = tuple(v.record_id for v in self.injected if v.scope_hash not in allowed)
+        return TierAudit(
+            attrs.evolve(self, injected=kept),
+            record_ids=tuple(v.record_id for v in kept),
+            versions=tuple(v.version for v in kept),
+            content_hashes=tuple(v.content_hash for v in kept),
+            count=len(kept),
+            reasons=tuple(f"degraded: {d}" for d in self.degraded),
+            stray=stray,
+        )
