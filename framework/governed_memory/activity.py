@@ -71,6 +71,7 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory.scope import Scope
+from governed_memory.tiers.results import TierResult
 from governed_memory.usage import Usage, UsageProbe, UsageQuery
 
 log = logging.getLogger(__name__)
@@ -508,6 +509,14 @@ class ActivityPort:
                                erasure=erasure_evidence(result))
         elif isinstance(result, CleanupPage):
             summary = _Summary(count=result.deleted)
+        elif isinstance(result, TierResult):
+            # Turns, working state and context records (governed_memory.tiers) check
+            # their own scope hashes; strays are dropped and reported like records.
+            audit = result.audit(allowed)
+            result = audit.result
+            dropped.extend(audit.stray)
+            summary = _Summary(audit.record_ids, audit.versions, audit.content_hashes,
+                               audit.count, reasons=audit.reasons)
         elif isinstance(result, int) and not isinstance(result, bool):
             summary = _Summary(count=result)
         else:
