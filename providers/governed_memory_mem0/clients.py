@@ -11,6 +11,7 @@ be built from caller input.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -222,6 +223,7 @@ class PlatformMem0:
         import httpx
         from mem0 import MemoryClient
 
+        _quiet_mem0_client_logs()
         api_key = os.environ.get(self._config.api_key_env, "")
         if not api_key:
             from governed_memory.errors import MemoryConfigurationError
@@ -310,6 +312,22 @@ class PlatformMem0:
             raise
         return [str(t) for row in rows for t in (row.get("old_memory"), row.get("new_memory"))
                 if t]
+
+
+class _WithheldDetail(logging.Filter):
+    """mem0's client logs every HTTP error with its URL (the host) and the server's
+    text; the record is kept, its detail is not."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = "mem0 client request failed (detail withheld by governed-memory)"
+        record.args = ()
+        return True
+
+
+def _quiet_mem0_client_logs() -> None:
+    logger = logging.getLogger("mem0.client.utils")
+    if not any(isinstance(f, _WithheldDetail) for f in logger.filters):
+        logger.addFilter(_WithheldDetail())
 
 
 def history_db_texts(path: str) -> list[str]:

@@ -218,6 +218,12 @@ class Ledger:
             self._depth = 0
             self.db.execute("COMMIT")
 
+    def settle_erasure(self) -> None:
+        """Fold the write-ahead log into the file and truncate it: WAL frames written
+        before an erasure still hold the erased rows until they are checkpointed."""
+        if self._path != ":memory:":
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     # -- records ----------------------------------------------------------------
 
     def record(self, scope_hash: str, record_id: str) -> LedgerRow | None:

@@ -233,7 +233,18 @@ class Mem0MemoryProvider:
             with self._lock:
                 if self._bridge is not None:
                     self._bridge.bind(loop)
-                return body(*args)
+                error: MemoryError
+                try:
+                    return body(*args)
+                except MemoryError as exc:
+                    error = exc
+                except Exception as exc:
+                    log.warning("mem0 adapter failure: %s", type(exc).__name__)
+                    error = translate(exc)
+            # Raised outside the handler, with the chain cut: a Mem0 exception carries
+            # the host, the server's text and sometimes the payload.
+            error.__cause__ = error.__context__ = None
+            raise error
 
         return await asyncio.to_thread(run)
 
@@ -569,6 +580,7 @@ class Mem0MemoryProvider:
             removed = self._ledger.erase_idempotency_of_scope(scope_hash)
             for record_id in self._ledger.intents_in_scope(scope_hash):
                 self._ledger.drop_intent(record_id)
+        self._ledger.settle_erasure()
         scopes = frozenset({scope_hash}) if removed else frozenset()
         return total + _Erased(idempotency_entries=removed, scope_hashes=scopes)
 
@@ -646,6 +658,7 @@ class Mem0MemoryProvider:
             total += extra + _Erased(records=1, versions=versions, idempotency_entries=idem,
                                      mem0_memories=int(removed), mem0_history_left=left,
                                      scope_hashes=frozenset({row.record.scope_hash}))
+        self._ledger.settle_erasure()
         if total.mem0_history_left:
             raise MemoryStorageError("Mem0 still serves history of an erased memory")
         return total
