@@ -66,9 +66,15 @@ class MiniLMEmbedder:
     def _embed_blocking(self, texts: tuple[str, ...]) -> tuple[tuple[float, ...], ...]:
         runtime = self._load()
         size = self._config.batch_size
-        vectors: list[tuple[float, ...]] = []
-        for start in range(0, len(texts), size):
-            vectors.extend(runtime.encode(texts[start:start + size]))
+        # Batch texts of similar length together: a batch pads to its longest text, and
+        # padding is masked out of attention and pooling, so the order changes only cost.
+        order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
+        vectors: list[tuple[float, ...]] = [()] * len(texts)
+        for start in range(0, len(order), size):
+            chunk = order[start:start + size]
+            for index, vector in zip(chunk, runtime.encode([texts[i] for i in chunk]),
+                                     strict=True):
+                vectors[index] = vector
         return tuple(vectors)
 
     def _load(self) -> _Runtime:
