@@ -18,6 +18,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
+from governed_memory.errors import (
+    MemoryConfigurationError,
+    MemoryError,
+    MemoryUnavailableError,
+)
 
 from governed_memory_mem0.config import LocalConfig, PlatformConfig, VectorStoreKind
 from governed_memory_mem0.embedding import Mem0EmbedderBridge
@@ -178,7 +183,7 @@ class LocalMem0:
         return [_item(raw, float(raw.get("score") or 0.0)) for raw in found["results"]]
 
     def items(self, namespace: str) -> Iterator[Item]:
-        from mem0.memory.main import _vector_store_list_rows
+        from mem0.memory.main import _vector_store_list_rows  # type: ignore[import-untyped]
 
         memory = self._memory()
         # Not get_all: it truncates at top_k and hides Mem0-expired memories.
@@ -221,22 +226,25 @@ class PlatformMem0:
 
         import_mem0(None)
         import httpx
-        from mem0 import MemoryClient
+        from mem0 import MemoryClient  # type: ignore[import-untyped]
 
         _quiet_mem0_client_logs()
         api_key = os.environ.get(self._config.api_key_env, "")
         if not api_key:
-            from governed_memory.errors import MemoryConfigurationError
-
             raise MemoryConfigurationError(
                 f"the Mem0 API key variable {self._config.api_key_env} is not set")
         http = httpx.Client(timeout=self._timeout_s)
+        error: MemoryError
         try:
-            # The constructor pings the host; a refusal surfaces as ValueError there.
+            # The constructor pings the host; a refused key surfaces as ValueError there.
             self.client = MemoryClient(api_key=api_key, host=self._config.host, client=http)
-        except Exception:
-            http.close()
-            raise
+            return
+        except ValueError:
+            error = MemoryConfigurationError("the Mem0 Platform refused the adapter's key")
+        except httpx.HTTPError:
+            error = MemoryUnavailableError("the Mem0 Platform host could not be reached")
+        http.close()
+        raise error
 
     def close(self) -> None:
         client, self.client = self.client, None

@@ -28,9 +28,9 @@ def import_mem0(mem0_dir: Path | None) -> ModuleType:
                 mem0_dir.mkdir(parents=True, exist_ok=True)
                 os.environ["MEM0_DIR"] = str(mem0_dir)
         try:
-            import mem0
-            import mem0.memory.main as mem0_main
-            import mem0.memory.telemetry as mem0_telemetry
+            import mem0  # type: ignore[import-untyped]
+            import mem0.memory.main as mem0_main  # type: ignore[import-untyped]
+            import mem0.memory.telemetry as mem0_telemetry  # type: ignore[import-untyped]
         except ImportError:
             raise MemoryConfigurationError(
                 "the mem0 provider needs the mem0 extra: pip install 'governed-memory[mem0]'"
@@ -39,4 +39,5 @@ def import_mem0(mem0_dir: Path | None) -> ModuleType:
             raise MemoryConfigurationError(
                 "mem0 was imported with telemetry on; set MEM0_TELEMETRY=False before "
                 "anything imports mem0")
-        return mem0
+        module: ModuleType = mem0
+        return module

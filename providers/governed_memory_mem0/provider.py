@@ -25,6 +25,7 @@ Every rule a caller observes is enforced here, never delegated to Mem0:
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import threading
 import time
@@ -484,7 +485,7 @@ class Mem0MemoryProvider:
         return await self._locked(self._search, request, ctx)
 
     def _search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
-        scored: list[tuple[float, MemoryRecord]] = []
+        scored: builtins.list[tuple[float, MemoryRecord]] = []
         for scope in {s.scope_hash: s for s in request.scopes}.values():
             scored.extend(self._search_scope(scope, request, ctx))
         scored.sort(key=lambda pair: (-pair[0], pair[1].id))
@@ -496,7 +497,7 @@ class Mem0MemoryProvider:
         return SearchResult(hits=hits, candidates=len(scored))
 
     def _search_scope(self, scope: Scope, request: SearchRequest,
-                      ctx: OperationContext) -> list[tuple[float, MemoryRecord]]:
+                      ctx: OperationContext) -> builtins.list[tuple[float, MemoryRecord]]:
         sh = scope.scope_hash
         held = self._ledger.count_in_scope(sh)
         if held == 0:
@@ -504,7 +505,7 @@ class Mem0MemoryProvider:
         top_k = min(MAX_FETCH, held + request.limit)
         items = self._call(self._client.search, self._namespace(sh), request.query, top_k)
         rows = self._ledger.by_mem0_ids([item.mem0_id for item in items])
-        found: list[tuple[float, MemoryRecord]] = []
+        found: builtins.list[tuple[float, MemoryRecord]] = []
         for item in items:
             row = rows.get(item.mem0_id)
             if row is None or row.record.scope_hash != sh:
@@ -612,7 +613,7 @@ class Mem0MemoryProvider:
         removed = self._ledger.erase_idempotency_of_user(tenant_id, user_id)
         return total + _Erased(idempotency_entries=removed)
 
-    def _rows_by_id(self, record_id: str) -> list[LedgerRow]:
+    def _rows_by_id(self, record_id: str) -> builtins.list[LedgerRow]:
         row = self._ledger.db.execute("SELECT scope_hash FROM records WHERE id = ?",
                                       (record_id,)).fetchone()
         found = None if row is None else self._ledger.record(row[0], record_id)
@@ -631,7 +632,7 @@ class Mem0MemoryProvider:
         return CleanupPage(deleted=deleted, next_cursor=cursor)
 
     def _purge(self, scope_hash: str, after: str | None, limit: int,
-               ctx: OperationContext) -> tuple[list[str], int]:
+               ctx: OperationContext) -> tuple[builtins.list[str], int]:
         rows = self._ledger.scan(scope_hash, after, limit)
         expired = [row for row in rows if row.record.is_expired(ctx.now)]
         erased = self._erase_rows(expired, tombstone_idempotency=False) if expired else _Erased()
