@@ -98,6 +98,7 @@ class _Walker:
         self.first_seq = 0
         self.head: str | None = None
         self.started = False
+        self.file_index = 0
         self.wanted = wanted
         """Entry numbers whose hashes to keep (the checkpoints'), so memory stays flat."""
         self.hashes: dict[int, str] = {}
@@ -115,18 +116,24 @@ class _Walker:
                 if value["hash"] != genesis_hash(chain_id, float(created_at)):
                     return "genesis hash does not match its header"
                 self.chain_id, self.head, self.started = chain_id, str(value["hash"]), True
+                self.file_index = 1
                 self._keep(0, self.head)
                 return None
             if kind == CONTINUE:
-                seq, head = value["seq"], str(value["head"])
-                assert isinstance(seq, int)
+                seq, head, index = value["seq"], str(value["head"]), value["file_index"]
+                assert isinstance(seq, int) and isinstance(index, int)
                 if not self.started:  # verifying from a later file on
                     self.chain_id, self.seq, self.first_seq = str(value["chain_id"]), seq, seq
+                    self.file_index = index
                     self.head, self.started = head, True
                     self._keep(seq, head)
                     return None
                 if value["chain_id"] != self.chain_id:
                     return "continues another chain"
+                if index != self.file_index + 1:
+                    return (f"file number {index} follows file number {self.file_index} "
+                            "(a file was removed, repeated or renumbered)")
+                self.file_index = index
                 if seq != self.seq or head != self.head:
                     return (f"continues from entry {seq}, but the previous file ends at "
                             f"entry {self.seq}" if seq != self.seq

@@ -9,6 +9,7 @@ import click
 
 from governed_memory import __version__
 from governed_memory.cli import format as fmt
+from governed_memory.cli.audit import audit
 from governed_memory.cli.common import (
     db_option,
     emit,
@@ -42,6 +43,7 @@ cli.add_command(demo)
 for _command in (profiles, policies, approve, reject):
     cli.add_command(_command)
 cli.add_command(conformance)
+cli.add_command(audit)
 
 
 @cli.group()
