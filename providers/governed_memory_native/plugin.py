@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from governed_memory import hookimpl
+from governed_memory.clock import Clock
 
 from governed_memory_native.factory import build_native_provider
 
@@ -16,3 +18,40 @@ def register_memory_providers(register: Callable[..., None]) -> None:
         build_native_provider,
         description="Built-in provider: SQLite (embedded, durable, default) or in-memory.",
     )
+
+
+def _memory_turns(config: Mapping[str, Any], clock: Clock) -> Any:
+    from governed_memory.errors import MemoryConfigurationError
+    from governed_memory.tiers.turns import InMemoryTurnStore
+
+    if config:
+        raise MemoryConfigurationError("turn store 'memory' takes no configuration")
+    return InMemoryTurnStore()
+
+
+def _sqlite_turns(config: Mapping[str, Any], clock: Clock) -> Any:
+    from governed_memory_native.turns_sqlite import build_sqlite_turn_store
+
+    return build_sqlite_turn_store(config, clock)
+
+
+def _postgres_turns(config: Mapping[str, Any], clock: Clock) -> Any:
+    try:
+        from governed_memory_native.turns_postgres import build_postgres_turn_store
+    except ImportError:
+        from governed_memory.errors import MemoryConfigurationError
+
+        raise MemoryConfigurationError(
+            "turn store 'postgres' needs psycopg: pip install 'governed-memory[postgres]'"
+        ) from None
+    return build_postgres_turn_store(config, clock)
+
+
+@hookimpl
+def register_turn_stores(register: Callable[..., None]) -> None:
+    register("memory", _memory_turns,
+             description="Conversation turns in process memory (tests, demos; not durable).")
+    register("sqlite", _sqlite_turns,
+             description="Conversation turns in an embedded SQLite file (durable, WAL).")
+    register("postgres", _postgres_turns,
+             description="Conversation turns in PostgreSQL (shared by every process).")

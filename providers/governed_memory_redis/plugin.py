@@ -1,4 +1,5 @@
-"""Registers the Redis search-cache store, the same way a third-party plugin would.
+"""Registers the Redis search-cache store and working-state store, the same way a
+third-party plugin would.
 
 ``redis`` is an optional dependency: the store is registered either way, and building
 it without the package installed names the extra to install.
@@ -26,3 +27,20 @@ def _build(config: Mapping[str, Any]) -> Any:
 @hookimpl
 def register_cache_stores(register: Callable[..., None]) -> None:
     register("redis", _build, description="Shared search cache on Redis (TTL, size bound)")
+
+
+def _build_working_state(config: Mapping[str, Any], clock: Any) -> Any:
+    try:
+        from governed_memory_redis.working_state import build_redis_working_state_store
+    except ImportError:
+        raise MemoryConfigurationError(
+            "working-state store 'redis' needs the redis package: "
+            "pip install 'governed-memory[redis]'"
+        ) from None
+    return build_redis_working_state_store(config, clock)
+
+
+@hookimpl
+def register_working_state_stores(register: Callable[..., None]) -> None:
+    register("redis", _build_working_state,
+             description="Per-run working state on Redis (TTL, merge under WATCH)")
