@@ -43,7 +43,12 @@ from governed_memory.events import (
 )
 from governed_memory.ids import new_id
 from governed_memory.operations import Operation, OperationKind
-from governed_memory.outbox import EventOutboxProvider, OutboxDispatcher, erasure_evidence
+from governed_memory.outbox import (
+    Drain,
+    EventOutboxProvider,
+    OutboxDispatcher,
+    erasure_evidence,
+)
 from governed_memory.policy import (
     SCOPE_RULE_NAME,
     Effect,
@@ -369,23 +374,23 @@ class ActivityPort:
                 raise
             return event
         try:
-            delivery = await self.outbox.drain()
+            delivery: Drain | None = await self.outbox.drain()
         except Exception as exc:
-            # The provider could not even list its outbox: deliver the event directly
-            # (at least once; the audit sink drops the copy a later drain brings).
-            log.error("event outbox of %s unreadable: %s", self._provider_name,
+            log.error("event outbox of %s failed: %s", self._provider_name,
                       type(exc).__name__)
-            return await self._record_outcome(event, None, operation)
+            delivery = None
         delivered = self.outbox.delivered(draft.event_id)
         if delivered is not None:
             return delivered
-        if delivery.stuck_on is not None or self.outbox.pending(draft.event_id):
+        if delivery is not None and (delivery.stuck_on is not None
+                                     or self.outbox.pending(draft.event_id)):
             # Durable in the provider's outbox; the dispatcher delivers it later.
             log.warning("committed event of %s waits in the provider's outbox",
                         operation.value)
             return None
         # The provider did not store this operation's event (its outbox need not cover
-        # every write): emit it as any other provider's.
+        # every write), or its outbox could not be read: emit the event directly. At
+        # least once: the audit sink drops the copy a later drain may bring.
         return await self._record_outcome(event, None, operation)
 
     async def _record_receipt(self, receipt: ErasureReceipt, committed: MemoryEvent,
