@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE INDEX IF NOT EXISTS records_scope ON records (scope_hash, id);
 CREATE INDEX IF NOT EXISTS records_user ON records (tenant_id, user_id);
+CREATE INDEX IF NOT EXISTS records_mem0 ON records (mem0_id);
 CREATE TABLE IF NOT EXISTS versions (
     record_id TEXT NOT NULL,
     version INTEGER NOT NULL,
@@ -125,6 +126,17 @@ class LedgerRow:
     stray: bool = False
     """A write to this record timed out once, so Mem0 may hold a second copy of it;
     erasing the record then sweeps its namespace for copies."""
+
+
+@attrs.frozen(slots=True)
+class Screen:
+    """The columns a search screens candidates on, without reading the record."""
+
+    record_id: str
+    scope_hash: str
+    status: str
+    memory_type: str
+    expires_at: float | None
 
 
 @attrs.frozen(slots=True)
@@ -257,15 +269,15 @@ class Ledger:
             "ORDER BY id LIMIT ?", (scope_hash, after or "", limit))
         return [LedgerRow(record_from_json(b), m, bool(s)) for b, m, s in rows]
 
-    def by_mem0_ids(self, mem0_ids: Sequence[str]) -> dict[str, LedgerRow]:
-        found: dict[str, LedgerRow] = {}
+    def screen(self, mem0_ids: Sequence[str]) -> dict[str, Screen]:
+        found: dict[str, Screen] = {}
         for start in range(0, len(mem0_ids), 500):
             chunk = list(mem0_ids[start:start + 500])
             rows = self.db.execute(
-                "SELECT body, mem0_id, stray FROM records WHERE mem0_id IN "
-                f"({','.join('?' * len(chunk))})", chunk)
-            for body, mem0_id, stray in rows:
-                found[mem0_id] = LedgerRow(record_from_json(body), mem0_id, bool(stray))
+                "SELECT mem0_id, id, scope_hash, status, memory_type, expires_at FROM records "
+                f"WHERE mem0_id IN ({','.join('?' * len(chunk))})", chunk)
+            for mem0_id, record_id, scope_hash, status, memory_type, expires_at in rows:
+                found[mem0_id] = Screen(record_id, scope_hash, status, memory_type, expires_at)
         return found
 
     def count_in_scope(self, scope_hash: str) -> int:

@@ -485,40 +485,59 @@ class Mem0MemoryProvider:
         return await self._locked(self._search, request, ctx)
 
     def _search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
-        scored: builtins.list[tuple[float, MemoryRecord]] = []
+        """Mem0 ranks each scope's namespace; the ledger decides what may be shown.
+
+        Candidates are screened on the ledger's plain columns (scope, status, expiry,
+        type) first and ordered by score, then id; only as many are read in full as the
+        limit needs once entity and metadata filters apply.
+        """
+        candidates: builtins.list[tuple[float, str, str, Item]] = []
+        foreign: builtins.list[tuple[float, MemoryRecord]] = []
         for scope in {s.scope_hash: s for s in request.scopes}.values():
-            scored.extend(self._search_scope(scope, request, ctx))
-        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+            self._screen_scope(scope.scope_hash, request, ctx, candidates, foreign)
+        candidates.sort(key=lambda c: (-c[0], c[1]))
+        found: builtins.list[tuple[float, MemoryRecord]] = []
+        for score, record_id, scope_hash, item in candidates:
+            if len(found) == request.limit:
+                break
+            row = self._ledger.record(scope_hash, record_id)
+            if row is None:
+                continue
+            record = self._merged(row, item)
+            if _matches(record, request):
+                found.append((score, record))
+        found.extend(foreign)
+        found.sort(key=lambda pair: (-pair[0], pair[1].id))
         hits = tuple(
             SearchHit(record=record, score=score, rank=rank, explanation=HitExplanation(
                 signals=(SignalScore(name="mem0_vector", value=score, rank=rank),),
                 tie_break=_TIE_BREAK))
-            for rank, (score, record) in enumerate(scored[: request.limit], start=1))
-        return SearchResult(hits=hits, candidates=len(scored))
+            for rank, (score, record) in enumerate(found[: request.limit], start=1))
+        return SearchResult(hits=hits, candidates=len(candidates))
 
-    def _search_scope(self, scope: Scope, request: SearchRequest,
-                      ctx: OperationContext) -> builtins.list[tuple[float, MemoryRecord]]:
-        sh = scope.scope_hash
+    def _screen_scope(self, sh: str, request: SearchRequest, ctx: OperationContext,
+                      candidates: builtins.list[tuple[float, str, str, Item]],
+                      foreign: builtins.list[tuple[float, MemoryRecord]]) -> None:
         held = self._ledger.count_in_scope(sh)
         if held == 0:
-            return []
+            return
         top_k = min(MAX_FETCH, held + request.limit)
         items = self._call(self._client.search, self._namespace(sh), request.query, top_k)
-        rows = self._ledger.by_mem0_ids([item.mem0_id for item in items])
-        found: builtins.list[tuple[float, MemoryRecord]] = []
+        index = self._ledger.screen([item.mem0_id for item in items])
+        types = {t.value for t in request.memory_types}
         for item in items:
-            row = rows.get(item.mem0_id)
-            if row is None or row.record.scope_hash != sh:
-                foreign = self._foreign(item, sh)
-                if foreign is not None:
-                    found.append((float(item.score or 0.0), foreign))
+            score = float(item.score or 0.0)
+            entry = index.get(item.mem0_id)
+            if entry is None or entry.scope_hash != sh:
+                stranger = self._foreign(item, sh)
+                if stranger is not None:
+                    foreign.append((score, stranger))
                 continue
-            if not row.record.is_visible(ctx.now):
+            if (entry.status != RecordStatus.ACTIVE.value
+                    or (entry.expires_at is not None and entry.expires_at <= ctx.now)
+                    or (types and entry.memory_type not in types)):
                 continue
-            record = self._merged(row, item)
-            if _matches(record, request):
-                found.append((float(item.score or 0.0), record))
-        return found
+            candidates.append((score, entry.record_id, sh, item))
 
     def _foreign(self, item: Item, scope_hash: str) -> MemoryRecord | None:
         """An item Mem0 returned for a namespace that the ledger does not place there.
