@@ -158,31 +158,35 @@ async def provider_vector_rankings(backend: str, directory: Path, embedder: str,
                                    data: DataSet) -> dict[str, dict[str, Ranking]] | str:
     """Vector-only and hybrid rankings from the native provider itself, or why not.
 
-    The provider takes its embedder as ``embedder = {kind = ...}`` and the retrieval
-    modes as ``retrieval_modes``; a provider that does not know these keys refuses the
-    configuration, and the reason is reported instead of figures.
+    Each runs under a profile that names the embedder (``[stores.embedder]``), embeds on
+    write (``[indexing] mode = "sync"``) and picks the retrieval modes, exactly as an
+    application would configure it; the provider's default fusion weighs lexical and
+    vector equally. A provider or framework that cannot do this refuses the profile at
+    start, and the reason is reported instead of figures.
     """
+    from governed_memory import GovernedMemoryManager
     from governed_memory.errors import MemoryError as GovernedError
+    from governed_memory.profiles import parse_profile
 
     out: dict[str, dict[str, Ranking]] = {}
     for method, modes in (("vector", ["vector"]), ("hybrid", ["lexical", "vector"])):
-        config = native_config(backend, directory, f"{embedder}-{method}", {
-            "embedder": {"kind": embedder}, "retrieval_modes": modes, "indexing": "sync"})
-
-        async def run(manager: Any) -> dict[str, Ranking] | str:
-            capabilities = await manager.capabilities() if callable(
-                getattr(manager, "capabilities", None)) else None
-            if capabilities is not None and not getattr(capabilities, "vector_search", False):
-                return "the native provider does not declare vector_search"
-            return await governed_rankings(manager, data)
-
         try:
-            result = await with_manager(config, run)
+            spec = parse_profile({
+                "id": f"recall-bench-{method}", "version": "1.0.0",
+                "provider": {"name": "native", "config": native_config(
+                    backend, directory, f"{embedder}-{method}")},
+                "stores": {"embedder": {"kind": embedder}},
+                "indexing": {"mode": "sync"},
+                "retrieval": {"modes": modes, "top_k": 10},
+            })
+            manager = GovernedMemoryManager.from_profile(spec)
+            await manager.start()
         except GovernedError as exc:
             return f"{type(exc).__name__}: {exc}"
-        if isinstance(result, str):
-            return result
-        out[method] = result
+        try:
+            out[method] = await governed_rankings(manager, data)
+        finally:
+            await manager.close()
     return out
 
 
