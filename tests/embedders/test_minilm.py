@@ -76,6 +76,16 @@ async def test_a_batch_equals_its_texts_one_by_one(embedder: MiniLMEmbedder) -> 
         assert dot(single, vector) == pytest.approx(1.0, abs=1e-5)
 
 
+async def test_the_order_of_a_batch_does_not_change_any_vector(
+        embedder: MiniLMEmbedder) -> None:
+    texts = ["short", "a somewhat longer sentence about lunch", "mid length text here",
+             "x " * 120, "Eve: the dentist moved my appointment to Friday"]
+    forward = await embedder.embed(texts)
+    backward = await embedder.embed(texts[::-1])
+    for got, want in zip(backward[::-1], forward, strict=True):
+        assert dot(got, want) == pytest.approx(1.0, abs=1e-6)
+
+
 async def test_similar_sentences_are_closer_than_unrelated_ones(
         embedder: MiniLMEmbedder) -> None:
     dog, puppy, taxes, cooking = await embedder.embed([
