@@ -435,6 +435,7 @@ REPLIES: Final = (
     "Fair enough.", "Oh that reminds me, I need to call my mum.",
     "How did it go in the end?", "Same thing happened to me last month.",
 )
+LINKS: Final = ("Also, ", "Oh and ", "Plus ", "And ", "Other than that, ")
 CLOSERS: Final = ("", "", "", " How about you?", " What have you been up to?", " Anyway.",
                   " Can't complain.", " It was fun though.", " Crazy, right?")
 
@@ -516,6 +517,8 @@ def _conversation(rng: random.Random, conversation_id: str, turns: int,
             who, _, text = _fill(distractor, names).partition(": ")
             slots[position] = _Slot(speakers.index(who), text)
 
+    # Small talk runs about as long as real chat turns (15-20 words on average): a reply
+    # often goes on with news of one's own, and news often comes in twos.
     previous_small_talk = False
     for position, slot in enumerate(slots):
         if slot.text is not None:
@@ -523,14 +526,13 @@ def _conversation(rng: random.Random, conversation_id: str, turns: int,
             continue
         slot.speaker = position % 2
         if previous_small_talk and rng.random() < 0.45:
-            slot.text = rng.choice(REPLIES)
+            reply = rng.choice(REPLIES)
+            slot.text = reply if rng.random() < 0.3 else f"{reply} {_sentence(rng, '')}"
         else:
-            clause = _fill(rng.choice(SMALL_TALK), {"weekday": rng.choice(WEEKDAYS),
-                                                     "month": rng.choice(MONTHS),
-                                                     "friend": rng.choice(FRIENDS)})
-            opener = rng.choice(OPENERS)
-            text = opener + clause if opener else clause[0].upper() + clause[1:]
-            slot.text = text + "." + rng.choice(CLOSERS)
+            text = _sentence(rng, rng.choice(OPENERS))
+            if rng.random() < 0.5:
+                text += " " + _sentence(rng, rng.choice(LINKS))
+            slot.text = text + rng.choice(CLOSERS)
         previous_small_talk = True
 
     turn_list = tuple(Turn(f"{conversation_id}-t{position:04d}",
@@ -542,6 +544,13 @@ def _conversation(rng: random.Random, conversation_id: str, turns: int,
                  category, kind)
         for index, (text, category, evidence, kind) in enumerate(planned))
     return Conversation(conversation_id, speakers, turn_list, questions)  # type: ignore[arg-type]
+
+
+def _sentence(rng: random.Random, opener: str) -> str:
+    clause = _fill(rng.choice(SMALL_TALK), {"weekday": rng.choice(WEEKDAYS),
+                                            "month": rng.choice(MONTHS),
+                                            "friend": rng.choice(FRIENDS)})
+    return (opener + clause if opener else clause[0].upper() + clause[1:]) + "."
 
 
 def _values(rng: random.Random, fact: FactType) -> dict[str, object]:

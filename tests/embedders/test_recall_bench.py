@@ -41,9 +41,9 @@ def test_the_default_data_set_is_pinned() -> None:
     """The published figures name this fingerprint; a generator change must bump
     GENERATOR_VERSION and re-run the bench rather than drift silently."""
     data = generate()
-    assert (data.turn_count, data.question_count) == (2400, 134)
+    assert (data.turn_count, data.question_count) == (2400, 126)
     assert data_fingerprint(data) == (
-        "eeebc9d1dea62414daccb599ab99bcd73fe41f549010a3407d588e606da8c0b2")
+        "6c7b0c355d6a05618c47acd57e0b3356dd6d2daa847c0cd674c18d4a85b38c0a")
 
 
 def test_every_question_has_evidence_in_its_own_conversation() -> None:
