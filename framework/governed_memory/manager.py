@@ -373,6 +373,7 @@ class GovernedMemoryManager:
         clear_expires_at: bool = False,
         invalid_at: float | None = None,
         idempotency_key: str | None = None,
+        superseded_by: str | None = None,
     ) -> MemoryRecord:
         result: MemoryRecord = await self._execute(
             Operation.UPDATE, principal, lambda: UpdateRequest(
@@ -384,6 +385,7 @@ class GovernedMemoryManager:
                 entity_ids=None if entity_ids is None else _strings(entity_ids, "entity_ids"),
                 expires_at=expires_at, clear_expires_at=clear_expires_at,
                 invalid_at=invalid_at, idempotency_key=idempotency_key,
+                superseded_by=superseded_by,
             ))
         return result
 

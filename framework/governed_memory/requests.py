@@ -255,9 +255,14 @@ class UpdateRequest(_Request):
     clear_expires_at: bool = False
     invalid_at: float | None = None
     idempotency_key: str | None = None
+    superseded_by: str | None = None
+    """The id of the record that replaces this one (set with ``invalid_at`` when a
+    newer fact supersedes it; the record stays readable for "as of" questions)."""
 
     def _validate(self) -> None:
         _check_record_id(self.record_id)
+        if self.superseded_by is not None:
+            _check_record_id(self.superseded_by, "superseded_by")
         _check_optional_text(self.expected_revision, "expected_revision", 256)
         _check_optional_text(self.content, "content", MAX_CONTENT_BYTES)
         _check_optional_text(self.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)

@@ -85,9 +85,11 @@ class _UnknownWrite:
     scope: Scope
 
 
-async def test_the_guards_refuse_a_write_they_cannot_inspect() -> None:
-    from policy_support import check
+def check(request: Any, principal: Any) -> PolicyCheck:
+    return PolicyCheck(request.operation, principal, request, "op_01TEST", 1000.0)
 
+
+async def test_the_guards_refuse_a_write_they_cannot_inspect() -> None:
     request: Any = _UnknownWrite(OWNER)
     for policy in (SecretGuardPolicy(SecretGuardMode.REJECT),
                    PiiRedactionPolicy(True, (PiiKind.EMAIL,))):

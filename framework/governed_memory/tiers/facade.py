@@ -177,6 +177,10 @@ class MemoryTiers:
         return self._long_term is not None
 
     @property
+    def long_term_or_none(self) -> GovernedMemoryManager | None:
+        return self._long_term
+
+    @property
     def long_term(self) -> GovernedMemoryManager:
         if self._long_term is None:
             raise MemoryConfigurationError("the long-term tier is not configured")

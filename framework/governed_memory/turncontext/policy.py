@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import attrs
+
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.profiles.spec import ContextSection
 from governed_memory.scope import ScopeLevel

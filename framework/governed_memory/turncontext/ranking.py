@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
+
 from governed_memory.records import MemoryRecord, MemoryType
 from governed_memory.scope import ScopeLevel
 from governed_memory.turncontext.scoping import NARROWNESS

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 
 import attrs
+
 from governed_memory.clock import Clock
 from governed_memory.errors import REFUSALS, MemoryError
 from governed_memory.limits import MAX_QUERY_BYTES
