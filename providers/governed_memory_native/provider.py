@@ -512,6 +512,7 @@ def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> 
         entity_ids=_given(request.entity_ids, current.entity_ids),
         expires_at=expires_at,
         invalid_at=_given(request.invalid_at, current.invalid_at),
+        superseded_by=_given(request.superseded_by, current.superseded_by),
         version=current.version + 1,
         revision=new_revision(),
         updated_at=now,
