@@ -114,14 +114,22 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX memory_idempotency_user ON memory_idempotency (tenant_id, user_id)",
             # The lexical index: one row per (term, document) with the term's frequency,
             # words from the shared tokenizer (tokens.words), so every backend indexes the
-            # same terms. The primary key is the inverted index: the postings of a query
-            # term are one B-tree range. Deleting a record's postings is a DELETE by seq.
+            # same terms. The key is the inverted index, and it leads with (term, scope):
+            # the postings of a query term in the searched scopes are one B-tree range
+            # each, however much other scopes and tenants hold. The document's length,
+            # status and expiry are copied in (every write of a record rewrites its
+            # postings, so they cannot drift), so a search without type, entity or
+            # metadata filters never touches memory_records for its postings.
             """
             CREATE TABLE memory_postings (
                 term text COLLATE "C" NOT NULL,
+                scope_hash text COLLATE "C" NOT NULL,
                 seq bigint NOT NULL REFERENCES memory_records (seq) ON DELETE CASCADE,
                 tf integer NOT NULL,
-                PRIMARY KEY (term, seq)
+                len integer NOT NULL,
+                status text NOT NULL,
+                expires_at double precision,
+                PRIMARY KEY (term, scope_hash, seq) INCLUDE (tf, len, status, expires_at)
             )
             """,
             "CREATE INDEX memory_postings_seq ON memory_postings (seq)",

@@ -76,16 +76,15 @@ _SEARCH: Final = (
     " FROM memory_records AS r WHERE " + _CORPUS + "),"
     # tf of each query term in each corpus document, and whether it passes the filters
     " postings AS MATERIALIZED ("
-    " SELECT p.term AS term, p.seq AS doc, p.tf AS tf, r.token_count AS len, r.id AS id,"
-    " {wanted} AS wanted"
-    " FROM memory_postings AS p JOIN memory_records AS r ON r.seq = p.seq"
-    " WHERE p.term = ANY(%(terms)s) AND " + _CORPUS + "),"
+    " SELECT p.term AS term, p.seq AS doc, p.tf AS tf, p.len AS len, {wanted} AS wanted"
+    " FROM memory_postings AS p {join}"
+    " WHERE p.term = ANY(%(terms)s) AND p.scope_hash = ANY(%(scopes)s)"
+    " AND p.status = 'active' AND (p.expires_at IS NULL OR p.expires_at > %(now)s)),"
     # df counts every corpus document, filtered out or not, as the memory backend does
     " df AS MATERIALIZED ("
     " SELECT term, count(*) AS df,"
     " ln(((SELECT size FROM corpus) - count(*) + 0.5)::float8 / (count(*) + 0.5)::float8)"
-    " AS raw"
-    " FROM postings GROUP BY term),"
+    " AS raw FROM postings GROUP BY term),"
     " weights AS (SELECT term, df, CASE WHEN raw > 0 THEN raw ELSE %(floor)s END AS weight"
     " FROM df),"
     " mean AS (SELECT CASE WHEN total = 0 THEN 1.0::float8"
@@ -97,15 +96,17 @@ _SEARCH: Final = (
     " cutoff AS (SELECT score * %(near)s AS score FROM scored"
     " ORDER BY score DESC LIMIT 1 OFFSET %(offset)s)"
     # every posting of every document near or above the limit-th score
-    " SELECT p.doc AS doc, p.id AS id, p.len AS len, p.term AS term, p.tf AS tf,"
+    " SELECT p.doc AS doc, r.id AS id, p.len AS len, p.term AS term, p.tf AS tf,"
     " w.df AS df, corpus.size AS size, corpus.total AS total,"
     " (SELECT count(*) FROM scored) AS candidates"
     " FROM scored AS s JOIN postings AS p ON p.doc = s.doc"
-    " JOIN weights AS w USING (term) CROSS JOIN corpus"
+    " JOIN weights AS w USING (term) JOIN memory_records AS r ON r.seq = s.doc"
+    " CROSS JOIN corpus"
     " WHERE s.score >= coalesce((SELECT score FROM cutoff), 0)"
 )
 """The corpus statistics, the postings of the query terms and a BM25 shortlist, in one
-statement; ``{wanted}`` is a clause we generate, every value is bound."""
+statement; ``{wanted}`` is a clause we generate (joining ``memory_records`` only when a
+type, entity or metadata filter needs its columns), every value is bound."""
 
 
 def _chunks(items: Sequence[T]) -> Iterable[Sequence[T]]:
@@ -230,7 +231,8 @@ class PostgresTransaction:
             k1p1=K1 + 1, k1=K1, one_b=1 - B, b=B, near=_NEAR_CUTOFF,
             offset=query.limit - 1,
         )
-        rows = await self._rows(_SEARCH.format(wanted=wanted), params)
+        join = "" if wanted == "true" else "JOIN memory_records AS r ON r.seq = p.seq"
+        rows = await self._rows(_SEARCH.format(wanted=wanted, join=join), params)
         if not rows:
             return SearchPage(matches=(), candidates=0)
         size, total_length, candidates = (int(rows[0][name])
@@ -349,13 +351,16 @@ class PostgresTransaction:
     async def _index(self, seq: int, record: MemoryRecord) -> None:
         if record.status is RecordStatus.DELETED:
             return
-        counts = Counter(words(record.content))
+        terms = words(record.content)
+        counts = Counter(terms)
         if not counts:
             return
         await self._write(
-            "INSERT INTO memory_postings (term, seq, tf)"
-            " SELECT t.term, %s, t.tf FROM unnest(%s::text[], %s::int[]) AS t (term, tf)",
-            (seq, list(counts), list(counts.values())),
+            "INSERT INTO memory_postings (term, scope_hash, seq, tf, len, status, expires_at)"
+            " SELECT t.term, %s, %s, t.tf, %s, %s, %s"
+            " FROM unnest(%s::text[], %s::int[]) AS t (term, tf)",
+            (record.scope_hash, seq, len(terms), record.status.value, record.expires_at,
+             list(counts), list(counts.values())),
         )
 
     async def insert_record(self, record: MemoryRecord) -> None:
