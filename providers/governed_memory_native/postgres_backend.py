@@ -125,7 +125,8 @@ class PostgresBackend:
             "autocommit": True,
             "row_factory": dict_row,
             "options": f"-c search_path={self._schema}",
-            "application_name": "governed-memory",
+            # operators see which deployment a session serves in pg_stat_activity
+            "application_name": f"governed-memory/{self._schema}",
         }
 
     async def close(self) -> None:

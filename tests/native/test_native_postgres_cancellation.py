@@ -1,0 +1,93 @@
+"""Cancelling PostgreSQL operations at arbitrary points never leaves a transaction open,
+the writer lock held, or a write half-applied.
+
+psycopg cancels the running statement on the server when the awaiting task is
+cancelled; the transaction then rolls back and the pool replaces a connection it cannot
+trust. These tests cancel adds, updates and searches after a range of delays (so the
+cancellation lands on connecting, locking, each statement and COMMIT in turn) and then
+check what a second, impatient provider sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import psycopg
+import pytest
+from governed_memory import (
+    GetRequest,
+    HistoryRequest,
+    ManualClock,
+    MemoryRecord,
+    SearchRequest,
+    UpdateRequest,
+)
+from governed_memory_native import build_native_provider
+from native_support import USER_SCOPE, config_for, make_ctx, note
+from postgres_support import POSTGRES_DSN
+
+DELAYS = tuple(n * 0.0007 for n in range(24))
+
+
+def _open_transactions(schema: str) -> int:
+    """This schema's pooled sessions that are still inside a transaction."""
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND state <> 'idle'", (f"governed-memory/{schema}",)).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize("operation", ["add", "update", "search"])
+async def test_cancelled_operations_leave_nothing_behind(tmp_path: Path, clock: ManualClock,
+                                                         operation: str) -> None:
+    config = config_for("postgres", tmp_path)
+    provider = build_native_provider(config, clock)
+    impatient = build_native_provider({**config, "busy_timeout_ms": 0}, clock)
+    await provider.start()
+    await impatient.start()
+    try:
+        current: MemoryRecord = await provider.add(note("count 0"), make_ctx(clock))
+        for n, delay in enumerate(DELAYS):
+            if operation == "add":
+                call = provider.add(note(f"added {n}", key=f"k{n}", idempotency_key=f"i{n}"),
+                                    make_ctx(clock))
+            elif operation == "update":
+                call = provider.update(UpdateRequest(
+                    scope=USER_SCOPE, record_id=current.id, content=f"count {n + 1}",
+                    expected_revision=current.revision), make_ctx(clock))
+            else:
+                call = provider.search(SearchRequest(scopes=(USER_SCOPE,), query="count"),
+                                       make_ctx(clock))
+            task = asyncio.create_task(call)
+            await asyncio.sleep(delay)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            # the writer lock is free: an impatient writer gets it at once
+            await impatient.add(note(f"probe {n}"), make_ctx(clock))
+            latest = await impatient.get(GetRequest(scope=USER_SCOPE, record_id=current.id),
+                                         make_ctx(clock))
+            history = await impatient.history(
+                HistoryRequest(scope=USER_SCOPE, record_id=current.id), make_ctx(clock))
+            assert [v.record.revision for v in history][-1] == latest.revision
+            assert len(history) == latest.version  # a version per applied update, no more
+            current = latest
+            if operation == "add":
+                found = await impatient.search(
+                    SearchRequest(scopes=(USER_SCOPE,), query=f"added {n}", limit=100),
+                    make_ctx(clock))
+                applied = [h.record for h in found.hits if h.record.content == f"added {n}"]
+                assert len(applied) <= 1
+                replay = await impatient.add(
+                    note(f"added {n}", key=f"k{n}", idempotency_key=f"i{n}"), make_ctx(clock))
+                assert not applied or replay.id == applied[0].id  # all of it or none of it
+        # the provider whose operations were cancelled still works, and none of its
+        # pooled connections was returned inside a transaction
+        await provider.add(note("after the storm"), make_ctx(clock))
+        assert _open_transactions(config["schema"]) == 0
+    finally:
+        await provider.close()
+        await impatient.close()
