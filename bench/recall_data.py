@@ -271,7 +271,7 @@ FACTS: Final[tuple[FactType, ...]] = (
         "school", {"child": CHILDREN, "school": SCHOOLS},
         ("{child} starts at {school} in September, we are all so excited.",),
         (("Which school will {s}'s kid attend?", "paraphrase"),
-         ("Where does {child} start in September?", "lexical")),
+         ("Where does {s}'s kid {child} start in September?", "lexical")),
         ("{o}: School holidays are coming and I have no plan at all.",
          "{s}: {child} lost another water bottle, that is four this term.",
          "{o}: My nephew hates his new school, poor kid."),

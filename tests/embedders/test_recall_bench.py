@@ -43,7 +43,7 @@ def test_the_default_data_set_is_pinned() -> None:
     data = generate()
     assert (data.turn_count, data.question_count) == (2400, 126)
     assert data_fingerprint(data) == (
-        "6c7b0c355d6a05618c47acd57e0b3356dd6d2daa847c0cd674c18d4a85b38c0a")
+        "ac7a134dfb43e624dddb4728010a4ab71ca9b33b85604f28ac415c4a4f30a16e")
 
 
 def test_every_question_has_evidence_in_its_own_conversation() -> None:
