@@ -61,7 +61,7 @@ def parse_minilm_config(raw: Mapping[str, Any]) -> MiniLMConfig:
 def _known(raw: Mapping[str, Any], kind: str, known: set[str]) -> None:
     if not isinstance(raw, Mapping):
         raise MemoryConfigurationError(f"{kind} embedder config must be a mapping")
-    unknown = sorted(str(key) for key in raw if key not in known and key != "kind")
+    unknown = sorted(str(key) for key in raw if key not in known)
     if unknown:
         raise MemoryConfigurationError(
             f"unknown {kind} embedder config key(s): {', '.join(unknown)}; "
