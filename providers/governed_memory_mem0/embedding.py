@@ -64,8 +64,9 @@ class Mem0EmbedderBridge:
     hashing embedder is computed inline.
     """
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, timeout_s: float = 30.0) -> None:
         self._embedder = embedder
+        self._timeout_s = timeout_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard = threading.Lock()
 
@@ -89,5 +90,10 @@ class Mem0EmbedderBridge:
         if loop is None or loop.is_closed():
             raise MemoryUnavailableError("the embedder has no running event loop to run on")
         future = asyncio.run_coroutine_threadsafe(self._embedder.embed(list(texts)), loop)
-        vectors = future.result()
+        try:
+            # Bounded: this thread holds the store lock while it waits.
+            vectors = future.result(timeout=self._timeout_s)
+        except TimeoutError:
+            future.cancel()
+            raise MemoryUnavailableError("the embedder did not answer in time") from None
         return [[float(v) for v in vector] for vector in vectors]

@@ -43,7 +43,8 @@ def build_mem0_provider(config: Mapping[str, Any], clock: Clock, *,
     bridge: Mem0EmbedderBridge | None = None
     if settings.client is ClientKind.LOCAL:
         assert settings.local is not None  # parse_config fills it for the local client
-        bridge = Mem0EmbedderBridge(embedder or build_embedder(settings.local.embedder))
+        bridge = Mem0EmbedderBridge(embedder or build_embedder(settings.local.embedder),
+                                    timeout_s=settings.timeout_seconds)
         client = LocalMem0(settings.local, bridge)
         path = settings.local.vector_path
         identity = (("local", os.path.abspath(path), settings.local.collection)

@@ -399,11 +399,19 @@ class Ledger:
         return Intent(row[0], scope_hash, row[1], operation, key, row[2],
                       record_from_json(row[3]))
 
-    def pending_record(self, record_id: str) -> MemoryRecord | None:
-        """The record an unconfirmed write of ``record_id`` would have produced."""
-        row = self.db.execute("SELECT body FROM intents WHERE record_id = ?",
-                              (record_id,)).fetchone()
-        return None if row is None else record_from_json(row[0])
+    def intent_of(self, record_id: str) -> Intent | None:
+        """The unconfirmed write of ``record_id``, if there is one."""
+        found = self._intents("WHERE record_id = ?", (record_id,))
+        return found[0] if found else None
+
+    def intents(self) -> list[Intent]:
+        return self._intents("ORDER BY record_id", ())
+
+    def _intents(self, where: str, params: tuple[Any, ...]) -> list[Intent]:
+        rows = self.db.execute(
+            "SELECT record_id, scope_hash, namespace, operation, idempotency_key, fingerprint, "
+            f"body FROM intents {where}", params)
+        return [Intent(r[0], r[1], r[2], r[3], r[4], r[5], record_from_json(r[6])) for r in rows]
 
     def drop_intent(self, record_id: str) -> None:
         self.db.execute("DELETE FROM intents WHERE record_id = ?", (record_id,))

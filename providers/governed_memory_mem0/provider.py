@@ -194,6 +194,31 @@ class Mem0MemoryProvider:
         except Exception as exc:
             self._ledger.close()
             raise translate(exc) from None
+        self._recover()
+
+    def _recover(self) -> None:
+        """Settle writes a crash or a timeout left unconfirmed.
+
+        A write Mem0 holds is recorded (the record becomes visible, its idempotency key
+        answers with it); one it does not hold is forgotten. If Mem0 cannot be asked,
+        the intent stays for the next start or the next retry with its key.
+        """
+        for intent in self._ledger.intents():
+            try:
+                if intent.operation == "add":
+                    found = self._find(intent.namespace, intent.record_id,
+                                       intent.record.revision)
+                    if found is not None:
+                        self._commit_intent(intent, found.mem0_id, VersionOperation.ADD)
+                        continue
+                else:
+                    row = self._ledger.record(intent.scope_hash, intent.record_id)
+                    item = None if row is None else self._call(self._client.get, row.mem0_id)
+                    if row is not None and item is not None and self._adopt_intent(row, item):
+                        continue
+                self._ledger.drop_intent(intent.record_id)
+            except MemoryError as exc:
+                log.warning("an unconfirmed mem0 write stays pending: %s", exc.code)
 
     async def close(self) -> None:
         if not self._open:
@@ -353,8 +378,7 @@ class Mem0MemoryProvider:
         if found is None:
             self._ledger.drop_intent(intent.record_id)
             return None
-        self.reconciled_writes += 1
-        self._commit_new(intent.record, found.mem0_id, request, ctx, stray=True)
+        self._commit_intent(intent, found.mem0_id, VersionOperation.ADD)
         return intent.record
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
@@ -375,8 +399,10 @@ class Mem0MemoryProvider:
         updated = _apply_update(current, request, ctx.now)
         check_metadata_budget(updated.metadata, updated.provenance.as_dict())
         record_to_json(updated)
+        fingerprint = (_fingerprint(ctx, request) if request.idempotency_key is not None
+                       else None)
         self._ledger.put_intent(Intent(updated.id, sh, self._namespace(sh), "update",
-                                       request.idempotency_key, None, updated))
+                                       request.idempotency_key, fingerprint, updated))
         text = updated.content if updated.content != current.content else None
         try:
             self._client.update(row.mem0_id, text, self._marker(updated, request))
@@ -723,20 +749,33 @@ class Mem0MemoryProvider:
 
     def _adopt_intent(self, row: LedgerRow, item: Item) -> MemoryRecord | None:
         """An update that timed out did land after all: record it now."""
-        pending = self._ledger.pending_record(row.record.id)
-        if pending is None:
+        intent = self._ledger.intent_of(row.record.id)
+        if intent is None or intent.operation != "update":
             return None
+        pending = intent.record
         marker = item.marker or {}
         if (pending.revision != marker.get("revision")
                 or content_hash(item.text) != pending.content_hash):
             return None
-        with self._ledger.transaction():
-            self._ledger.put_record(pending, row.mem0_id)
-            self._ledger.append_version(MemoryVersion(
-                pending, VersionOperation.UPDATE, pending.updated_at, None))
-            self._ledger.drop_intent(pending.id)
-        self.reconciled_writes += 1
+        self._commit_intent(intent, row.mem0_id, VersionOperation.UPDATE)
         return pending
+
+    def _commit_intent(self, intent: Intent, mem0_id: str,
+                       operation: VersionOperation) -> None:
+        """Record a write found applied in Mem0 after its caller was told it was not
+        confirmed (or never told anything, after a crash)."""
+        record = intent.record
+        with self._ledger.transaction():
+            self._ledger.put_record(record, mem0_id, stray=operation is VersionOperation.ADD)
+            self._ledger.append_version(MemoryVersion(
+                record, operation, record.updated_at, record.provenance.operation_id))
+            if intent.idempotency_key is not None and intent.fingerprint is not None:
+                self._ledger.put_idempotency(IdempotencyEntry(
+                    record.scope_hash, intent.operation, intent.idempotency_key,
+                    intent.fingerprint, record.id, record.scope.tenant_id,
+                    record.scope.user_id, record.version, record.revision))
+            self._ledger.drop_intent(record.id)
+        self.reconciled_writes += 1
 
     def _find(self, namespace: str, record_id: str, revision: str) -> Item | None:
         """Look for a write's marker in Mem0 (reconciliation after an unknown outcome)."""

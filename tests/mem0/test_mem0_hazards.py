@@ -360,3 +360,35 @@ async def test_platform_errors_map_to_the_tree_without_leaking(
 ADMIN_OF = {"acme": ADMIN, "globex": ADMIN.__class__(
     "svc:admin-globex", ADMIN.kind, "globex", permissions=ADMIN.permissions)}
 _ = GM_KEY
+
+
+# -- crash between Mem0 and the ledger --------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["local", "platform"])
+async def test_a_write_mem0_took_before_a_crash_is_recovered_on_start(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governed_memory.errors import MemoryError as GovernedError
+
+    config = (local_config(tmp_path) if kind == "local"
+              else platform_config(wire_server(), tmp_path))
+    clock = ManualClock()
+    crashed = build_mem0_provider(config, clock)
+    async with GovernedMemoryManager(crashed, clock=clock) as manager:
+        def crash(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("process died between Mem0 and the ledger")
+
+        monkeypatch.setattr(crashed, "_commit_new", crash)
+        with pytest.raises(GovernedError):
+            await manager.add(ADMIN, ALICE_SCOPE, "taken by mem0, not yet recorded",
+                              idempotency_key="crash-1")
+        assert (await manager.list(ADMIN, ALICE_SCOPE)).items == ()
+    restarted = build_mem0_provider(config, clock)
+    async with GovernedMemoryManager(restarted, clock=clock) as manager:
+        listed = (await manager.list(ADMIN, ALICE_SCOPE)).items
+        assert [r.content for r in listed] == ["taken by mem0, not yet recorded"]
+        retry = await manager.add(ADMIN, ALICE_SCOPE, "taken by mem0, not yet recorded",
+                                  idempotency_key="crash-1")
+        assert retry.id == listed[0].id, "the retry wrote the recovered record again"
+        assert restarted.reconciled_writes == 1
