@@ -5,7 +5,8 @@ mentions, and a reference to a memory it contradicts). Each fact then passes, in
 
 - the importance floor (``extraction_min_importance``) and a non-blank content;
 - the scope rule: user, project or session only, never wider; a level the owner cannot
-  address (a project fact from an owner with no project) degrades to the session;
+  address (a project fact from an owner with no project), or one the principal may not
+  write (a user and the shared project scope), degrades to the session;
 - the content-hash gate: the same normalized statement already valid in that scope is
   skipped, which makes a retried turn a no-op;
 - the similarity gate, when the provider searches by vector: a valid memory in the same
@@ -34,8 +35,10 @@ import attrs
 from governed_memory.errors import REFUSALS, MemoryError, MemoryScopeError
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.models import LanguageModel
+from governed_memory.policy import authorize_scope
 from governed_memory.principal import Principal
 from governed_memory.records import MemoryRecord, MemoryType, Provenance
+from governed_memory.requests import AddRequest
 from governed_memory.scope import Scope, ScopeLevel, narrow
 from governed_memory.tiers.facade import owner_scope
 from governed_memory.tiers.turns import Role, Turn
@@ -154,6 +157,11 @@ class MemoryExtractor:
                    ) -> Skipped | tuple[MemoryRecord, MemoryRecord | None]:
         level = fact.level if addressable(owner, fact.level) else ScopeLevel.SESSION
         scope = narrow(owner, level)
+        if level is not ScopeLevel.SESSION and authorize_scope(
+                principal, AddRequest(scope, fact.content)) is not None:
+            # The caller may not write that level (a user and the shared project
+            # scope): keep the fact where only this conversation reads it.
+            level, scope = ScopeLevel.SESSION, narrow(owner, ScopeLevel.SESSION)
         digest = fact_hash(scope, fact.content)
         if fact.importance < self.policy.extraction_min_importance:
             return Skipped(digest, "below the importance floor")
