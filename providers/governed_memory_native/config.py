@@ -16,6 +16,8 @@ from typing import Any, Final
 import attrs
 from governed_memory.errors import MemoryConfigurationError
 
+from governed_memory_native.indexing_config import INDEX_KEYS
+
 HOME_ENV: Final = "GOVERNED_MEMORY_HOME"
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
 MAX_BUSY_TIMEOUT_MS: Final = 600_000
@@ -25,7 +27,8 @@ DEFAULT_POOL_MIN_SIZE: Final = 1
 DEFAULT_POOL_MAX_SIZE: Final = 10
 MAX_POOL_SIZE: Final = 1_000
 POSTGRES_KEYS: Final = frozenset({"dsn", "schema", "pool_min_size", "pool_max_size"})
-KNOWN_KEYS: Final = frozenset({"backend", "path", "busy_timeout_ms"}) | POSTGRES_KEYS
+KNOWN_KEYS: Final = (frozenset({"backend", "path", "busy_timeout_ms"}) | POSTGRES_KEYS
+                    | INDEX_KEYS)
 
 
 class BackendKind(enum.StrEnum):

@@ -9,6 +9,7 @@ from governed_memory.clock import Clock
 from governed_memory.errors import MemoryConfigurationError
 
 from governed_memory_native.config import BackendKind, parse_config
+from governed_memory_native.indexing_config import parse_indexing_config
 from governed_memory_native.memory_backend import MemoryBackend
 from governed_memory_native.port import StorageBackend
 from governed_memory_native.provider import NativeMemoryProvider
@@ -35,4 +36,4 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
     else:
         assert settings.path is not None  # parse_config always resolves a sqlite path
         backend = SqliteBackend(settings.path, busy_timeout_ms=settings.busy_timeout_ms)
-    return NativeMemoryProvider(backend, clock)
+    return NativeMemoryProvider(backend, clock, indexing=parse_indexing_config(config))

@@ -12,15 +12,18 @@ import asyncio
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryConflictError, MemoryUnavailableError
 from governed_memory.events import MemoryEvent
+from governed_memory.indexing import IndexJob, JobState
 from governed_memory.records import (
     Capabilities,
+    IndexState,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -36,6 +39,8 @@ from governed_memory_native.port import (
     ScoredRecord,
     SearchPage,
     SearchQuery,
+    StoredVector,
+    VectorQuery,
     WriteTransaction,
 )
 from governed_memory_native.tokens import words
@@ -67,6 +72,26 @@ class _State:
     events: dict[str, tuple[int, MemoryEvent]] = attrs.field(factory=dict)
     """The event outbox: event id to (commit sequence, event)."""
     event_sequence: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+    vectors: dict[str, dict[str, StoredVector]] = attrs.field(factory=dict)
+    """record id to (identity key to vector)."""
+    jobs: dict[str, IndexJob] = attrs.field(factory=dict)
+    snapshots: dict[str, tuple[str, Mapping[str, Any]]] = attrs.field(factory=dict)
+
+
+def passes_filters(record: MemoryRecord, query: SearchQuery) -> bool:
+    """Every hard filter of a search except the lexical terms."""
+    return (record.scope_hash in query.scope_hashes and record.is_visible(query.now)
+            and (not query.memory_types or record.memory_type in query.memory_types)
+            and (not query.entity_ids or bool(set(query.entity_ids) & set(record.entity_ids)))
+            and (query.valid_at is None or (
+                (record.valid_from is None or record.valid_from <= query.valid_at)
+                and (record.invalid_at is None or record.invalid_at > query.valid_at)))
+            and (not query.visibilities or record.visibility in query.visibilities)
+            and metadata_matches(record.metadata, query.metadata_filter))
+
+
+def _job_order(job: IndexJob) -> tuple[float, str]:
+    return (job.created_at, job.job_id)
 
 
 _MISSING: Any = object()
@@ -129,13 +154,9 @@ class _MemoryTransaction:
                    and row.document is not None]
         corpus = [row.document for row in visible if row.document is not None]
         scores = score_documents(corpus, query.tokens)
-        wanted_entities = set(query.entity_ids)
         matches = [
             ScoredRecord(row.record, scores[row.record.id]) for row in visible
-            if row.record.id in scores
-            and (not query.memory_types or row.record.memory_type in query.memory_types)
-            and (not wanted_entities or wanted_entities.intersection(row.record.entity_ids))
-            and metadata_matches(row.record.metadata, query.metadata_filter)
+            if row.record.id in scores and passes_filters(row.record, query)
         ]
         matches.sort(key=lambda match: (-match.score, match.record.id))
         return SearchPage(matches=tuple(matches[: query.limit]), candidates=len(matches))
@@ -165,6 +186,66 @@ class _MemoryTransaction:
     async def pending_events(self, limit: int) -> list[MemoryEvent]:
         oldest = heapq.nsmallest(limit, self._state.events.values(), key=lambda item: item[0])
         return [event for _, event in oldest]
+
+    async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
+        key = str(query.identity)
+        found = []
+        for row in self._state.rows.values():
+            record = row.record
+            vector = self._state.vectors.get(record.id, {}).get(key)
+            if (vector is not None and vector.content_hash == record.content_hash
+                    and passes_filters(record, query.filters)):
+                found.append((record.id, vector.vector))
+        return found
+
+    async def records_by_ids(self, scope_hashes: Sequence[str],
+                             record_ids: Sequence[str]) -> list[MemoryRecord]:
+        scopes = set(scope_hashes)
+        rows = (self._state.rows.get(record_id) for record_id in dict.fromkeys(record_ids))
+        return [row.record for row in rows if row is not None and row.record.scope_hash in scopes]
+
+    async def vector_of(self, record_id: str,
+                        identity: EmbedderIdentity) -> StoredVector | None:
+        return self._state.vectors.get(record_id, {}).get(str(identity))
+
+    async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
+        return sorted((job for job in self._state.jobs.values() if job.state is state),
+                      key=_job_order)[:limit]
+
+    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
+        counts = Counter(job.state.value for job in self._state.jobs.values())
+        pending = [job.created_at for job in self._state.jobs.values()
+                   if job.state is JobState.PENDING]
+        return dict(counts), min(pending, default=None)
+
+    async def vector_counts(self) -> dict[str, int]:
+        return dict(Counter(key for vectors in self._state.vectors.values() for key in vectors))
+
+    async def records_missing_vectors(
+        self, identity: EmbedderIdentity, after_id: str | None, limit: int, now: float,
+    ) -> tuple[list[tuple[str, str, int]], int, str | None]:
+        key = str(identity)
+        walked = sorted(
+            (row.record for row in self._state.rows.values()
+             if row.record.status is not RecordStatus.DELETED and not row.record.is_expired(now)
+             and (after_id is None or row.record.id > after_id)),
+            key=lambda record: record.id,
+        )[:limit]
+        missing = []
+        for record in walked:
+            vector = self._state.vectors.get(record.id, {}).get(key)
+            if vector is None or vector.content_hash != record.content_hash:
+                missing.append((record.id, record.scope_hash, record.version))
+        return missing, len(walked), walked[-1].id if walked else None
+
+    async def live_record_count(self, now: float) -> int:
+        return sum(1 for row in self._state.rows.values()
+                   if row.record.status is not RecordStatus.DELETED
+                   and not row.record.is_expired(now))
+
+    async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
+        stored = self._state.snapshots.get(snapshot_id)
+        return None if stored is None else stored[1]
 
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
@@ -226,11 +307,83 @@ class _MemoryTransaction:
                 removed += 1
         return removed
 
+    async def put_vector(self, vector: StoredVector) -> None:
+        self._set(self._state.vectors, vector.record_id, {str(vector.identity): vector})
+
+    async def remove_vectors(self, record_id: str) -> int:
+        removed = len(self._state.vectors.get(record_id, {}))
+        self._pop(self._state.vectors, record_id)
+        return removed
+
+    async def enqueue_index_job(self, job: IndexJob) -> None:
+        for stale in [other for other in self._state.jobs.values()
+                      if other.record_id == job.record_id and other.state is JobState.PENDING
+                      and other.version <= job.version]:
+            self._pop(self._state.jobs, stale.job_id)
+        self._set(self._state.jobs, job.job_id, job)
+
+    async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
+                               limit: int) -> list[IndexJob]:
+        due = sorted(
+            (job for job in self._state.jobs.values()
+             if (job.state is JobState.PENDING and job.next_attempt_at <= now)
+             or (job.state is JobState.LEASED and job.lease_expires_at is not None
+                 and job.lease_expires_at <= now)),
+            key=_job_order,
+        )[:limit]
+        leased = []
+        for job in due:
+            taken = attrs.evolve(job, state=JobState.LEASED, lease_owner=owner,
+                                 lease_expires_at=lease_until, attempts=job.attempts + 1)
+            self._set(self._state.jobs, job.job_id, taken)
+            leased.append(taken)
+        return leased
+
+    async def settle_index_job(self, job: IndexJob, *, done: bool,
+                               next_attempt_at: float | None = None,
+                               error_code: str | None = None) -> bool:
+        current = self._state.jobs.get(job.job_id)
+        if (current is None or current.state is not JobState.LEASED
+                or current.lease_owner != job.lease_owner or current.attempts != job.attempts):
+            return False
+        if done:
+            self._pop(self._state.jobs, job.job_id)
+            return True
+        self._set(self._state.jobs, job.job_id, attrs.evolve(
+            current, state=JobState.DEAD if next_attempt_at is None else JobState.PENDING,
+            next_attempt_at=current.next_attempt_at if next_attempt_at is None
+            else next_attempt_at,
+            lease_owner=None, lease_expires_at=None, last_error_code=error_code))
+        return True
+
+    async def requeue_dead_jobs(self, job_ids: Sequence[str] | None, now: float) -> int:
+        wanted = None if job_ids is None else set(job_ids)
+        dead = [job for job in self._state.jobs.values() if job.state is JobState.DEAD
+                and (wanted is None or job.job_id in wanted)]
+        for job in dead:
+            self._set(self._state.jobs, job.job_id, attrs.evolve(
+                job, state=JobState.PENDING, attempts=0, next_attempt_at=now))
+        return len(dead)
+
+    async def mark_indexed(self, record_id: str, version: int) -> None:
+        row = self._state.rows.get(record_id)
+        if (row is not None and row.record.version == version
+                and row.record.index_state is not IndexState.INDEXED):
+            self._set(self._state.rows, record_id,
+                      attrs.evolve(row, record=attrs.evolve(row.record,
+                                                            index_state=IndexState.INDEXED)))
+
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
+                           body: Mapping[str, Any]) -> None:
+        self._set(self._state.snapshots, snapshot_id, (tenant_id, body))
+
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
     ) -> Removal:
         removal = Removal()
         doomed = set(record_ids)
+        for job in [job for job in self._state.jobs.values() if job.record_id in doomed]:
+            self._pop(self._state.jobs, job.job_id)
         for record_id in sorted(doomed):
             row = self._state.rows.get(record_id)
             if row is None:
@@ -239,8 +392,9 @@ class _MemoryTransaction:
             self._pop(self._state.rows, record_id)
             versions = len(self._state.versions.get(record_id, ()))
             self._pop(self._state.versions, record_id)
+            vectors = await self.remove_vectors(record_id)
             removal += Removal(records=1, versions=versions,
-                               index_entries=int(row.document is not None),
+                               index_entries=int(row.document is not None) + vectors,
                                scope_hashes=frozenset({row.record.scope_hash}))
         stale = [(key, entry) for key, entry in self._state.idempotency.items()
                  if entry.record_id in doomed]

@@ -16,6 +16,17 @@ Port additions, in the order they arrived (a new backend implements all of them)
   ``committed`` event is stored by ``put_event`` in the write's own transaction, so it
   commits (or rolls back) with the record; a backend that implements them declares
   ``Capabilities(event_outbox=True)``.
+- vectors and the indexing outbox (issue 8): ``StoredVector``, ``VectorQuery``;
+  ``ReadTransaction.vector_candidates``, ``records_by_ids``, ``vector_of``,
+  ``index_jobs``, ``index_job_counts``, ``vector_counts``, ``records_missing_vectors``,
+  ``live_record_count``; ``WriteTransaction.put_vector``, ``remove_vectors``,
+  ``enqueue_index_job``, ``lease_index_jobs``, ``settle_index_job``,
+  ``requeue_dead_jobs``, ``mark_indexed``. ``erase_records`` also erases the records'
+  vectors and index jobs (counted in ``Removal.index_entries``).
+  ``SearchQuery`` gained ``valid_at`` (validity is a hard filter) and ``visibilities``.
+- retrieval snapshots (issue 8): ``WriteTransaction.put_snapshot``,
+  ``ReadTransaction.snapshot``; ``erase_records`` leaves snapshots (they hold ids,
+  versions and scores, no content) and replay reports erased versions.
 """
 
 from __future__ import annotations
@@ -25,8 +36,16 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import attrs
+from governed_memory.embedding import EmbedderIdentity
 from governed_memory.events import MemoryEvent
-from governed_memory.records import Capabilities, MemoryRecord, MemoryType, MemoryVersion
+from governed_memory.indexing import IndexJob, JobState
+from governed_memory.records import (
+    Capabilities,
+    MemoryRecord,
+    MemoryType,
+    MemoryVersion,
+    Visibility,
+)
 
 
 @attrs.frozen(slots=True)
@@ -66,6 +85,37 @@ class SearchQuery:
     memory_types: tuple[MemoryType, ...] = ()
     entity_ids: tuple[str, ...] = ()
     metadata_filter: Mapping[str, Any] = attrs.field(factory=dict)
+    valid_at: float | None = None
+    """When set, only records valid then (``valid_from <= t < invalid_at``) match."""
+    visibilities: tuple[Visibility, ...] = ()
+    """When set, only records of these visibilities match."""
+
+
+@attrs.frozen(slots=True)
+class VectorQuery:
+    """Vector candidates under the same hard filters as a lexical search."""
+
+    filters: SearchQuery
+    identity: EmbedderIdentity
+
+
+@attrs.frozen(slots=True)
+class StoredVector:
+    """One record's vector from one embedder, for one content (``content_hash``).
+
+    A vector only counts for ranking while its identity is the configured embedder's
+    and its ``content_hash`` is the record's current one: a stale or foreign vector is
+    never mixed in, whatever the outbox has or has not done yet.
+    """
+
+    record_id: str
+    scope_hash: str
+    version: int
+    content_hash: str
+    identity: EmbedderIdentity
+    vector: bytes = attrs.field(repr=False)
+    """``identity.dimension`` little-endian float32 values, L2-normalised."""
+    created_at: float = 0.0
 
 
 @attrs.frozen(slots=True)
@@ -144,6 +194,47 @@ class ReadTransaction(Protocol):
         first), at most ``limit``."""
         ...
 
+    async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
+        """``(record id, vector)`` of every record passing the query's hard filters whose
+        vector of ``query.identity`` matches its current content hash (lexical terms
+        are ignored)."""
+        ...
+
+    async def records_by_ids(self, scope_hashes: Sequence[str],
+                             record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records among ``record_ids`` that belong to one of ``scope_hashes``."""
+        ...
+
+    async def vector_of(self, record_id: str,
+                        identity: EmbedderIdentity) -> StoredVector | None: ...
+
+    async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
+        """Jobs in ``state``, oldest first."""
+        ...
+
+    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
+        """Jobs per state, and the oldest pending job's ``created_at``."""
+        ...
+
+    async def vector_counts(self) -> dict[str, int]:
+        """Stored vectors per embedder identity (``str(identity)``)."""
+        ...
+
+    async def records_missing_vectors(
+        self, identity: EmbedderIdentity, after_id: str | None, limit: int, now: float,
+    ) -> tuple[list[tuple[str, str, int]], int, str | None]:
+        """Walk a page of up to ``limit`` live records (not deleted, not expired) with id
+        > ``after_id``, ascending: ``([(id, scope hash, version)] of those without a
+        vector of ``identity`` for their current content, how many were walked, the
+        last id walked (``None`` when none was))``."""
+        ...
+
+    async def live_record_count(self, now: float) -> int: ...
+
+    async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
+        """A stored retrieval snapshot (its JSON form), or ``None``."""
+        ...
+
 
 class WriteTransaction(ReadTransaction, Protocol):
     """Serialized against every other writer; all of it commits or none of it does."""
@@ -202,6 +293,45 @@ class WriteTransaction(ReadTransaction, Protocol):
         """Remove delivered events from the outbox; unknown ids are ignored. Returns how
         many were removed."""
         ...
+
+    async def put_vector(self, vector: StoredVector) -> None:
+        """Store (or replace) the record's vector of that identity; the record's vectors
+        of every other identity are removed (one model at a time; reindex refills)."""
+        ...
+
+    async def remove_vectors(self, record_id: str) -> int:
+        """Remove every vector of the record; returns how many."""
+        ...
+
+    async def enqueue_index_job(self, job: IndexJob) -> None:
+        """Add a job; pending (unleased) jobs of the same record for older versions are
+        dropped, since the newer job makes them moot."""
+        ...
+
+    async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
+                               limit: int) -> list[IndexJob]:
+        """Lease due jobs: pending ones whose ``next_attempt_at`` passed, and leased ones
+        whose lease expired. Each leased job's ``attempts`` grows by one (so a worker
+        killed over and over still exhausts the budget). Oldest first."""
+        ...
+
+    async def settle_index_job(self, job: IndexJob, *, done: bool,
+                               next_attempt_at: float | None = None,
+                               error_code: str | None = None) -> bool:
+        """Settle a job leased as ``job`` (same owner, same attempt): ``done`` deletes
+        it; otherwise it returns to pending at ``next_attempt_at``, or becomes dead when
+        that is ``None``. ``False`` (nothing changed) if the lease was lost."""
+        ...
+
+    async def requeue_dead_jobs(self, job_ids: Sequence[str] | None, now: float) -> int: ...
+
+    async def mark_indexed(self, record_id: str, version: int) -> None:
+        """Set the record's ``index_state`` to indexed if it is still at ``version``
+        (no new version or revision: indexing is not a write of the memory)."""
+        ...
+
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
+                           body: Mapping[str, Any]) -> None: ...
 
     async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
         """Ids of records whose scope has this tenant and this user, any scope, any status."""

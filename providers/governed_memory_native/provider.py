@@ -23,6 +23,14 @@ from governed_memory.errors import (
 )
 from governed_memory.events import MemoryEvent
 from governed_memory.ids import new_id, new_revision
+from governed_memory.indexing import (
+    IndexingSettings,
+    IndexJob,
+    JobState,
+    OutboxStatus,
+    ReindexPage,
+    WorkerReport,
+)
 from governed_memory.limits import check_metadata_budget
 from governed_memory.outbox import finish_committed_event
 from governed_memory.records import (
@@ -60,6 +68,8 @@ from governed_memory.requests import (
 from governed_memory.scope import Scope
 from governed_memory.usage import Usage, UsageQuery
 
+from governed_memory_native.indexer import Indexer
+from governed_memory_native.indexing_config import IndexingConfig
 from governed_memory_native.port import (
     IdempotencyEntry,
     Removal,
@@ -86,18 +96,53 @@ class NativeMemoryProvider:
 
     name = "native"
 
-    def __init__(self, backend: StorageBackend, clock: Clock) -> None:
+    def __init__(self, backend: StorageBackend, clock: Clock,
+                 indexing: IndexingConfig | None = None) -> None:
         self._backend = backend
         self._clock = clock
         self._open = False
+        self._indexer = Indexer(backend, clock, indexing or IndexingConfig())
 
     @property
     def backend(self) -> StorageBackend:
         return self._backend
 
     def capabilities(self) -> Capabilities:
-        # Review lives in the core, over any backend; usage needs the backend's counts.
-        return attrs.evolve(self._backend.capabilities(), review=True)
+        # Review lives in the core, over any backend; usage needs the backend's counts;
+        # vector search needs an embedder (the profile's [stores.embedder]).
+        return attrs.evolve(self._backend.capabilities(), review=True,
+                            vector_search=self._indexer.embedder is not None)
+
+    # -- indexing (governed_memory.indexing.IndexingProvider) ---------------------
+
+    def configure_indexing(self, settings: IndexingSettings) -> None:
+        """The profile's embedder, indexing mode and ranking; call before ``start``."""
+        self._indexer.configure(settings)
+
+    @property
+    def indexing(self) -> IndexingSettings:
+        return self._indexer.settings
+
+    async def outbox_status(self) -> OutboxStatus:
+        self._require_open()
+        return await self._indexer.status()
+
+    async def index_jobs(self, state: JobState, limit: int) -> Sequence[IndexJob]:
+        self._require_open()
+        return tuple(await self._indexer.jobs(state, limit))
+
+    async def process_index_jobs(self, *, worker_id: str, limit: int = 32,
+                                 lease_s: float = 60.0) -> WorkerReport:
+        self._require_open()
+        return await self._indexer.process(worker_id, limit, lease_s)
+
+    async def retry_dead_jobs(self, job_ids: Sequence[str] | None = None) -> int:
+        self._require_open()
+        return await self._indexer.retry_dead(job_ids)
+
+    async def reindex(self, *, cursor: str | None = None, limit: int = 500) -> ReindexPage:
+        self._require_open()
+        return await self._indexer.reindex(cursor, limit)
 
     async def start(self) -> None:
         await self._backend.open()
@@ -106,6 +151,9 @@ class NativeMemoryProvider:
     async def close(self) -> None:
         self._open = False
         await self._backend.close()
+        embedder = self._indexer.embedder
+        if embedder is not None:
+            await embedder.close()
 
     async def health(self) -> HealthStatus:
         if not self._open:
@@ -126,6 +174,7 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope = request.scope
+        prepared = await self._indexer.prepare(request.content)  # outside the write lock
         async with self._backend.writing() as tx:
             replay = await self._replayed_record(tx, scope.scope_hash, request, ctx)
             if replay is not None:
@@ -154,13 +203,16 @@ class NativeMemoryProvider:
                 visibility=request.visibility, importance=request.importance,
                 entity_ids=request.entity_ids, valid_from=request.valid_from,
                 invalid_at=request.invalid_at, supersedes=request.supersedes,
-                expires_at=request.expires_at, index_state=IndexState.INDEXED,
+                expires_at=request.expires_at,
+                index_state=self._indexer.state_after_write(None,
+                                                            content_hash(request.content)),
             )
             record = detach(record)  # nothing the caller still holds may alias storage
             await tx.insert_record(record)
             await tx.append_version(
                 MemoryVersion(record, VersionOperation.ADD, ctx.now, ctx.operation_id)
             )
+            await self._indexer.after_write(tx, record, None, prepared, ctx.now)
             await self._remember(tx, request, scope, record, ctx)
             await _store_event(tx, ctx, record)
         return detach(record)
@@ -169,6 +221,7 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
+        prepared = await self._indexer.prepare(request.content)  # outside the write lock
         async with self._backend.writing() as tx:
             replay = await self._replayed_record(tx, scope_hash, request, ctx)
             if replay is not None:
@@ -178,10 +231,13 @@ class NativeMemoryProvider:
             if current is None or not current.is_visible(ctx.now):
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
-            updated = detach(_apply_update(current, request, ctx.now))
+            updated = _apply_update(current, request, ctx.now)
+            updated = detach(attrs.evolve(updated, index_state=self._indexer.state_after_write(
+                current, updated.content_hash)))
             # The request alone cannot see the stored provenance that shares the budget.
             check_metadata_budget(updated.metadata, updated.provenance.as_dict())
             await _commit_version(tx, current, updated, VersionOperation.UPDATE, ctx)
+            await self._indexer.after_write(tx, updated, current, prepared, ctx.now)
             await self._remember(tx, request, request.scope, updated, ctx)
             await _store_event(tx, ctx, updated)
         return detach(updated)
@@ -219,6 +275,7 @@ class NativeMemoryProvider:
                     index_state=IndexState.NOT_INDEXED,
                 )
                 await _commit_version(tx, current, tombstone, VersionOperation.DELETE, ctx)
+                await self._indexer.after_soft_delete(tx, tombstone, ctx.now)
                 result = DeleteResult(current.id, scope_hash, hard=False,
                                       version=tombstone.version, revision=tombstone.revision)
             if request.idempotency_key is not None:
@@ -247,7 +304,7 @@ class NativeMemoryProvider:
             current = await _pending(tx, scope_hash, request, ctx)
             approved = detach(attrs.evolve(
                 current, status=RecordStatus.ACTIVE, version=current.version + 1,
-                revision=new_revision(), updated_at=ctx.now, index_state=IndexState.INDEXED,
+                revision=new_revision(), updated_at=ctx.now,
             ))
             await _commit_version(tx, current, approved, VersionOperation.APPROVE, ctx)
             await self._remember(tx, request, request.scope, approved, ctx)

@@ -163,6 +163,57 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=6,
+        description="vectors with their embedder identity, the indexing outbox, retrieval "
+                    "snapshots",
+        statements=(
+            # One vector per record and embedder identity: a finished job upserts, so a
+            # job done twice (an expired lease) never leaves two vectors.
+            """
+            CREATE TABLE memory_vectors (
+                record_id TEXT NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+                identity TEXT NOT NULL,
+                embedder_id TEXT NOT NULL,
+                model_revision TEXT NOT NULL,
+                dimension INTEGER NOT NULL,
+                scope_hash TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                content_hash TEXT NOT NULL,
+                vector BLOB NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (record_id, identity)
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX memory_vectors_identity ON memory_vectors (identity, scope_hash)",
+            """
+            CREATE TABLE index_jobs (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                job_id TEXT NOT NULL UNIQUE,
+                record_id TEXT NOT NULL,
+                scope_hash TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                action TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL,
+                next_attempt_at REAL NOT NULL,
+                created_at REAL NOT NULL,
+                lease_owner TEXT,
+                lease_expires_at REAL,
+                last_error_code TEXT
+            )
+            """,
+            "CREATE INDEX index_jobs_due ON index_jobs (state, next_attempt_at)",
+            "CREATE INDEX index_jobs_record ON index_jobs (record_id)",
+            """
+            CREATE TABLE retrieval_snapshots (
+                snapshot_id TEXT PRIMARY KEY,
+                tenant_id TEXT NOT NULL,
+                body TEXT NOT NULL
+            ) WITHOUT ROWID
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

@@ -8,13 +8,15 @@ bound parameters; the few pieces spliced into SQL text are placeholders we gener
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import aiosqlite
 from governed_memory.converter import structure
+from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.events import MemoryEvent
+from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory.records import (
     MemoryRecord,
     MemoryType,
@@ -30,8 +32,10 @@ from governed_memory_native.port import (
     ScoredRecord,
     SearchPage,
     SearchQuery,
+    StoredVector,
+    VectorQuery,
 )
-from governed_memory_native.snapshots import record_from_json, record_to_json
+from governed_memory_native.snapshots import dumps, record_from_json, record_to_json
 from governed_memory_native.sqlite_errors import translated
 from governed_memory_native.sqlite_rows import (
     RECORD_COLUMNS,
@@ -140,6 +144,13 @@ def _filter_clause(query: SearchQuery) -> tuple[str, list[Any]]:
         clause, values = _metadata_clause(name, value)
         clauses.append(clause)
         params.extend(values)
+    if query.valid_at is not None:
+        clauses.append("(r.valid_from IS NULL OR r.valid_from <= ?)"
+                       " AND (r.invalid_at IS NULL OR r.invalid_at > ?)")
+        params.extend([query.valid_at, query.valid_at])
+    if query.visibilities:
+        clauses.append(f"r.visibility IN ({_marks(len(query.visibilities))})")
+        params.extend(visibility.value for visibility in query.visibilities)
     return ("(" + " AND ".join(clauses) + ")" if clauses else "1"), params
 
 
@@ -314,6 +325,98 @@ class SqliteTransaction:
         rows = await self._rows("SELECT body FROM event_outbox ORDER BY seq LIMIT ?", (limit,))
         return [_event_from_json(str(row[0])) for row in rows]
 
+    async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
+        filters = query.filters
+        wanted, params = _filter_clause(filters)
+        rows = await self._rows(
+            "SELECT r.id, v.vector FROM memory_records AS r JOIN memory_vectors AS v"
+            " ON v.record_id = r.id AND v.identity = ? AND v.content_hash = r.content_hash"
+            f" WHERE r.scope_hash IN ({_marks(len(filters.scope_hashes))}) AND {_VISIBLE}"
+            f" AND {wanted}",
+            [str(query.identity), *filters.scope_hashes, filters.now, *params],
+        )
+        return [(str(row[0]), bytes(row[1])) for row in rows]
+
+    async def records_by_ids(self, scope_hashes: Sequence[str],
+                             record_ids: Sequence[str]) -> list[MemoryRecord]:
+        found: list[MemoryRecord] = []
+        for chunk in _chunks(list(dict.fromkeys(record_ids))):
+            rows = await self._rows(
+                f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+                f" WHERE r.id IN ({_marks(len(chunk))})"
+                f" AND r.scope_hash IN ({_marks(len(scope_hashes))})",
+                [*chunk, *scope_hashes],
+            )
+            found.extend(record_from_row(row) for row in rows)
+        return found
+
+    async def vector_of(self, record_id: str,
+                        identity: EmbedderIdentity) -> StoredVector | None:
+        rows = await self._rows(
+            "SELECT record_id, scope_hash, version, content_hash, vector, created_at"
+            " FROM memory_vectors WHERE record_id = ? AND identity = ?",
+            (record_id, str(identity)),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return StoredVector(record_id=row["record_id"], scope_hash=row["scope_hash"],
+                            version=int(row["version"]), content_hash=row["content_hash"],
+                            identity=identity, vector=bytes(row["vector"]),
+                            created_at=float(row["created_at"]))
+
+    async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
+        rows = await self._rows(
+            f"SELECT {_JOB_COLUMNS} FROM index_jobs WHERE state = ? ORDER BY seq LIMIT ?",
+            (state.value, limit),
+        )
+        return [_job_from_row(row) for row in rows]
+
+    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
+        rows = await self._rows("SELECT state, count(*) FROM index_jobs GROUP BY state")
+        oldest = await self._rows(
+            "SELECT min(created_at) FROM index_jobs WHERE state = 'pending'")
+        first = oldest[0][0] if oldest else None
+        return ({str(row[0]): int(row[1]) for row in rows},
+                None if first is None else float(first))
+
+    async def vector_counts(self) -> dict[str, int]:
+        rows = await self._rows("SELECT identity, count(*) FROM memory_vectors GROUP BY identity")
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    async def records_missing_vectors(
+        self, identity: EmbedderIdentity, after_id: str | None, limit: int, now: float,
+    ) -> tuple[list[tuple[str, str, int]], int, str | None]:
+        rows = await self._rows(
+            "SELECT r.id, r.scope_hash, r.version, v.record_id IS NULL AS missing"
+            " FROM memory_records AS r LEFT JOIN memory_vectors AS v"
+            " ON v.record_id = r.id AND v.identity = ? AND v.content_hash = r.content_hash"
+            " WHERE r.id > ? AND r.status <> 'deleted'"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?) ORDER BY r.id LIMIT ?",
+            (str(identity), after_id or "", now, limit),
+        )
+        missing = [(str(row[0]), str(row[1]), int(row[2])) for row in rows if row[3]]
+        return missing, len(rows), (str(rows[-1][0]) if rows else None)
+
+    async def live_record_count(self, now: float) -> int:
+        rows = await self._rows(
+            "SELECT count(*) FROM memory_records WHERE status <> 'deleted'"
+            " AND (expires_at IS NULL OR expires_at > ?)", (now,))
+        return int(rows[0][0])
+
+    async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
+        rows = await self._rows("SELECT body FROM retrieval_snapshots WHERE snapshot_id = ?",
+                                (snapshot_id,))
+        if not rows:
+            return None
+        try:
+            body = json.loads(rows[0][0])
+        except ValueError:
+            raise MemoryStorageError("a stored retrieval snapshot could not be read") from None
+        if not isinstance(body, dict):
+            raise MemoryStorageError("a stored retrieval snapshot could not be read")
+        return body
+
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[str]:
@@ -414,6 +517,95 @@ class SqliteTransaction:
             )
         return removed
 
+    async def put_vector(self, vector: StoredVector) -> None:
+        identity = vector.identity
+        await self._write("DELETE FROM memory_vectors WHERE record_id = ? AND identity <> ?",
+                          (vector.record_id, str(identity)))
+        await self._write(
+            "INSERT INTO memory_vectors (record_id, identity, embedder_id, model_revision,"
+            " dimension, scope_hash, version, content_hash, vector, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (record_id, identity) DO UPDATE SET scope_hash = excluded.scope_hash,"
+            " version = excluded.version, content_hash = excluded.content_hash,"
+            " vector = excluded.vector, created_at = excluded.created_at",
+            (vector.record_id, str(identity), identity.id, identity.model_revision,
+             identity.dimension, vector.scope_hash, vector.version, vector.content_hash,
+             vector.vector, vector.created_at),
+        )
+
+    async def remove_vectors(self, record_id: str) -> int:
+        return await self._write("DELETE FROM memory_vectors WHERE record_id = ?", (record_id,))
+
+    async def enqueue_index_job(self, job: IndexJob) -> None:
+        await self._write(
+            "DELETE FROM index_jobs WHERE record_id = ? AND state = 'pending' AND version <= ?",
+            (job.record_id, job.version),
+        )
+        await self._write(
+            f"INSERT INTO index_jobs ({_JOB_COLUMNS}) VALUES ({_marks(len(_JOB_FIELDS))})",
+            [_job_value(job, name) for name in _JOB_FIELDS],
+        )
+
+    async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
+                               limit: int) -> list[IndexJob]:
+        rows = await self._rows(
+            "SELECT job_id FROM index_jobs"
+            " WHERE (state = 'pending' AND next_attempt_at <= ?)"
+            " OR (state = 'leased' AND lease_expires_at <= ?) ORDER BY seq LIMIT ?",
+            (now, now, limit),
+        )
+        ids = [str(row[0]) for row in rows]
+        if not ids:
+            return []
+        marks = _marks(len(ids))
+        await self._write(
+            "UPDATE index_jobs SET state = 'leased', lease_owner = ?, lease_expires_at = ?,"
+            f" attempts = attempts + 1 WHERE job_id IN ({marks})",
+            [owner, lease_until, *ids],
+        )
+        leased = await self._rows(
+            f"SELECT {_JOB_COLUMNS} FROM index_jobs WHERE job_id IN ({marks}) ORDER BY seq", ids)
+        return [_job_from_row(row) for row in leased]
+
+    async def settle_index_job(self, job: IndexJob, *, done: bool,
+                               next_attempt_at: float | None = None,
+                               error_code: str | None = None) -> bool:
+        held = "job_id = ? AND state = 'leased' AND lease_owner = ? AND attempts = ?"
+        lease = (job.job_id, job.lease_owner, job.attempts)
+        if done:
+            return await self._write(f"DELETE FROM index_jobs WHERE {held}", lease) == 1
+        state = JobState.DEAD if next_attempt_at is None else JobState.PENDING
+        return await self._write(
+            "UPDATE index_jobs SET state = ?, next_attempt_at = coalesce(?, next_attempt_at),"
+            f" lease_owner = NULL, lease_expires_at = NULL, last_error_code = ? WHERE {held}",
+            (state.value, next_attempt_at, error_code, *lease),
+        ) == 1
+
+    async def requeue_dead_jobs(self, job_ids: Sequence[str] | None, now: float) -> int:
+        update = ("UPDATE index_jobs SET state = 'pending', attempts = 0, next_attempt_at = ?"
+                  " WHERE state = 'dead'")
+        if job_ids is None:
+            return await self._write(update, (now,))
+        requeued = 0
+        for chunk in _chunks(sorted(set(job_ids))):
+            requeued += await self._write(f"{update} AND job_id IN ({_marks(len(chunk))})",
+                                          [now, *chunk])
+        return requeued
+
+    async def mark_indexed(self, record_id: str, version: int) -> None:
+        await self._write(
+            "UPDATE memory_records SET index_state = 'indexed'"
+            " WHERE id = ? AND version = ? AND index_state <> 'indexed'",
+            (record_id, version),
+        )
+
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
+                           body: Mapping[str, Any]) -> None:
+        await self._write(
+            "INSERT INTO retrieval_snapshots (snapshot_id, tenant_id, body) VALUES (?, ?, ?)",
+            (snapshot_id, tenant_id, dumps(body)),
+        )
+
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
     ) -> Removal:
@@ -432,6 +624,9 @@ class SqliteTransaction:
                 f"SELECT count(*) FROM memory_fts WHERE rowid IN ({seq_marks})", seqs
             )
             await self._write(f"DELETE FROM memory_fts WHERE rowid IN ({seq_marks})", seqs)
+            vectors = await self._write(
+                f"DELETE FROM memory_vectors WHERE record_id IN ({marks})", chunk)
+            await self._write(f"DELETE FROM index_jobs WHERE record_id IN ({marks})", chunk)
             versions = await self._write(
                 f"DELETE FROM memory_versions WHERE record_id IN ({marks})", chunk
             )
@@ -447,7 +642,8 @@ class SqliteTransaction:
                 )
             records = await self._write(f"DELETE FROM memory_records WHERE id IN ({marks})", chunk)
             removal += Removal(
-                records=records, versions=versions, index_entries=int(indexed[0][0]),
+                records=records, versions=versions,
+                index_entries=int(indexed[0][0]) + vectors,
                 idempotency_entries=entries,
                 scope_hashes=frozenset(str(row[1]) for row in rows),
             )
@@ -469,6 +665,31 @@ class SqliteTransaction:
         removed = await self._write(f"DELETE FROM memory_idempotency WHERE {where}", params)
         return Removal(idempotency_entries=removed,
                        scope_hashes=frozenset(str(row[0]) for row in hashes))
+
+
+_JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "state",
+                      "attempts", "next_attempt_at", "created_at", "lease_owner",
+                      "lease_expires_at", "last_error_code")
+_JOB_COLUMNS: Final = ", ".join(_JOB_FIELDS)
+
+
+def _job_value(job: IndexJob, name: str) -> Any:
+    value = getattr(job, name)
+    return value.value if isinstance(value, JobAction | JobState) else value
+
+
+def _job_from_row(row: Any) -> IndexJob:
+    try:
+        return IndexJob(
+            job_id=row["job_id"], record_id=row["record_id"], scope_hash=row["scope_hash"],
+            version=int(row["version"]), action=JobAction(row["action"]),
+            state=JobState(row["state"]), attempts=int(row["attempts"]),
+            next_attempt_at=float(row["next_attempt_at"]),
+            created_at=float(row["created_at"]), lease_owner=row["lease_owner"],
+            lease_expires_at=row["lease_expires_at"], last_error_code=row["last_error_code"],
+        )
+    except (ValueError, KeyError):
+        raise MemoryStorageError("a stored index job could not be read") from None
 
 
 def _event_from_json(text: str) -> MemoryEvent:

@@ -226,7 +226,7 @@ async def test_events_survive_a_restart(tmp_path: Path, clock: ManualClock) -> N
 
 _WRITER = textwrap.dedent("""
     import asyncio, sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {root!r}]
     from governed_memory import ManualClock
     from governed_memory_native import build_native_provider
     from native_support import note
@@ -252,7 +252,8 @@ async def test_a_killed_writer_leaves_every_committed_record_with_its_event(
     """SIGKILL at an arbitrary point of a stream of writes: after restart the records and
     the stored events name exactly the same ids, so no committed write lost its event."""
     path = tmp_path / "memory.db"
-    script = _WRITER.format(tests=str(Path(__file__).parent), path=str(path))
+    here = Path(__file__).parent
+    script = _WRITER.format(tests=str(here), root=str(here.parent), path=str(path))
     for round_ in range(3):
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE)

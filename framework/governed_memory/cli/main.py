@@ -22,6 +22,7 @@ from governed_memory.cli.common import (
 )
 from governed_memory.cli.conformance import conformance
 from governed_memory.cli.demo import demo
+from governed_memory.cli.indexing import COMMANDS as INDEXING_COMMANDS
 from governed_memory.cli.policies import policies
 from governed_memory.cli.profiles import profiles
 from governed_memory.cli.review import approve, reject
@@ -40,7 +41,7 @@ def cli() -> None:
 
 
 cli.add_command(demo)
-for _command in (profiles, policies, approve, reject):
+for _command in (profiles, policies, approve, reject, *INDEXING_COMMANDS):
     cli.add_command(_command)
 cli.add_command(conformance)
 cli.add_command(audit)

@@ -95,6 +95,13 @@ def build_provider(spec: MemoryProfileSpec, plugins: PluginManager,
         provider: MemoryProvider = registration.factory(config, clock or SystemClock())
     except MemoryConfigurationError as exc:
         raise _problem(spec, "provider.config", str(exc)) from None
+    from governed_memory.indexing import configure_from_profile  # embedder, outbox mode
+
+    try:
+        configure_from_profile(provider, spec, plugins)
+    except MemoryConfigurationError as exc:  # "path: detail"
+        path, _, detail = str(exc).partition(": ")
+        raise _problem(spec, path, detail) from None
     return provider
 
 

@@ -1,0 +1,199 @@
+"""``governed-memory worker | reindex | outbox status|retry``: the indexing outbox.
+
+These talk to the profile's provider through ``governed_memory.indexing.IndexingProvider``
+only, so they work for any provider that keeps vectors and import none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from governed_memory.cli.common import EXIT_CODES, current_profile, db_option, json_option
+from governed_memory.cli.common import open_manager as _open_manager
+from governed_memory.converter import unstructure
+from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryError
+from governed_memory.indexing import (
+    IndexingProvider,
+    JobState,
+    OutboxStatus,
+    WorkerReport,
+    indexing_provider_of,
+    run_worker,
+)
+
+T = TypeVar("T")
+
+
+def _run(db: Path | None, work: Callable[[IndexingProvider], Awaitable[T]]) -> T:
+    """Open the profile's manager (which starts its provider) and hand ``work`` the
+    indexing provider under it; errors exit with the code of their family."""
+    profile = current_profile()
+
+    async def main() -> T:
+        async with _open_manager(db, profile) as manager:
+            provider = indexing_provider_of(manager.provider)
+            if provider is None:
+                raise MemoryCapabilityUnsupportedError(
+                    f"the provider of profile {profile} keeps no vectors (no indexing outbox)")
+            return await work(provider)
+
+    try:
+        return asyncio.run(main())
+    except MemoryError as exc:
+        click.echo(f"error ({exc.code}): {exc}", err=True)
+        sys.exit(EXIT_CODES.get(exc.code, 1))
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _report_text(report: WorkerReport) -> str:
+    return (f"leased {report.leased}, indexed {report.indexed}, removed {report.removed}, "
+            f"skipped {report.skipped}, retried {report.retried}, dead {report.dead}, "
+            f"lost leases {report.lost_leases}")
+
+
+@click.command()
+@db_option
+@click.option("--worker-id", default=None, help="lease owner name [default: host:pid]")
+@click.option("--batch", type=click.IntRange(1, 1000), default=32, show_default=True,
+              help="jobs leased (and embedded as one batch) per round")
+@click.option("--lease-s", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="how long a leased job is ours before another worker may take it")
+@click.option("--idle-s", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="wait between polls when no job is due")
+@click.option("--once", is_flag=True, help="process every due job, then exit")
+def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, idle_s: float,
+           once: bool) -> None:
+    """Run the indexing worker: embed what writes queued, until SIGINT/SIGTERM."""
+    name = worker_id or _default_worker_id()
+
+    async def work(provider: IndexingProvider) -> WorkerReport:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            return await run_worker(
+                provider, worker_id=name, stop=stop, batch=batch, lease_s=lease_s,
+                idle_s=idle_s, until_idle=once,
+                on_report=lambda r: click.echo(_report_text(r), err=True))
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    total = _run(db, work)
+    click.echo(f"worker {name} stopped: {_report_text(total)}")
+
+
+@click.command()
+@db_option
+@click.option("--batch", type=click.IntRange(1, 10_000), default=500, show_default=True,
+              help="records walked per transaction")
+@click.option("--enqueue-only", is_flag=True,
+              help="queue the jobs and leave them to running workers")
+@click.option("--worker-id", default=None, help="lease owner name [default: host:pid]")
+def reindex(db: Path | None, batch: int, enqueue_only: bool, worker_id: str | None) -> None:
+    """Re-embed, through the outbox, every live record lacking a vector of the
+    profile's embedder (after the embedder or its model changed)."""
+    name = worker_id or _default_worker_id()
+
+    async def work(provider: IndexingProvider) -> tuple[int, WorkerReport]:
+        enqueued = 0
+        cursor: str | None = None
+        first = await provider.reindex(limit=batch)
+        with click.progressbar(length=max(first.total, 1), label="queueing",
+                               file=sys.stderr) as bar:
+            page = first
+            while True:
+                enqueued += page.enqueued
+                bar.update(page.scanned)
+                cursor = page.cursor
+                if cursor is None:
+                    break
+                page = await provider.reindex(cursor=cursor, limit=batch)
+        report = WorkerReport()
+        if enqueue_only or enqueued == 0:
+            return enqueued, report
+        with click.progressbar(length=enqueued, label="embedding", file=sys.stderr) as bar:
+            while True:
+                step = await provider.process_index_jobs(worker_id=name, limit=32)
+                if step.leased == 0:
+                    break
+                report += step
+                bar.update(step.indexed + step.skipped + step.dead)
+        return enqueued, report
+
+    enqueued, report = _run(db, work)
+    click.echo(f"queued {enqueued} record(s) for re-embedding")
+    if report.leased:
+        click.echo(_report_text(report))
+
+
+@click.group()
+def outbox() -> None:
+    """Inspect and requeue the indexing outbox."""
+
+
+def _status_text(status: OutboxStatus, dead: list[dict[str, Any]]) -> str:
+    oldest = ("-" if status.oldest_pending_at is None
+              else f"{max(0.0, time.time() - status.oldest_pending_at):.1f}s ago")
+    lines = [f"embedder: {status.embedder or 'none'} (mode {status.mode.value})",
+             f"jobs: {status.pending} pending (oldest {oldest}), {status.leased} leased, "
+             f"{status.dead} dead",
+             f"records missing a current vector: {status.missing_vectors}"]
+    lines.extend(f"vectors {identity}: {count}"
+                 for identity, count in sorted(status.vectors.items()))
+    lines.extend(f"dead {job['job_id']} record {job['record_id']} v{job['version']} "
+                 f"{job['action']} after {job['attempts']} attempt(s): {job['last_error_code']}"
+                 for job in dead)
+    return "\n".join(lines)
+
+
+@outbox.command("status")
+@db_option
+@click.option("--dead", "dead_limit", type=click.IntRange(0, 1000), default=20,
+              show_default=True, help="dead letters to list")
+@json_option
+def outbox_status(db: Path | None, dead_limit: int, as_json: bool) -> None:
+    """Job counts by state, dead letters, and vectors by embedder."""
+
+    async def work(provider: IndexingProvider) -> tuple[OutboxStatus, list[dict[str, Any]]]:
+        status = await provider.outbox_status()
+        dead = (await provider.index_jobs(JobState.DEAD, dead_limit)) if dead_limit else ()
+        return status, [unstructure(job) for job in dead]
+
+    status, dead = _run(db, work)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"status": unstructure(status), "dead": dead}, indent=2,
+                              sort_keys=True))
+    else:
+        click.echo(_status_text(status, dead))
+
+
+@outbox.command("retry")
+@db_option
+@click.argument("job_ids", nargs=-1)
+@click.option("--all", "all_dead", is_flag=True, help="requeue every dead letter")
+def outbox_retry(db: Path | None, job_ids: tuple[str, ...], all_dead: bool) -> None:
+    """Requeue dead letters (by id, or --all) with a fresh attempt budget."""
+    if bool(job_ids) == all_dead:
+        raise click.UsageError("name dead job ids or pass --all (not both)")
+    requeued = _run(db, lambda p: p.retry_dead_jobs(None if all_dead else list(job_ids)))
+    click.echo(f"requeued {requeued} dead job(s)")
+
+
+COMMANDS = (worker, reindex, outbox)

@@ -1,0 +1,321 @@
+"""Vector indexing as a provider offers it: settings from the profile, the outbox, a worker.
+
+A provider that keeps vectors (the native one) implements :class:`IndexingProvider`; the
+profile build path hands it its :class:`IndexingSettings` (the embedder named by
+``[stores.embedder]``, ``[indexing] mode`` and ``[retrieval]``), and the command line
+(``governed-memory worker | reindex | outbox``) drives it through this protocol alone,
+so the framework never imports a provider package.
+
+Why an outbox: embedding is slow and may fail (a model that cannot load); a write must
+not wait for it or be lost because of it. In ``async_outbox`` mode a write commits an
+index job with the record, and a worker leases jobs, embeds the exact version a job
+names, and retries with a bounded budget before dead-lettering the job. The record
+itself is never changed by indexing failures; it stays lexically searchable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import hashlib
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+import attrs
+
+from governed_memory.embedding import Embedder, EmbedderIdentity
+from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
+from governed_memory.limits import canonical_json
+
+if TYPE_CHECKING:
+    from governed_memory.plugins import PluginManager
+    from governed_memory.profiles.spec import MemoryProfileSpec
+
+log = logging.getLogger(__name__)
+
+SIGNALS: Final = ("lexical", "vector", "recency", "importance")
+DEFAULT_WEIGHTS: Final[Mapping[str, float]] = {"lexical": 1.0, "vector": 1.0}
+"""Weights of a mode the profile enables but does not weigh."""
+
+
+class IndexingMode(enum.StrEnum):
+    """Mirrors the profile's ``[indexing] mode``."""
+
+    SYNC = "sync"
+    """Vectors are computed before the write commits: consistent, slower writes."""
+    ASYNC_OUTBOX = "async_outbox"
+    """The write commits an index job; a worker embeds later."""
+
+
+def _frozen(value: Mapping[str, float]) -> Mapping[str, float]:
+    return dict(sorted(value.items()))
+
+
+@attrs.frozen(slots=True)
+class RankingConfig:
+    """How hybrid search ranks: which candidate signals run and how they are fused.
+
+    ``weights`` weigh each signal in weighted reciprocal-rank fusion (lexical, vector)
+    and as multiplicative boosts (recency, importance); see ``docs/retrieval.md``.
+    ``revision`` hashes all of it, so a stored retrieval snapshot names exactly the
+    ranking that produced it.
+    """
+
+    modes: tuple[str, ...] = ("lexical",)
+    weights: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen)
+    recency_half_life_s: float | None = None
+    rrf_k: int = 60
+    """The reciprocal-rank constant: a hit at rank r contributes ``weight / (rrf_k + r)``."""
+
+    def __attrs_post_init__(self) -> None:
+        if not self.modes or any(mode not in ("lexical", "vector") for mode in self.modes):
+            raise MemoryValidationError("ranking modes are 'lexical' and/or 'vector'",
+                                        field="modes")
+        for name, weight in self.weights.items():
+            if name not in SIGNALS or not math.isfinite(weight) or weight < 0:
+                raise MemoryValidationError(f"bad ranking weight {name!r}", field="weights")
+        if self.recency_half_life_s is not None and not self.recency_half_life_s > 0:
+            raise MemoryValidationError("recency_half_life_s must be positive",
+                                        field="recency_half_life_s")
+        if self.rrf_k < 1:
+            raise MemoryValidationError("rrf_k must be at least 1", field="rrf_k")
+
+    def weight(self, signal: str) -> float:
+        """The signal's weight: as configured, else 1 for an enabled mode, else 0."""
+        if signal in self.weights:
+            return self.weights[signal]
+        return DEFAULT_WEIGHTS.get(signal, 0.0) if signal in self.modes else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"modes": list(self.modes), "weights": dict(self.weights),
+                "recency_half_life_s": self.recency_half_life_s, "rrf_k": self.rrf_k}
+
+    @property
+    def revision(self) -> str:
+        return "sha256:" + hashlib.sha256(canonical_json(self.as_dict()).encode()).hexdigest()
+
+
+@attrs.frozen(slots=True)
+class IndexingSettings:
+    """What a profile tells an indexing provider; ``embedder=None`` means lexical only."""
+
+    mode: IndexingMode = IndexingMode.SYNC
+    embedder: Embedder | None = None
+    ranking: RankingConfig = attrs.field(factory=RankingConfig)
+
+
+class JobState(enum.StrEnum):
+    PENDING = "pending"
+    LEASED = "leased"
+    DEAD = "dead"
+
+
+class JobAction(enum.StrEnum):
+    EMBED = "embed"
+    """Embed the record at exactly ``version`` and store its vector."""
+    REMOVE = "remove"
+    """Remove the record's vectors (it was deleted at ``version``)."""
+
+
+@attrs.frozen(slots=True)
+class IndexJob:
+    """One unit of outbox work; carries ids and counters, never content."""
+
+    job_id: str
+    record_id: str
+    scope_hash: str
+    version: int
+    action: JobAction
+    state: JobState
+    attempts: int
+    next_attempt_at: float
+    created_at: float
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    last_error_code: str | None = None
+
+
+@attrs.frozen(slots=True)
+class OutboxStatus:
+    """A snapshot of the indexing outbox and the vectors it produced."""
+
+    embedder: str | None
+    """The configured embedder identity (``id@revision/dimension``), if any."""
+    mode: IndexingMode
+    pending: int
+    leased: int
+    dead: int
+    oldest_pending_at: float | None
+    vectors: Mapping[str, int]
+    """Stored vectors by embedder identity."""
+    missing_vectors: int
+    """Live records without a current vector of the configured identity (reindex them)."""
+
+
+@attrs.frozen(slots=True)
+class WorkerReport:
+    """What one :meth:`IndexingProvider.process_index_jobs` call did."""
+
+    leased: int = 0
+    indexed: int = 0
+    removed: int = 0
+    skipped: int = 0
+    """Jobs whose record moved on (or was erased) before the work finished."""
+    retried: int = 0
+    dead: int = 0
+    lost_leases: int = 0
+    """Jobs whose lease expired and was taken over before this worker finished."""
+
+    def __add__(self, other: WorkerReport) -> WorkerReport:
+        return WorkerReport(*(getattr(self, f.name) + getattr(other, f.name)
+                              for f in attrs.fields(WorkerReport)))
+
+
+@attrs.frozen(slots=True)
+class ReindexPage:
+    """One step of a reindex: jobs enqueued for a page of records; continue with ``cursor``."""
+
+    scanned: int
+    enqueued: int
+    cursor: str | None
+    total: int
+    """How many live records the reindex walks in all (for a progress bar)."""
+
+
+@runtime_checkable
+class IndexingProvider(Protocol):
+    """A provider that keeps vectors and runs an indexing outbox (the native provider)."""
+
+    def configure_indexing(self, settings: IndexingSettings) -> None:
+        """Adopt the profile's settings; call before ``start``."""
+        ...
+
+    async def outbox_status(self) -> OutboxStatus: ...
+
+    async def index_jobs(self, state: JobState, limit: int) -> Sequence[IndexJob]:
+        """Jobs in one state, oldest first (dead letters for ``outbox status``)."""
+        ...
+
+    async def process_index_jobs(self, *, worker_id: str, limit: int = 32,
+                                 lease_s: float = 60.0) -> WorkerReport:
+        """Lease up to ``limit`` due jobs (new ones, retries whose backoff passed, and
+        jobs whose lease expired), do them, and settle each: done, retry later, or dead."""
+        ...
+
+    async def retry_dead_jobs(self, job_ids: Sequence[str] | None = None) -> int:
+        """Requeue dead letters (all when ``job_ids`` is ``None``) with a fresh budget."""
+        ...
+
+    async def reindex(self, *, cursor: str | None = None, limit: int = 500) -> ReindexPage:
+        """Enqueue embed jobs for live records lacking a current vector of the configured
+        embedder; vectors of other embedders are never ranked meanwhile."""
+        ...
+
+
+def ranking_from_profile(spec: MemoryProfileSpec) -> RankingConfig:
+    retrieval = spec.retrieval
+    return RankingConfig(modes=tuple(mode.value for mode in retrieval.modes),
+                         weights=dict(retrieval.weights),
+                         recency_half_life_s=retrieval.recency_half_life_s)
+
+
+def build_embedder(spec: MemoryProfileSpec, plugins: PluginManager) -> Embedder | None:
+    """The embedder the profile's ``[stores.embedder]`` names, built (not loaded)."""
+    store = spec.stores.get("embedder")
+    if store is None:
+        return None
+    try:
+        registration = plugins.embedders.get(store.kind)
+    except MemoryConfigurationError as exc:
+        raise MemoryConfigurationError(f"stores.embedder.kind: {exc}") from None
+    config = {str(k): _plain(v) for k, v in store.config.items()}
+    try:
+        embedder = registration.factory(config)
+    except MemoryConfigurationError as exc:
+        raise MemoryConfigurationError(f"stores.embedder.config: {exc}") from None
+    if not isinstance(embedder, Embedder):
+        raise MemoryConfigurationError(
+            f"stores.embedder: the factory of {store.kind!r} built no embedder")
+    return embedder
+
+
+def _plain(value: Any) -> Any:
+    """A mutable copy of a frozen profile config value, as factories expect."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def configure_from_profile(provider: object, spec: MemoryProfileSpec,
+                           plugins: PluginManager) -> None:
+    """Hand an indexing provider its settings; refuse a profile asking a provider that
+    cannot index for an embedder or an outbox (it would silently not get them).
+    Errors read ``"<profile path>: <detail>"``."""
+    embedder = build_embedder(spec, plugins)
+    mode = IndexingMode(spec.indexing.mode.value)
+    if isinstance(provider, IndexingProvider):
+        provider.configure_indexing(IndexingSettings(mode=mode, embedder=embedder,
+                                                     ranking=ranking_from_profile(spec)))
+        return
+    if embedder is not None:
+        raise MemoryConfigurationError(
+            f"stores.embedder: provider {spec.provider.name!r} does not keep vectors")
+    if mode is IndexingMode.ASYNC_OUTBOX:
+        raise MemoryConfigurationError(
+            f"indexing.mode: provider {spec.provider.name!r} has no indexing outbox")
+
+
+async def run_worker(provider: IndexingProvider, *, worker_id: str,
+                     stop: asyncio.Event | None = None, batch: int = 32,
+                     lease_s: float = 60.0, idle_s: float = 1.0,
+                     on_report: Callable[[WorkerReport], None] | None = None,
+                     until_idle: bool = False) -> WorkerReport:
+    """Process jobs until ``stop`` is set (or, with ``until_idle``, until none is due).
+
+    Runs in-process (``asyncio.create_task(run_worker(...))``) or as
+    ``governed-memory worker``. An error in one round is logged and retried after
+    ``idle_s``: a worker outlives a datastore that is briefly unavailable.
+    """
+    total = WorkerReport()
+    stop = stop or asyncio.Event()
+    while not stop.is_set():
+        try:
+            report = await provider.process_index_jobs(worker_id=worker_id, limit=batch,
+                                                       lease_s=lease_s)
+        except Exception as exc:
+            if until_idle:
+                raise
+            log.warning("indexing worker %s: round failed (%s)", worker_id,
+                        getattr(exc, "code", type(exc).__name__))
+            report = WorkerReport()
+        total += report
+        if on_report is not None and report.leased:
+            on_report(report)
+        if report.leased == 0:
+            if until_idle:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=idle_s)
+    return total
+
+
+def identity_key(identity: EmbedderIdentity) -> str:
+    """How a vector's embedder identity is written down next to it."""
+    return str(identity)
+
+
+def indexing_provider_of(provider: object) -> IndexingProvider | None:
+    """The indexing provider under any wrappers (the search cache exposes ``inner``).
+
+    Wrappers are unwrapped first: one that forwards unknown attributes would pass a
+    structural check without taking these methods' arguments."""
+    for _ in range(8):
+        if not isinstance(getattr(type(provider), "inner", None), property):
+            break
+        provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
+    return provider if isinstance(provider, IndexingProvider) else None

@@ -1,0 +1,59 @@
+"""Vectors as stored (little-endian float32 bytes) and exact cosine ranking over them.
+
+Every backend stores the same bytes, so a vector read back from SQLite or PostgreSQL
+ranks exactly as the in-memory one. An embedder promises unit vectors; they are checked
+and normalised again here, because a vector that is not finite or has no length would
+poison every later ranking silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+from governed_memory.embedding import EmbedderIdentity
+from governed_memory.errors import MemoryUnavailableError
+
+DTYPE: Final = np.dtype("<f4")
+
+
+class BadVectorError(MemoryUnavailableError):
+    """The embedder returned something that is not a usable vector of its dimension."""
+
+
+def encode(vector: Sequence[float], identity: EmbedderIdentity) -> bytes:
+    """The unit vector as stored bytes; refuses a wrong dimension, NaN, inf or zero."""
+    array = np.asarray(vector, dtype=np.float64)
+    if array.shape != (identity.dimension,):
+        raise BadVectorError(f"embedder {identity} returned a vector of shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise BadVectorError(f"embedder {identity} returned a non-finite vector")
+    norm = float(np.linalg.norm(array))
+    if norm == 0.0:
+        raise BadVectorError(f"embedder {identity} returned a zero vector")
+    return (array / norm).astype(DTYPE).tobytes()
+
+
+def decode(blob: bytes, dimension: int) -> np.ndarray:
+    array = np.frombuffer(blob, dtype=DTYPE)
+    if array.shape != (dimension,):
+        raise BadVectorError("a stored vector has the wrong dimension")
+    return array
+
+
+def cosine_ranking(query: bytes, candidates: Sequence[tuple[str, bytes]],
+                   dimension: int, limit: int) -> list[tuple[str, float]]:
+    """The ``limit`` most similar candidates: similarity descending, then id ascending.
+
+    Exact: every candidate is scored (one matrix product), so nothing is missed that an
+    approximate index might skip; the tie-break makes the order total and stable.
+    """
+    if not candidates or limit <= 0:
+        return []
+    matrix = np.frombuffer(b"".join(blob for _, blob in candidates), dtype=DTYPE)
+    matrix = matrix.reshape(len(candidates), dimension)
+    scores = matrix.astype(np.float64) @ decode(query, dimension).astype(np.float64)
+    ids = np.array([record_id for record_id, _ in candidates])
+    order = np.lexsort((ids, -scores))[:limit]
+    return [(str(ids[i]), float(scores[i])) for i in order]
