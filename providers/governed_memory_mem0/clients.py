@@ -33,6 +33,9 @@ GM_KEY: Final = "governed_memory"
 caller metadata can collide with Mem0's own payload keys (``data``, ``hash``, ...)."""
 
 PAGE: Final = 100
+STRAY_ROOM: Final = 16
+"""Room for memories in a namespace the ledger does not count (orphans of timed-out
+writes), so they cannot push a counted one out of a full answer."""
 
 
 @attrs.frozen(slots=True)
@@ -80,6 +83,16 @@ class Mem0Client(Protocol):
         ...
 
     def search(self, namespace: str, query: str, top_k: int) -> list[Item]: ...
+
+    @property
+    def exact_filters(self) -> bool:
+        """Whether a search filters by namespace before ranking: if not (faiss), a short
+    answer may mean "crowded out by other namespaces", not "nothing more"."""
+
+    def full_cover(self, held: int) -> int:
+        """A ``top_k`` whose answer surely includes every memory of a namespace holding
+        ``held`` (plus a little room for strays)."""
+        ...
 
     def items(self, namespace: str) -> Iterator[Item]:
         """Every memory of the namespace, page by page, never silently truncated."""
@@ -172,12 +185,20 @@ class LocalMem0:
         memory.delete(mem0_id)
         return True
 
+    @property
+    def exact_filters(self) -> bool:
+        return self._config.vector_store is not VectorStoreKind.FAISS
+
+    def full_cover(self, held: int) -> int:
+        if self._config.vector_store is not VectorStoreKind.FAISS:
+            return held + STRAY_ROOM
+        # Mem0 asks faiss for 8 x top_k (4 x for scoring, 2 x again to filter) from the
+        # whole collection, then keeps the namespace's; this top_k reaches every vector.
+        total = int(self._memory().vector_store.index.ntotal)
+        return max(held + STRAY_ROOM, -(-total // 8))
+
     def search(self, namespace: str, query: str, top_k: int) -> list[Item]:
         memory = self._memory()
-        if self._config.vector_store is VectorStoreKind.FAISS:
-            # faiss filters after fetching 2 x top_k from the whole collection, so a
-            # namespace's memories can be crowded out by others': ask for all of them.
-            top_k = max(top_k, int(memory.vector_store.index.ntotal))
         found = memory.search(query, filters={"user_id": namespace}, top_k=top_k,
                               threshold=0.0)
         return [_item(raw, float(raw.get("score") or 0.0)) for raw in found["results"]]
@@ -289,6 +310,11 @@ class PlatformMem0:
                 return False
             raise
         return True
+
+    exact_filters = True
+
+    def full_cover(self, held: int) -> int:
+        return held + STRAY_ROOM
 
     def search(self, namespace: str, query: str, top_k: int) -> list[Item]:
         found = self._client().search(query, filters={"user_id": namespace}, top_k=top_k,

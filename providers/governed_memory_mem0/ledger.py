@@ -280,10 +280,14 @@ class Ledger:
                 found[mem0_id] = Screen(record_id, scope_hash, status, memory_type, expires_at)
         return found
 
-    def count_in_scope(self, scope_hash: str) -> int:
-        row = self.db.execute("SELECT COUNT(*) FROM records WHERE scope_hash = ? "
-                              "AND status != 'deleted'", (scope_hash,)).fetchone()
-        return int(row[0])
+    def held_in_scope(self, scope_hash: str, now: float) -> tuple[int, int]:
+        """``(held, hidden)``: records of the scope Mem0 holds (every one not deleted),
+        and how many of them no read may show (pending review or expired)."""
+        row = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(status != 'active' OR (expires_at IS NOT NULL "
+            "AND expires_at <= ?)), 0) FROM records WHERE scope_hash = ? "
+            "AND status != 'deleted'", (now, scope_hash)).fetchone()
+        return int(row[0]), int(row[1])
 
     def put_record(self, record: MemoryRecord, mem0_id: str, *, stray: bool = False) -> None:
         """Insert or replace the row; the text is left out (Mem0 holds it)."""

@@ -96,9 +96,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MAX_FETCH: Final = 1000
-"""Most candidates one search asks Mem0 for, per scope."""
-
 _TIE_BREAK: Final = "score desc, id asc"
 
 _store_locks: dict[tuple[str, ...], threading.Lock] = {}
@@ -513,57 +510,75 @@ class Mem0MemoryProvider:
     def _search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
         """Mem0 ranks each scope's namespace; the ledger decides what may be shown.
 
-        Candidates are screened on the ledger's plain columns (scope, status, expiry,
-        type) first and ordered by score, then id; only as many are read in full as the
-        limit needs once entity and metadata filters apply.
+        Each scope contributes its best ``limit`` visible matches, so the merged top
+        ``limit`` is exact; the merge orders by score, then id.
         """
-        candidates: builtins.list[tuple[float, str, str, Item]] = []
-        foreign: builtins.list[tuple[float, MemoryRecord]] = []
-        for scope in {s.scope_hash: s for s in request.scopes}.values():
-            self._screen_scope(scope.scope_hash, request, ctx, candidates, foreign)
-        candidates.sort(key=lambda c: (-c[0], c[1]))
         found: builtins.list[tuple[float, MemoryRecord]] = []
-        for score, record_id, scope_hash, item in candidates:
-            if len(found) == request.limit:
-                break
-            row = self._ledger.record(scope_hash, record_id)
-            if row is None:
-                continue
-            record = self._merged(row, item)
-            if _matches(record, request):
-                found.append((score, record))
-        found.extend(foreign)
+        candidates = 0
+        for scope in {s.scope_hash: s for s in request.scopes}.values():
+            matches, screened = self._search_scope(scope.scope_hash, request, ctx)
+            found.extend(matches)
+            candidates += screened
         found.sort(key=lambda pair: (-pair[0], pair[1].id))
         hits = tuple(
             SearchHit(record=record, score=score, rank=rank, explanation=HitExplanation(
                 signals=(SignalScore(name="mem0_vector", value=score, rank=rank),),
                 tie_break=_TIE_BREAK))
             for rank, (score, record) in enumerate(found[: request.limit], start=1))
-        return SearchResult(hits=hits, candidates=len(candidates))
+        return SearchResult(hits=hits, candidates=candidates)
 
-    def _screen_scope(self, sh: str, request: SearchRequest, ctx: OperationContext,
-                      candidates: builtins.list[tuple[float, str, str, Item]],
-                      foreign: builtins.list[tuple[float, MemoryRecord]]) -> None:
-        held = self._ledger.count_in_scope(sh)
+    def _search_scope(self, sh: str, request: SearchRequest, ctx: OperationContext
+                      ) -> tuple[builtins.list[tuple[float, MemoryRecord]], int]:
+        """The scope's best ``limit`` visible matches and how many candidates were screened.
+
+        Mem0 is asked for ``limit`` plus the scope's hidden records first, since hidden
+        ones (pending, expired) may outrank visible ones; if filters thin the answer out,
+        or an unseen item could still tie the last match, the request doubles, up to
+        everything the namespace holds. Candidates are screened on the ledger's plain
+        columns and only read in full while the limit still needs them.
+        """
+        held, hidden = self._ledger.held_in_scope(sh, ctx.now)
         if held == 0:
-            return
-        top_k = min(MAX_FETCH, held + request.limit)
-        items = self._call(self._client.search, self._namespace(sh), request.query, top_k)
-        index = self._ledger.screen([item.mem0_id for item in items])
+            return [], 0
+        cover = self._client.full_cover(held)
+        top_k = min(cover, request.limit + hidden)
         types = {t.value for t in request.memory_types}
-        for item in items:
-            score = float(item.score or 0.0)
-            entry = index.get(item.mem0_id)
-            if entry is None or entry.scope_hash != sh:
-                stranger = self._foreign(item, sh)
-                if stranger is not None:
-                    foreign.append((score, stranger))
-                continue
-            if (entry.status != RecordStatus.ACTIVE.value
-                    or (entry.expires_at is not None and entry.expires_at <= ctx.now)
-                    or (types and entry.memory_type not in types)):
-                continue
-            candidates.append((score, entry.record_id, sh, item))
+        while True:
+            items = self._call(self._client.search, self._namespace(sh), request.query, top_k)
+            index = self._ledger.screen([item.mem0_id for item in items])
+            screened: builtins.list[tuple[float, str, Item]] = []
+            found: builtins.list[tuple[float, MemoryRecord]] = []
+            for item in items:
+                score = float(item.score or 0.0)
+                entry = index.get(item.mem0_id)
+                if entry is None or entry.scope_hash != sh:
+                    stranger = self._foreign(item, sh)
+                    if stranger is not None:
+                        found.append((score, stranger))
+                    continue
+                if (entry.status == RecordStatus.ACTIVE.value
+                        and (entry.expires_at is None or entry.expires_at > ctx.now)
+                        and (not types or entry.memory_type in types)):
+                    screened.append((score, entry.record_id, item))
+            screened.sort(key=lambda c: (-c[0], c[1]))
+            kept = 0
+            for score, record_id, item in screened:
+                if kept == request.limit:
+                    break
+                row = self._ledger.record(sh, record_id)
+                if row is None:
+                    continue
+                record = self._merged(row, item)
+                if _matches(record, request):
+                    found.append((score, record))
+                    kept += 1
+            exhausted = top_k >= cover or (self._client.exact_filters and len(items) < top_k)
+            last = min((float(item.score or 0.0) for item in items), default=0.0)
+            settled = kept == request.limit and min(
+                score for score, record in found if record.scope_hash == sh) > last
+            if exhausted or settled:
+                return found, len(screened)
+            top_k = min(cover, top_k * 2)
 
     def _foreign(self, item: Item, scope_hash: str) -> MemoryRecord | None:
         """An item Mem0 returned for a namespace that the ledger does not place there.

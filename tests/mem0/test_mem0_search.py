@@ -199,3 +199,17 @@ async def test_search_property_thorough(tmp_path_factory: pytest.TempPathFactory
                                         workload: list[tuple[int, str, bool]], query: str,
                                         picks: list[int], limit: int) -> None:
     await _check_property(tmp_path_factory.mktemp("prop"), workload, query, picks, limit)
+
+
+async def test_faiss_neighbours_cannot_crowd_a_scope_out(tmp_path: Path) -> None:
+    """faiss filters by namespace after ranking the whole collection (8 x top_k): a
+    busy neighbour's better matches must not hide this scope's."""
+    clock = ManualClock()
+    async with GovernedMemoryManager(build_mem0_provider(local_config(tmp_path), clock),
+                                     clock=clock) as governed:
+        for _ in range(120):
+            await governed.add(ADMIN, BOB_SCOPE, "walrus")
+        mine = {(await governed.add(ADMIN, ALICE_SCOPE, f"a walrus among {n} other words")).id
+                for n in range(3)}
+        result = await governed.search(ADMIN, ALICE_SCOPE, "walrus", limit=10)
+        assert {hit.record.id for hit in result.hits} == mine
