@@ -59,7 +59,11 @@ class MiniLMEmbedder:
         return await asyncio.to_thread(self._embed_blocking, batch)
 
     async def close(self) -> None:
-        """Releases the model; a later ``embed`` loads it again."""
+        """Releases the model; a later ``embed`` loads it again. Waits for a load in
+        progress in a worker thread, so the event loop never blocks on the lock."""
+        await asyncio.to_thread(self._release)
+
+    def _release(self) -> None:
         with self._lock:
             self._runtime = None
 
