@@ -243,3 +243,24 @@ async def test_standalone_tiers_have_their_own_governance(sink: InMemoryEventSin
     await memory.update(ALICE, OWNER, {"a": 1})
     assert sink.types() == ["memory.write.requested", "memory.write.committed"]
     assert sink.events[-1].operation == "update_working_state"
+
+
+async def test_a_profile_declares_the_tier_stores(tmp_path: object, clock: ManualClock) -> None:
+    from pathlib import Path
+
+    from governed_memory.profiles import parse_profile
+
+    spec = parse_profile({
+        "id": "chat", "version": "1.0.0",
+        "provider": {"name": "native", "config": {"backend": "memory"}},
+        "stores": {"turns": {"kind": "sqlite",
+                             "config": {"path": str(Path(str(tmp_path)) / "turns.db")}}},
+        "context": {"max_turns": 7},
+    })
+    manager = GovernedMemoryManager.from_profile(spec, clock=clock)
+    memory = MemoryTiers.from_manager(manager)
+    async with memory:
+        assert memory.has_turns and not memory.has_working and memory.recent_limit == 7
+        await memory.append(ALICE, OWNER, TurnDraft.user("persisted"))
+        assert [t.content for t in await memory.recent(ALICE, OWNER)] == ["persisted"]
+    assert memory.turn_store is not None and memory.turn_store.durable

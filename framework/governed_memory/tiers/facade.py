@@ -30,6 +30,7 @@ from governed_memory.errors import (
 )
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.operations import Operation
+from governed_memory.plugins import PluginManager
 from governed_memory.principal import Principal
 from governed_memory.records import (
     DeleteResult,
@@ -136,6 +137,32 @@ class MemoryTiers:
         self._turns = governance.port(TurnTier(turns)) if turns is not None else None
         self._working = governance.port(WorkingTier(working)) if working is not None else None
         self._ledger = governance.port(ContextLedger())
+
+    @classmethod
+    def from_manager(cls, manager: GovernedMemoryManager, *,
+                     plugins: PluginManager | None = None,
+                     working_ttl_s: float = 3600.0) -> MemoryTiers:
+        """The tiers a manager's profile declares: ``[stores.turns]`` and
+        ``[stores.working_state]`` name registered stores (``kind``) and their config;
+        ``[context] max_turns`` is the default recent limit. A tier the profile does
+        not declare stays unconfigured."""
+        spec = manager.profile_spec
+        stores = spec.stores if spec is not None else {}
+        turns: TurnStore | None = None
+        working: WorkingStateStore | None = None
+        if "turns" in stores or "working_state" in stores:
+            plugins = plugins or PluginManager.load()
+            if "turns" in stores:
+                section = stores["turns"]
+                turns = plugins.turn_stores.get(section.kind).factory(dict(section.config),
+                                                                      manager.clock)
+            if "working_state" in stores:
+                section = stores["working_state"]
+                working = plugins.working_state_stores.get(section.kind).factory(
+                    dict(section.config), manager.clock)
+        recent = min(spec.context.max_turns, MAX_RECENT_TURNS) if spec is not None else 20
+        return cls(long_term=manager, turns=turns, working=working, recent_limit=recent,
+                   working_ttl_s=working_ttl_s)
 
     # -- lifecycle ----------------------------------------------------------------------
 
