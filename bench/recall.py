@@ -115,8 +115,10 @@ def _principal() -> Any:
                      permissions=frozenset({Permission.READ, Permission.WRITE}))
 
 
-async def governed_rankings(manager: Any, data: DataSet) -> dict[str, Ranking]:
-    """Store every turn through ``manager`` and search every question with it."""
+async def governed_rankings(manager: Any, data: DataSet,
+                            signals: set[str] | None = None) -> dict[str, Ranking]:
+    """Store every turn through ``manager`` and search every question with it; the
+    names of the ranking signals the hits' explanations carry are added to ``signals``."""
     principal = _principal()
     for conversation in data.conversations:
         scope = _scope(conversation)
@@ -128,6 +130,9 @@ async def governed_rankings(manager: Any, data: DataSet) -> dict[str, Ranking]:
         scope = _scope(conversation)
         for question in conversation.questions:
             result = await manager.search(principal, scope, question.text, limit=DEPTH)
+            if signals is not None:
+                signals.update(signal.name for hit in result.hits
+                               for signal in hit.explanation.signals)
             rankings[question.question_id] = tuple(
                 str(hit.record.metadata["turn_id"]) for hit in result.hits)
     return rankings
@@ -183,10 +188,14 @@ async def provider_vector_rankings(backend: str, directory: Path, embedder: str,
             await manager.start()
         except GovernedError as exc:
             return f"{type(exc).__name__}: {exc}"
+        seen: set[str] = set()
         try:
-            out[method] = await governed_rankings(manager, data)
+            out[method] = await governed_rankings(manager, data, seen)
         finally:
             await manager.close()
+        if not any("vector" in name for name in seen):  # never label lexical as vector
+            return (f"the provider accepted modes {modes} but its hits carry no vector "
+                    f"signal (signals seen: {', '.join(sorted(seen)) or 'none'})")
     return out
 
 
