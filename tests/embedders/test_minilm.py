@@ -121,9 +121,9 @@ async def test_vectors_match_the_fp32_model(embedder: MiniLMEmbedder) -> None:
     texts = [item["text"] for item in reference["items"]]
     vectors = await embedder.embed(texts)
     for item, vector in zip(reference["items"], vectors, strict=True):
-        assert dot(vector, item["vector"]) >= 0.98, item["text"]
+        assert dot(vector, item["vector"]) >= 0.99, item["text"]
     mean = sum(dot(v, i["vector"]) for v, i in zip(vectors, reference["items"], strict=True))
-    assert mean / len(vectors) >= 0.99
+    assert mean / len(vectors) >= 0.995
 
 
 async def test_concurrent_calls_load_once_and_agree(embedder: MiniLMEmbedder) -> None:
