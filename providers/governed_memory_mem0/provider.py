@@ -543,6 +543,7 @@ class Mem0MemoryProvider:
         cover = self._client.full_cover(held)
         top_k = min(cover, request.limit + hidden)
         types = {t.value for t in request.memory_types}
+        seen: dict[str, MemoryRecord | None] = {}  # read once, even if the request doubles
         while True:
             items = self._call(self._client.search, self._namespace(sh), request.query, top_k)
             index = self._ledger.screen([item.mem0_id for item in items])
@@ -565,11 +566,11 @@ class Mem0MemoryProvider:
             for score, record_id, item in screened:
                 if kept == request.limit:
                     break
-                row = self._ledger.record(sh, record_id)
-                if row is None:
-                    continue
-                record = self._merged(row, item)
-                if _matches(record, request):
+                if record_id not in seen:
+                    row = self._ledger.record(sh, record_id)
+                    seen[record_id] = None if row is None else self._merged(row, item)
+                record = seen[record_id]
+                if record is not None and _matches(record, request):
                     found.append((score, record))
                     kept += 1
             exhausted = top_k >= cover or (self._client.exact_filters and len(items) < top_k)
