@@ -42,11 +42,13 @@ class VectorStoreKind(enum.StrEnum):
 
 @attrs.frozen(slots=True)
 class EmbedderConfig:
-    """``deterministic`` (hashed words, for tests and benchmarks) or any embedder a
-    plugin registered under ``register_embedders`` (resolved when the provider starts)."""
+    """``deterministic`` (the adapter's own hashed words, for tests and benchmarks) or any
+    embedder a plugin registered under ``register_embedders`` (``hashing``, ``minilm``),
+    built with ``options`` as its config. ``dimension`` is required for
+    ``deterministic``; for a plugin it is optional and, when given, must match."""
 
     name: str = "deterministic"
-    dimension: int = DEFAULT_DIMENSION
+    dimension: int | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
 
 
@@ -113,8 +115,9 @@ def _embedder(raw: object) -> EmbedderConfig:
         raise MemoryConfigurationError("embedder: must be a table with name and dimension")
     _keys(raw, frozenset({"name", "dimension", "options"}), "embedder")
     name = _text(raw, "name", "deterministic")
-    dimension = raw.get("dimension", DEFAULT_DIMENSION)
-    if isinstance(dimension, bool) or not isinstance(dimension, int) or not 8 <= dimension <= 8192:
+    dimension = raw.get("dimension", DEFAULT_DIMENSION if name == "deterministic" else None)
+    if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int)
+                                  or not 8 <= dimension <= 8192):
         raise MemoryConfigurationError("embedder.dimension: must be an integer in 8..8192")
     options = raw.get("options", {})
     if not isinstance(options, Mapping):

@@ -11,7 +11,12 @@ from governed_memory.embedding import Embedder
 from governed_memory.errors import MemoryConfigurationError
 
 from governed_memory_mem0.clients import LocalMem0, Mem0Client, PlatformMem0
-from governed_memory_mem0.config import ClientKind, EmbedderConfig, parse_config
+from governed_memory_mem0.config import (
+    DEFAULT_DIMENSION,
+    ClientKind,
+    EmbedderConfig,
+    parse_config,
+)
 from governed_memory_mem0.embedding import HashingEmbedder, Mem0EmbedderBridge
 from governed_memory_mem0.provider import Mem0MemoryProvider
 
@@ -19,7 +24,7 @@ from governed_memory_mem0.provider import Mem0MemoryProvider
 def build_embedder(config: EmbedderConfig) -> Embedder:
     """The deterministic embedder, or one a plugin registered under that name."""
     if config.name == "deterministic":
-        return HashingEmbedder(config.dimension)
+        return HashingEmbedder(config.dimension or DEFAULT_DIMENSION)
     from governed_memory.plugins import PluginManager
 
     try:
@@ -27,9 +32,8 @@ def build_embedder(config: EmbedderConfig) -> Embedder:
     except Exception:
         raise MemoryConfigurationError(
             f"embedder.name: no embedder {config.name!r} is registered") from None
-    embedder: Embedder = registration.factory(
-        {**config.options, "dimension": config.dimension})
-    if embedder.identity.dimension != config.dimension:
+    embedder: Embedder = registration.factory(dict(config.options))
+    if config.dimension is not None and embedder.identity.dimension != config.dimension:
         raise MemoryConfigurationError(
             f"embedder.dimension: {config.name} produces {embedder.identity.dimension} "
             f"dimensions, the config says {config.dimension}")

@@ -122,3 +122,22 @@ async def test_the_platform_requests_carry_the_documented_headers(tmp_path: Path
     assert headers["Authorization"] == f"Token {API_KEY}"
     assert headers["Mem0-User-ID"] == hashlib.md5(API_KEY.encode()).hexdigest()
     assert headers["X-Mem0-Client"].startswith("mem0-python/")
+
+
+async def test_a_registered_embedder_plugin_feeds_mem0(tmp_path: Path) -> None:
+    """The project's own ``hashing`` embedder plugin, picked by name, embeds for Mem0."""
+    config = local_config(tmp_path, embedder={"name": "hashing", "options": {"dimension": 96}})
+    provider = build_mem0_provider(config, ManualClock())
+    async with GovernedMemoryManager(provider, clock=ManualClock()) as manager:
+        tea = await manager.add(ADMIN, ALICE_SCOPE, "green tea in the morning")
+        await manager.add(ADMIN, ALICE_SCOPE, "a bicycle with red wheels")
+        found = await manager.search(ADMIN, ALICE_SCOPE, "green tea", limit=1)
+        assert [hit.record.id for hit in found.hits] == [tea.id]
+        assert provider.client.memory.vector_store.index.d == 96  # type: ignore[attr-defined]
+    mismatch = local_config(tmp_path / "m", embedder={
+        "name": "hashing", "dimension": 64, "options": {"dimension": 96}})
+    with pytest.raises(MemoryConfigurationError, match="dimension"):
+        build_mem0_provider(mismatch, ManualClock())
+    with pytest.raises(MemoryConfigurationError, match="no-such-model"):
+        build_mem0_provider(local_config(tmp_path / "x", embedder={"name": "no-such-model"}),
+                            ManualClock())
