@@ -141,3 +141,29 @@ async def test_a_registered_embedder_plugin_feeds_mem0(tmp_path: Path) -> None:
     with pytest.raises(MemoryConfigurationError, match="no-such-model"):
         build_mem0_provider(local_config(tmp_path / "x", embedder={"name": "no-such-model"}),
                             ManualClock())
+
+
+@pytest.mark.parametrize("kind", ["local", "platform"])
+async def test_everything_survives_a_restart(kind: str, tmp_path: Path) -> None:
+    """``durable`` is declared: records, revisions, history and idempotency outlive the
+    process's provider (Mem0's files or the Platform, and the ledger on disk)."""
+    config = (local_config(tmp_path) if kind == "local"
+              else platform_config(wire_server(), tmp_path))
+    clock = ManualClock()
+    async with GovernedMemoryManager(build_mem0_provider(config, clock),
+                                     clock=clock) as manager:
+        first = await manager.add(ADMIN, ALICE_SCOPE, "kept across restarts",
+                                  idempotency_key="durable-1", key="pref")
+        updated = await manager.update(ADMIN, ALICE_SCOPE, first.id, content="kept, edited")
+    async with GovernedMemoryManager(build_mem0_provider(config, clock),
+                                     clock=clock) as manager:
+        again = await manager.get(ADMIN, ALICE_SCOPE, key="pref")
+        assert (again.id, again.content, again.revision) == (
+            first.id, "kept, edited", updated.revision)
+        assert [v.record.version for v in await manager.history(ADMIN, ALICE_SCOPE, first.id)
+                ] == [1, 2]
+        replay = await manager.add(ADMIN, ALICE_SCOPE, "kept across restarts",
+                                   idempotency_key="durable-1", key="pref")
+        assert (replay.id, replay.revision) == (first.id, first.revision)
+        found = await manager.search(ADMIN, ALICE_SCOPE, "edited")
+        assert [hit.record.id for hit in found.hits] == [first.id]
