@@ -49,6 +49,8 @@ class Operation(enum.StrEnum):
     UPDATE_WORKING_STATE = "update_working_state"
     CLEAR_WORKING_STATE = "clear_working_state"
     RECORD_CONTEXT = "record_context"
+    RECORD_EXTRACTION = "record_extraction"
+    ERASE_USER_TURNS = "erase_user_turns"
 
     @property
     def info(self) -> _OperationInfo:
@@ -89,10 +91,13 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.UPDATE_WORKING_STATE: _OperationInfo(_W, Permission.WRITE, "update_memory"),
     Operation.CLEAR_WORKING_STATE: _OperationInfo(_W, Permission.DELETE, "delete_memory"),
     Operation.RECORD_CONTEXT: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.RECORD_EXTRACTION: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.ERASE_USER_TURNS: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
 }
 
 MAINTENANCE: frozenset[Operation] = frozenset(
-    {Operation.DELETE_ALL, Operation.DELETE_USER, Operation.PURGE_EXPIRED}
+    {Operation.DELETE_ALL, Operation.DELETE_USER, Operation.PURGE_EXPIRED,
+     Operation.ERASE_USER_TURNS}
 )
 """Erasure and cleanup. Profiles that forbid ordinary writes (read-only) still allow
 these: a legal erasure obligation outranks a configuration choice."""
@@ -102,7 +107,8 @@ REVIEW_DECISIONS: frozenset[Operation] = frozenset({Operation.APPROVE, Operation
 TIER_OPERATIONS: frozenset[Operation] = frozenset({
     Operation.APPEND_TURN, Operation.RECENT_TURNS, Operation.LIST_TURNS,
     Operation.CLEAR_TURNS, Operation.READ_WORKING_STATE, Operation.UPDATE_WORKING_STATE,
-    Operation.CLEAR_WORKING_STATE, Operation.RECORD_CONTEXT,
+    Operation.CLEAR_WORKING_STATE, Operation.RECORD_CONTEXT, Operation.RECORD_EXTRACTION,
+    Operation.ERASE_USER_TURNS,
 })
 """Operations on the conversation and working-state tiers and the per-turn context
 record; they carry their own request types (``governed_memory.tiers.requests``)."""

@@ -285,3 +285,17 @@ async def test_a_principal_that_may_write_the_project_stores_project_facts(
                                            type="decision")]})
     result = await MemoryExtractor(manager, model).extract(ADMIN, owner, turns)
     assert [r.scope for r in result.stored] == [Scope("acme", project_id="handbook")]
+
+
+async def test_an_extraction_is_recorded_with_its_versions_and_degradations(
+        tiers: MemoryTiers, manager: GovernedMemoryManager, sink: Any) -> None:
+    turns = await turns_of(tiers, "Dana owns ingest")
+    model = routed(extract={"facts": [fact("Dana owns ingest", entities=["Ingest"])]})
+    sink.clear()
+    result = await MemoryExtractor(manager, model, entities=Resolver(raises=True)).extract(
+        ALICE, OWNER, turns)
+    record = [e for e in sink.events if e.operation == "record_extraction"]
+    assert [e.type for e in record] == ["memory.read.requested", "memory.read.completed"]
+    assert record[-1].record_ids == (result.stored[0].id,)
+    assert record[-1].reasons == ("degraded: extraction.entities_failed",)
+    assert all("Dana" not in e.to_json() for e in sink.events)

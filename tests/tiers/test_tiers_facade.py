@@ -264,3 +264,23 @@ async def test_a_profile_declares_the_tier_stores(tmp_path: object, clock: Manua
         await memory.append(ALICE, OWNER, TurnDraft.user("persisted"))
         assert [t.content for t in await memory.recent(ALICE, OWNER)] == ["persisted"]
     assert memory.turn_store is not None and memory.turn_store.durable
+
+
+async def test_erasing_a_user_removes_their_turns_and_memories(
+        tiers: MemoryTiers, sink: InMemoryEventSink) -> None:
+    await tiers.append(ALICE, OWNER, TurnDraft.user("alice s1"))
+    await tiers.append(ALICE, OWNER.replace(session_id="s2"), TurnDraft.user("alice s2"))
+    bob_owner = OWNER.replace(user_id="bob")
+    await tiers.append(ADMIN, bob_owner, TurnDraft.user("bob"))
+    await tiers.save(ALICE, OWNER.replace(session_id=None, run_id=None), "Alice likes tea")
+    with pytest.raises(MemoryScopeError):  # erasure takes memory:admin
+        await tiers.delete_user(ALICE, "acme", "alice")
+    sink.clear()
+    erased = await tiers.delete_user(ADMIN, "acme", "alice")
+    assert erased.turns_removed == 2
+    assert erased.memories is not None and erased.memories.total == 1
+    assert await tiers.recent(ADMIN, OWNER) == ()
+    assert [t.content for t in await tiers.recent(ADMIN, bob_owner)] == ["bob"]
+    committed = [e for e in sink.events if e.type == "memory.write.committed"]
+    assert [e.operation for e in committed] == ["erase_user_turns", "delete_user"]
+    assert committed[0].count == 2

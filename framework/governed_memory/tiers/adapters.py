@@ -14,10 +14,12 @@ from governed_memory.tiers.requests import (
     AppendTurnRequest,
     ClearTurnsRequest,
     ClearWorkingStateRequest,
+    EraseUserTurnsRequest,
     ListTurnsRequest,
     ReadWorkingStateRequest,
     RecentTurnsRequest,
     RecordContextRequest,
+    RecordExtractionRequest,
     UpdateWorkingStateRequest,
 )
 from governed_memory.tiers.results import Cleared, ContextRecord, WorkingState, WorkingStateRead
@@ -53,6 +55,12 @@ class TurnTier:
 
     async def clear_turns(self, request: ClearTurnsRequest, ctx: OperationContext) -> Cleared:
         return Cleared(request.scope.scope_hash, await self.store.clear(request.scope))
+
+    async def erase_user_turns(self, request: EraseUserTurnsRequest,
+                               ctx: OperationContext) -> Cleared:
+        (scope,) = request.target_scopes()
+        removed = await self.store.delete_user(request.tenant_id, request.user_id)
+        return Cleared(scope.scope_hash, removed)
 
 
 class WorkingTier:
@@ -92,4 +100,8 @@ class ContextLedger:
 
     async def record_context(self, request: RecordContextRequest,
                              ctx: OperationContext) -> ContextRecord:
+        return ContextRecord(request.injected, request.degraded, request.window_turn_ids)
+
+    async def record_extraction(self, request: RecordExtractionRequest,
+                                ctx: OperationContext) -> ContextRecord:
         return ContextRecord(request.injected, request.degraded, request.window_turn_ids)

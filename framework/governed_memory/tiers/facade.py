@@ -34,6 +34,7 @@ from governed_memory.plugins import PluginManager
 from governed_memory.principal import Principal
 from governed_memory.records import (
     DeleteResult,
+    ErasureReceipt,
     MemoryRecord,
     MemoryType,
     SearchResult,
@@ -47,10 +48,12 @@ from governed_memory.tiers.requests import (
     AppendTurnRequest,
     ClearTurnsRequest,
     ClearWorkingStateRequest,
+    EraseUserTurnsRequest,
     ListTurnsRequest,
     ReadWorkingStateRequest,
     RecentTurnsRequest,
     RecordContextRequest,
+    RecordExtractionRequest,
     TierRequest,
     UpdateWorkingStateRequest,
 )
@@ -96,6 +99,16 @@ def session_scope(principal: Principal, scope: Scope) -> Scope:
 
 def run_scope(principal: Principal, scope: Scope) -> Scope:
     return narrow(owner_scope(principal, scope), ScopeLevel.RUN)
+
+
+@attrs.frozen(slots=True)
+class UserErasure:
+    """What erasing one user removed: conversation turns (a count) and long-term
+    memories (the provider's erasure receipt). Working state is not indexed by user;
+    it lasts at most its TTL (``MAX_WORKING_TTL_S``) after the run's last update."""
+
+    turns_removed: int | None
+    memories: ErasureReceipt | None
 
 
 @attrs.frozen(slots=True)
@@ -354,6 +367,24 @@ class MemoryTiers:
             memories = tuple(r.record for r in recalled.memories)
         return MemorySnapshot(turns, state, memories)
 
+    # -- erasure ------------------------------------------------------------------------
+
+    async def delete_user(self, principal: Principal, tenant_id: str,
+                          user_id: str) -> UserErasure:
+        """Erase one user from every configured tier that indexes users: the turns of
+        all their sessions and their long-term memories (with the receipt). Both are
+        governed maintenance operations (``memory:admin``)."""
+        turns: int | None = None
+        if self._turns is not None:
+            cleared: Cleared = await self._run(
+                self._turns, Operation.ERASE_USER_TURNS, principal,
+                lambda: EraseUserTurnsRequest(tenant_id, user_id))
+            turns = cleared.removed
+        receipt = None
+        if self._long_term is not None:
+            receipt = await self._long_term.delete_user(principal, tenant_id, user_id)
+        return UserErasure(turns, receipt)
+
     # -- the per-turn context record ----------------------------------------------------
 
     async def record_context(self, principal: Principal, scopes: tuple[Scope, ...],
@@ -365,3 +396,13 @@ class MemoryTiers:
             self._ledger, Operation.RECORD_CONTEXT, principal,
             lambda: RecordContextRequest(scopes, injected, degraded, window_turn_ids))
         return result
+
+
+async def record_extraction(port: ActivityPort, principal: Principal,
+                            scopes: tuple[Scope, ...], stored: tuple[InjectedVersion, ...],
+                            degraded: tuple[str, ...]) -> ContextRecord:
+    """Emit the event that says which memory versions an extraction stored and what it
+    had to do without (``port`` is a governance port over a ``ContextLedger``)."""
+    request = RecordExtractionRequest(scopes, stored, degraded)
+    result: ContextRecord = await port.execute(cast(MemoryRequest, request), principal)
+    return result

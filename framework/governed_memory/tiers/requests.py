@@ -197,8 +197,38 @@ class RecordContextRequest(_TierRequest):
             check_identifier(item, f"degraded[{i}]")
 
 
+@attrs.frozen(slots=True)
+class RecordExtractionRequest(RecordContextRequest):
+    """Records what one extraction stored (``injected`` holds the new versions) and
+    what it had to do without; ``scopes`` are the session's and every stored fact's."""
+
+    operation: ClassVar[Operation] = Operation.RECORD_EXTRACTION
+
+
+@attrs.frozen(slots=True)
+class EraseUserTurnsRequest(_TierRequest):
+    """Erase every conversation turn of one user in one tenant (a data-subject
+    erasure). It names the user's tenant-level scope, so the fixed scope rule decides
+    it: ``memory:admin``, and a principal bound to a user may erase only that user."""
+
+    operation: ClassVar[Operation] = Operation.ERASE_USER_TURNS
+
+    tenant_id: str
+    user_id: str
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        try:
+            return (Scope(self.tenant_id, user_id=self.user_id),)
+        except MemoryValidationError:
+            return ()
+
+    def validate(self) -> None:
+        check_identifier(self.tenant_id, "tenant_id")
+        check_identifier(self.user_id, "user_id")
+
+
 TierRequest = (
     AppendTurnRequest | RecentTurnsRequest | ListTurnsRequest | ClearTurnsRequest
     | ReadWorkingStateRequest | UpdateWorkingStateRequest | ClearWorkingStateRequest
-    | RecordContextRequest
+    | RecordContextRequest | RecordExtractionRequest | EraseUserTurnsRequest
 )

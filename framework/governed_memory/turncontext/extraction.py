@@ -40,7 +40,10 @@ from governed_memory.principal import Principal
 from governed_memory.records import MemoryRecord, MemoryType, Provenance
 from governed_memory.requests import AddRequest
 from governed_memory.scope import Scope, ScopeLevel, narrow
-from governed_memory.tiers.facade import owner_scope
+from governed_memory.tiers.adapters import ContextLedger
+from governed_memory.tiers.facade import owner_scope, record_extraction
+from governed_memory.tiers.governance import Governance
+from governed_memory.tiers.results import InjectedVersion
 from governed_memory.tiers.turns import Role, Turn
 from governed_memory.turncontext.degrade import Degradations, log
 from governed_memory.turncontext.entities import EntityResolver, resolve
@@ -80,6 +83,7 @@ class MemoryExtractor:
         self.model = model
         self.policy = policy or ContextPolicy()
         self.entities = entities
+        self._ledger = Governance.of(memories).port(ContextLedger())
 
     async def extract(self, principal: Principal, owner: Scope,
                       turns: Sequence[Turn]) -> ExtractionResult:
@@ -100,6 +104,7 @@ class MemoryExtractor:
             facts = parse_facts(answer)
         except Exception as exc:
             degraded.add("extraction.model_failed", exc)
+            await self._record(principal, owner, (), (), degraded)
             return ExtractionResult(degraded=degraded.as_tuple())
         stored: list[MemoryRecord] = []
         superseded: list[MemoryRecord] = []
@@ -126,8 +131,25 @@ class MemoryExtractor:
                 amended = await self._supersede(principal, old, record, now, degraded)
                 if amended is not None:
                     superseded.append(amended)
+        await self._record(principal, owner, stored, superseded, degraded)
         return ExtractionResult(tuple(stored), tuple(superseded), tuple(skipped),
                                 degraded.as_tuple())
+
+    async def _record(self, principal: Principal, owner: Scope,
+                      stored: Sequence[MemoryRecord], superseded: Sequence[MemoryRecord],
+                      degraded: Degradations) -> None:
+        """The extraction's event: the versions it wrote and each degradation."""
+        session = narrow(owner, ScopeLevel.SESSION)
+        scopes = {session.scope_hash: session}
+        for record in (*stored, *superseded):
+            scopes.setdefault(record.scope_hash, record.scope)
+        versions = tuple(InjectedVersion(r.id, r.version, r.content_hash, r.scope_hash)
+                         for r in (*stored, *superseded))
+        try:
+            await record_extraction(self._ledger, principal, tuple(scopes.values()),
+                                    versions, degraded.as_tuple())
+        except MemoryError as exc:
+            degraded.add("extraction.record_failed", exc)
 
     async def _known(self, principal: Principal, owner: Scope, turns: Sequence[Turn],
                      now: float, degraded: Degradations) -> list[MemoryRecord]:

@@ -11,6 +11,9 @@ never raises into the turn.
 
 Only memories valid at the moment asked about count: an invalidated (superseded)
 memory stays readable for "as of" questions (``as_of=``) and is skipped otherwise.
+Searches match only what is valid now, so an "as of" recall reads each level's listing
+(which keeps superseded rows), keeps what was valid then and contains a query term, with
+a flat relevance.
 """
 
 from __future__ import annotations
@@ -111,9 +114,13 @@ class MemoryRecall:
         types = wanted_types(wanted)
         fetched: list[tuple[ScopeLevel, MemoryRecord, float | None]] = []
         for level, scope in recall_scopes(owner, policy.recall_scopes):
-            fetched.extend((level, record, relevance) for record, relevance
-                           in await self._candidates(principal, level, scope, query,
-                                                     degraded))
+            if as_of is None:
+                found = await self._candidates(principal, level, scope, query, degraded)
+            else:
+                # Search matches only what is valid now; a past moment is answered from
+                # the scope's listing, which keeps superseded rows.
+                found = await self._substring(principal, level, scope, query, degraded)
+            fetched.extend((level, record, relevance) for record, relevance in found)
         best = max((r for _, _, r in fetched if r is not None and r > 0), default=0.0)
         live = [(level, record, rel) for level, record, rel in fetched
                 if record.memory_type in RECALL_MEMORY_TYPES
