@@ -10,10 +10,11 @@ from governed_memory_conformance import ConformanceSettings, ProviderConformance
 from governed_memory_mem0 import build_mem0_provider
 from mem0_support import local_config, platform_config, wire_server
 
-# Every provider is a fresh mem0 store (~0.1 s to build); keep the generated workload
-# modest by default. The thorough variants run under -m slow.
+# Every provider is a fresh mem0 store (~0.1 s to build, and faiss rewrites its files on
+# every write); keep the generated workload modest by default. The thorough variants run
+# under -m slow, with 2,000 examples each (about an hour per client on one core).
 SETTINGS = ConformanceSettings(isolation_examples=10, machine_examples=10, machine_steps=25,
-                               concurrent_writers=10)
+                               concurrent_writers=10, thorough_examples=2_000)
 
 
 class TestMem0Local(ProviderConformance):

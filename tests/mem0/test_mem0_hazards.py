@@ -392,3 +392,20 @@ async def test_a_write_mem0_took_before_a_crash_is_recovered_on_start(
                                   idempotency_key="crash-1")
         assert retry.id == listed[0].id, "the retry wrote the recovered record again"
         assert restarted.reconciled_writes == 1
+
+
+async def test_the_qdrant_wildcard_hazard_is_real_on_raw_mem0(tmp_path: Path) -> None:
+    """Reproduced in process: on Qdrant, ``{"user_id": "*"}`` matches every user."""
+    config = local_config(tmp_path, ledger_path=":memory:",
+                          vector_store={"provider": "qdrant", "path": ":memory:"})
+    provider = build_mem0_provider(config, ManualClock())
+    await provider.start()
+    try:
+        memory = provider.client.memory  # type: ignore[attr-defined]
+        for user in ("raw-u1", "raw-u2"):
+            memory.add([{"role": "user", "content": f"{user} secret"}], user_id=user,
+                       infer=False)
+        leaked = memory.search("secret", filters={"user_id": "*"}, top_k=10, threshold=0.0)
+        assert {item["user_id"] for item in leaked["results"]} == {"raw-u1", "raw-u2"}
+    finally:
+        await provider.close()
