@@ -3,12 +3,13 @@ governed add throughput and search latency (p50, p95) at 10k, 100k and 1M memori
 SQLite and PostgreSQL, lexical search.
 
 Seeding (the one fast path, used only here): 1M adds through the governed API would
-take hours on a small machine, so each store is seeded through the storage backend's own
-port, many records per write transaction: ``insert_record`` + ``append_version`` for
-records built exactly as the provider's ``add`` builds them (id, revision, content hash,
-version 1, ``index_state=indexed``). Rows and index entries are therefore the ones a
-governed add writes; what seeding skips is the per-write policy decision, idempotency
-lookup, key check, event and fsync, which is what the measured phase then times.
+take hours on a small machine, so each store is seeded through the storage backend,
+many records per write transaction: the port's ``insert_record`` + ``append_version``
+(SQLite), or the PostgreSQL transaction's ``insert_new_records``, which writes the same
+rows with COPY. Records are built exactly as the provider's ``add`` builds them (id,
+revision, content hash, version 1, ``index_state=indexed``), so rows and index entries
+are the ones a governed add writes; what seeding skips is the per-write policy decision,
+idempotency lookup, key check, event and fsync, which is what the measured phase times.
 
 Measured on top of the seeded store, through ``GovernedMemoryManager`` (policy engine,
 events, spans as no-ops, no cache):
@@ -129,6 +130,10 @@ async def seed(config: dict[str, Any], size: int, rng: random.Random) -> float:
                 now = time.time()
                 versions = [seed_record(scope, CORPUS.sentence(rng), now) for _ in range(batch)]
                 async with provider.backend.writing() as tx:
+                    bulk = getattr(tx, "insert_new_records", None)
+                    if bulk is not None:  # PostgreSQL: the same rows by COPY
+                        await bulk(versions)
+                        continue
                     for version in versions:
                         await tx.insert_record(version.record)
                         await tx.append_version(version)

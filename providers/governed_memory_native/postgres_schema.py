@@ -152,6 +152,78 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=3,
+        description="vectors with their embedder identity, the indexing outbox, retrieval "
+                    "snapshots; postings carry visibility and validity",
+        statements=(
+            # One vector per record and embedder identity: a finished job upserts, so a
+            # job done twice (an expired lease) never leaves two vectors. float32 values
+            # as bytea: there is no pgvector here, so similarity is exact, in Python.
+            """
+            CREATE TABLE memory_vectors (
+                record_id text COLLATE "C" NOT NULL
+                    REFERENCES memory_records (id) ON DELETE CASCADE,
+                identity text COLLATE "C" NOT NULL,
+                embedder_id text NOT NULL,
+                model_revision text NOT NULL,
+                dimension integer NOT NULL,
+                scope_hash text COLLATE "C" NOT NULL,
+                version integer NOT NULL,
+                content_hash text NOT NULL,
+                vector bytea NOT NULL,
+                created_at double precision NOT NULL,
+                PRIMARY KEY (record_id, identity)
+            )
+            """,
+            "CREATE INDEX memory_vectors_identity ON memory_vectors (identity, scope_hash)",
+            # Workers lease due jobs with FOR UPDATE SKIP LOCKED; seq orders them by age.
+            """
+            CREATE TABLE index_jobs (
+                seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                job_id text COLLATE "C" NOT NULL UNIQUE,
+                record_id text COLLATE "C" NOT NULL,
+                scope_hash text COLLATE "C" NOT NULL,
+                version integer NOT NULL,
+                action text NOT NULL,
+                state text NOT NULL,
+                attempts integer NOT NULL,
+                next_attempt_at double precision NOT NULL,
+                created_at double precision NOT NULL,
+                lease_owner text,
+                lease_expires_at double precision,
+                last_error_code text
+            )
+            """,
+            "CREATE INDEX index_jobs_due ON index_jobs (state, next_attempt_at)",
+            "CREATE INDEX index_jobs_record ON index_jobs (record_id)",
+            """
+            CREATE TABLE retrieval_snapshots (
+                snapshot_id text COLLATE "C" PRIMARY KEY,
+                tenant_id text COLLATE "C" NOT NULL,
+                body text NOT NULL
+            )
+            """,
+            # Validity and visibility became hard filters of a search: copy them into the
+            # postings (rewritten with every write of a record, like status and expiry),
+            # so filtering on them needs no join with memory_records either.
+            """
+            ALTER TABLE memory_postings ADD COLUMN visibility text,
+                ADD COLUMN valid_from double precision, ADD COLUMN invalid_at double precision
+            """,
+            """
+            UPDATE memory_postings AS p SET visibility = r.visibility,
+                valid_from = r.valid_from, invalid_at = r.invalid_at
+            FROM memory_records AS r WHERE r.seq = p.seq
+            """,
+            "ALTER TABLE memory_postings ALTER COLUMN visibility SET NOT NULL",
+            """
+            ALTER TABLE memory_postings DROP CONSTRAINT memory_postings_pkey,
+                ADD PRIMARY KEY (term, scope_hash, seq)
+                INCLUDE (tf, len, status, expires_at, visibility, valid_from, invalid_at)
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

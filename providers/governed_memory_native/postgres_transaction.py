@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, LiteralString, TypeVar, cast
 
 from governed_memory.converter import structure
+from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.events import MemoryEvent
+from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory.records import (
     MemoryRecord,
     MemoryType,
@@ -35,6 +37,8 @@ from governed_memory_native.port import (
     ScoredRecord,
     SearchPage,
     SearchQuery,
+    StoredVector,
+    VectorQuery,
 )
 from governed_memory_native.postgres_errors import translated
 from governed_memory_native.postgres_rows import (
@@ -141,8 +145,14 @@ def _metadata_clause(index: int, name: str, value: Any) -> tuple[str, dict[str, 
                                 field=f"metadata_filter.{name}")
 
 
-def _filter_clause(query: SearchQuery) -> tuple[str, dict[str, Any]]:
-    """The type, entity and metadata filters as one SQL boolean (``true`` when none)."""
+def _filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, dict[str, Any]]:
+    """The type, entity, metadata, validity and visibility filters as one SQL boolean
+    (``true`` when none).
+
+    Validity and visibility are read from the ``copied`` alias: ``p`` (the postings,
+    which carry copies of them) in a lexical search, ``r`` elsewhere. The other filters
+    always need ``memory_records AS r``.
+    """
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if query.memory_types:
@@ -156,7 +166,19 @@ def _filter_clause(query: SearchQuery) -> tuple[str, dict[str, Any]]:
         clause, values = _metadata_clause(index, name, value)
         clauses.append(clause)
         params.update(values)
+    if query.valid_at is not None:
+        clauses.append(f"({copied}.valid_from IS NULL OR {copied}.valid_from <= %(valid_at)s)"
+                       f" AND ({copied}.invalid_at IS NULL OR {copied}.invalid_at > %(valid_at)s)")
+        params["valid_at"] = query.valid_at
+    if query.visibilities:
+        clauses.append(f"{copied}.visibility = ANY(%(visibilities)s)")
+        params["visibilities"] = [visibility.value for visibility in query.visibilities]
     return ("(" + " AND ".join(clauses) + ")" if clauses else "true"), params
+
+
+def _needs_records(query: SearchQuery) -> bool:
+    """Whether a lexical search's filters read columns only ``memory_records`` has."""
+    return bool(query.memory_types or query.entity_ids or query.metadata_filter)
 
 
 class PostgresTransaction:
@@ -224,14 +246,14 @@ class PostgresTransaction:
         """
         if not query.tokens or not query.scope_hashes:
             return SearchPage(matches=(), candidates=0)
-        wanted, params = _filter_clause(query)
+        wanted, params = _filter_clause(query, copied="p")
         params.update(
             scopes=list(query.scope_hashes), now=query.now, terms=list(query.tokens),
             floor=_IDF_FLOOR,
             k1p1=K1 + 1, k1=K1, one_b=1 - B, b=B, near=_NEAR_CUTOFF,
             offset=query.limit - 1,
         )
-        join = "" if wanted == "true" else "JOIN memory_records AS r ON r.seq = p.seq"
+        join = "JOIN memory_records AS r ON r.seq = p.seq" if _needs_records(query) else ""
         rows = await self._rows(_SEARCH.format(wanted=wanted, join=join), params)
         if not rows:
             return SearchPage(matches=(), candidates=0)
@@ -318,6 +340,101 @@ class PostgresTransaction:
         )
         return [_event_from_json(str(row["body"])) for row in rows]
 
+    async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
+        filters = query.filters
+        wanted, params = _filter_clause(filters)
+        params.update(identity=str(query.identity), scopes=list(filters.scope_hashes),
+                      now=filters.now)
+        rows = await self._rows(
+            "SELECT r.id AS id, v.vector AS vector FROM memory_records AS r"
+            " JOIN memory_vectors AS v ON v.record_id = r.id AND v.identity = %(identity)s"
+            " AND v.content_hash = r.content_hash"
+            f" WHERE r.scope_hash = ANY(%(scopes)s) AND {_VISIBLE} AND {wanted}",
+            params,
+        )
+        return [(str(row["id"]), bytes(row["vector"])) for row in rows]
+
+    async def records_by_ids(self, scope_hashes: Sequence[str],
+                             record_ids: Sequence[str]) -> list[MemoryRecord]:
+        found: list[MemoryRecord] = []
+        for chunk in _chunks(list(dict.fromkeys(record_ids))):
+            rows = await self._rows(
+                f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+                " WHERE r.id = ANY(%s) AND r.scope_hash = ANY(%s)",
+                (list(chunk), list(scope_hashes)),
+            )
+            found.extend(record_from_row(row) for row in rows)
+        return found
+
+    async def vector_of(self, record_id: str,
+                        identity: EmbedderIdentity) -> StoredVector | None:
+        rows = await self._rows(
+            "SELECT record_id, scope_hash, version, content_hash, vector, created_at"
+            " FROM memory_vectors WHERE record_id = %s AND identity = %s",
+            (record_id, str(identity)),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return StoredVector(record_id=row["record_id"], scope_hash=row["scope_hash"],
+                            version=int(row["version"]), content_hash=row["content_hash"],
+                            identity=identity, vector=bytes(row["vector"]),
+                            created_at=float(row["created_at"]))
+
+    async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
+        rows = await self._rows(
+            f"SELECT {_JOB_COLUMNS} FROM index_jobs WHERE state = %s ORDER BY seq LIMIT %s",
+            (state.value, limit),
+        )
+        return [_job_from_row(row) for row in rows]
+
+    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
+        rows = await self._rows("SELECT state, count(*) AS n FROM index_jobs GROUP BY state")
+        oldest = await self._rows(
+            "SELECT min(created_at) AS first FROM index_jobs WHERE state = 'pending'")
+        first = oldest[0]["first"] if oldest else None
+        return ({str(row["state"]): int(row["n"]) for row in rows},
+                None if first is None else float(first))
+
+    async def vector_counts(self) -> dict[str, int]:
+        rows = await self._rows(
+            "SELECT identity, count(*) AS n FROM memory_vectors GROUP BY identity")
+        return {str(row["identity"]): int(row["n"]) for row in rows}
+
+    async def records_missing_vectors(
+        self, identity: EmbedderIdentity, after_id: str | None, limit: int, now: float,
+    ) -> tuple[list[tuple[str, str, int]], int, str | None]:
+        rows = await self._rows(
+            "SELECT r.id, r.scope_hash, r.version, v.record_id IS NULL AS missing"
+            " FROM memory_records AS r LEFT JOIN memory_vectors AS v"
+            " ON v.record_id = r.id AND v.identity = %s AND v.content_hash = r.content_hash"
+            " WHERE r.id > %s AND r.status <> 'deleted'"
+            " AND (r.expires_at IS NULL OR r.expires_at > %s) ORDER BY r.id LIMIT %s",
+            (str(identity), after_id or "", now, limit),
+        )
+        missing = [(str(row["id"]), str(row["scope_hash"]), int(row["version"]))
+                   for row in rows if row["missing"]]
+        return missing, len(rows), (str(rows[-1]["id"]) if rows else None)
+
+    async def live_record_count(self, now: float) -> int:
+        rows = await self._rows(
+            "SELECT count(*) AS n FROM memory_records WHERE status <> 'deleted'"
+            " AND (expires_at IS NULL OR expires_at > %s)", (now,))
+        return int(rows[0]["n"])
+
+    async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
+        rows = await self._rows(
+            "SELECT body FROM retrieval_snapshots WHERE snapshot_id = %s", (snapshot_id,))
+        if not rows:
+            return None
+        try:
+            body = json.loads(rows[0]["body"])
+        except ValueError:
+            raise MemoryStorageError("a stored retrieval snapshot could not be read") from None
+        if not isinstance(body, dict):
+            raise MemoryStorageError("a stored retrieval snapshot could not be read")
+        return body
+
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[str]:
@@ -356,10 +473,12 @@ class PostgresTransaction:
         if not counts:
             return
         await self._write(
-            "INSERT INTO memory_postings (term, scope_hash, seq, tf, len, status, expires_at)"
-            " SELECT t.term, %s, %s, t.tf, %s, %s, %s"
+            "INSERT INTO memory_postings (term, scope_hash, seq, tf, len, status, expires_at,"
+            " visibility, valid_from, invalid_at)"
+            " SELECT t.term, %s, %s, t.tf, %s, %s, %s, %s, %s, %s"
             " FROM unnest(%s::text[], %s::int[]) AS t (term, tf)",
             (record.scope_hash, seq, len(terms), record.status.value, record.expires_at,
+             record.visibility.value, record.valid_from, record.invalid_at,
              list(counts), list(counts.values())),
         )
 
@@ -374,6 +493,51 @@ class PostgresTransaction:
             params,
         )
         await self._index(int(rows[0]["seq"]), record)
+
+    async def insert_new_records(self, versions: Sequence[MemoryVersion]) -> None:
+        """Bulk form of ``insert_record`` + ``append_version`` for new active records
+        (imports, benchmark seeding): the same rows, written with three COPYs.
+
+        Not part of the port and not used by the provider, which writes one record per
+        transaction; it skips nothing a row needs, only the per-statement round trips.
+        """
+        if not versions:
+            return
+        columns = ", ".join(RECORD_COLUMNS)
+        with translated("write"):
+            async with self._conn.cursor() as cursor:
+                async with cursor.copy(cast(LiteralString, (
+                        f"COPY memory_records ({columns}, token_count) FROM STDIN"))) as copy:
+                    for version in versions:
+                        params = record_params(version.record)
+                        await copy.write_row([*(params[name] for name in RECORD_COLUMNS),
+                                              len(words(version.record.content))])
+                await cursor.execute(
+                    "SELECT seq, id FROM memory_records WHERE id = ANY(%s)",
+                    ([version.record.id for version in versions],))
+                seqs = {str(row["id"]): int(row["seq"]) for row in await cursor.fetchall()}
+                async with cursor.copy(
+                        "COPY memory_postings (term, scope_hash, seq, tf, len, status,"
+                        " expires_at, visibility, valid_from, invalid_at) FROM STDIN") as copy:
+                    for version in versions:
+                        record = version.record
+                        if record.status is RecordStatus.DELETED:
+                            continue
+                        terms = words(record.content)
+                        for term, tf in Counter(terms).items():
+                            await copy.write_row([
+                                term, record.scope_hash, seqs[record.id], tf, len(terms),
+                                record.status.value, record.expires_at,
+                                record.visibility.value, record.valid_from,
+                                record.invalid_at])
+                async with cursor.copy(
+                        "COPY memory_versions (record_id, version, operation, recorded_at,"
+                        " operation_id, snapshot) FROM STDIN") as copy:
+                    for version in versions:
+                        await copy.write_row([
+                            version.record.id, version.record.version,
+                            version.operation.value, version.recorded_at,
+                            encode_text(version.operation_id), record_to_json(version.record)])
 
     async def _rows_written(self, sql: str, params: dict[str, Any]) -> list[Row]:
         with translated("write"):
@@ -441,6 +605,96 @@ class PostgresTransaction:
             )
         return removed
 
+    async def put_vector(self, vector: StoredVector) -> None:
+        identity = vector.identity
+        await self._write(
+            "DELETE FROM memory_vectors WHERE record_id = %s AND identity <> %s",
+            (vector.record_id, str(identity)))
+        await self._write(
+            "INSERT INTO memory_vectors (record_id, identity, embedder_id, model_revision,"
+            " dimension, scope_hash, version, content_hash, vector, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (record_id, identity) DO UPDATE SET scope_hash = excluded.scope_hash,"
+            " version = excluded.version, content_hash = excluded.content_hash,"
+            " vector = excluded.vector, created_at = excluded.created_at",
+            (vector.record_id, str(identity), identity.id, identity.model_revision,
+             identity.dimension, vector.scope_hash, vector.version, vector.content_hash,
+             vector.vector, vector.created_at),
+        )
+
+    async def remove_vectors(self, record_id: str) -> int:
+        return await self._write("DELETE FROM memory_vectors WHERE record_id = %s",
+                                 (record_id,))
+
+    async def enqueue_index_job(self, job: IndexJob) -> None:
+        await self._write(
+            "DELETE FROM index_jobs WHERE record_id = %s AND state = 'pending'"
+            " AND version <= %s",
+            (job.record_id, job.version),
+        )
+        await self._write(
+            f"INSERT INTO index_jobs ({_JOB_COLUMNS})"
+            f" VALUES ({', '.join(['%s'] * len(_JOB_FIELDS))})",
+            [_job_value(job, name) for name in _JOB_FIELDS],
+        )
+
+    async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
+                               limit: int) -> list[IndexJob]:
+        """Due jobs, oldest first, locked with ``FOR UPDATE SKIP LOCKED``: a worker never
+        waits for (or takes) a job another transaction is leasing right now."""
+        rows = await self._rows(
+            "WITH due AS (SELECT seq FROM index_jobs"
+            " WHERE (state = 'pending' AND next_attempt_at <= %(now)s)"
+            " OR (state = 'leased' AND lease_expires_at <= %(now)s)"
+            " ORDER BY seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+            " UPDATE index_jobs AS j SET state = 'leased', lease_owner = %(owner)s,"
+            " lease_expires_at = %(until)s, attempts = j.attempts + 1"
+            f" FROM due WHERE j.seq = due.seq RETURNING j.seq, {_JOB_RETURNING}",
+            {"now": now, "limit": limit, "owner": owner, "until": lease_until},
+        )
+        return [_job_from_row(row) for row in sorted(rows, key=lambda row: int(row["seq"]))]
+
+    async def settle_index_job(self, job: IndexJob, *, done: bool,
+                               next_attempt_at: float | None = None,
+                               error_code: str | None = None) -> bool:
+        held = ("job_id = %(job)s AND state = 'leased' AND lease_owner = %(owner)s"
+                " AND attempts = %(attempts)s")
+        lease = {"job": job.job_id, "owner": job.lease_owner, "attempts": job.attempts}
+        if done:
+            return await self._write(f"DELETE FROM index_jobs WHERE {held}", lease) == 1
+        state = JobState.DEAD if next_attempt_at is None else JobState.PENDING
+        return await self._write(
+            "UPDATE index_jobs SET state = %(state)s,"
+            " next_attempt_at = coalesce(%(next)s, next_attempt_at),"
+            " lease_owner = NULL, lease_expires_at = NULL, last_error_code = %(error)s"
+            f" WHERE {held}",
+            {**lease, "state": state.value, "next": next_attempt_at, "error": error_code},
+        ) == 1
+
+    async def requeue_dead_jobs(self, job_ids: Sequence[str] | None, now: float) -> int:
+        update = ("UPDATE index_jobs SET state = 'pending', attempts = 0, next_attempt_at = %s"
+                  " WHERE state = 'dead'")
+        if job_ids is None:
+            return await self._write(update, (now,))
+        requeued = 0
+        for chunk in _chunks(sorted(set(job_ids))):
+            requeued += await self._write(f"{update} AND job_id = ANY(%s)", (now, list(chunk)))
+        return requeued
+
+    async def mark_indexed(self, record_id: str, version: int) -> None:
+        await self._write(
+            "UPDATE memory_records SET index_state = 'indexed'"
+            " WHERE id = %s AND version = %s AND index_state <> 'indexed'",
+            (record_id, version),
+        )
+
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
+                           body: Mapping[str, Any]) -> None:
+        await self._write(
+            "INSERT INTO retrieval_snapshots (snapshot_id, tenant_id, body) VALUES (%s, %s, %s)",
+            (snapshot_id, tenant_id, dumps(body)),
+        )
+
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
     ) -> Removal:
@@ -458,6 +712,9 @@ class PostgresTransaction:
                 (seqs,),
             )
             await self._write("DELETE FROM memory_postings WHERE seq = ANY(%s)", (seqs,))
+            vectors = await self._write(
+                "DELETE FROM memory_vectors WHERE record_id = ANY(%s)", (ids,))
+            await self._write("DELETE FROM index_jobs WHERE record_id = ANY(%s)", (ids,))
             versions = await self._write(
                 "DELETE FROM memory_versions WHERE record_id = ANY(%s)", (ids,)
             )
@@ -473,7 +730,8 @@ class PostgresTransaction:
                 )
             records = await self._write("DELETE FROM memory_records WHERE id = ANY(%s)", (ids,))
             removal += Removal(
-                records=records, versions=versions, index_entries=int(indexed[0]["n"]),
+                records=records, versions=versions,
+                index_entries=int(indexed[0]["n"]) + vectors,
                 idempotency_entries=entries,
                 scope_hashes=frozenset(str(row["scope_hash"]) for row in rows),
             )
@@ -494,6 +752,32 @@ class PostgresTransaction:
         )
         return Removal(idempotency_entries=len(rows),
                        scope_hashes=frozenset(str(row["scope_hash"]) for row in rows))
+
+
+_JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "state",
+                      "attempts", "next_attempt_at", "created_at", "lease_owner",
+                      "lease_expires_at", "last_error_code")
+_JOB_COLUMNS: Final = ", ".join(_JOB_FIELDS)
+_JOB_RETURNING: Final = ", ".join(f"j.{name}" for name in _JOB_FIELDS)
+
+
+def _job_value(job: IndexJob, name: str) -> Any:
+    value = getattr(job, name)
+    return value.value if isinstance(value, JobAction | JobState) else value
+
+
+def _job_from_row(row: Row) -> IndexJob:
+    try:
+        return IndexJob(
+            job_id=row["job_id"], record_id=row["record_id"], scope_hash=row["scope_hash"],
+            version=int(row["version"]), action=JobAction(row["action"]),
+            state=JobState(row["state"]), attempts=int(row["attempts"]),
+            next_attempt_at=float(row["next_attempt_at"]),
+            created_at=float(row["created_at"]), lease_owner=row["lease_owner"],
+            lease_expires_at=row["lease_expires_at"], last_error_code=row["last_error_code"],
+        )
+    except (ValueError, KeyError, TypeError):
+        raise MemoryStorageError("a stored index job could not be read") from None
 
 
 def _event_from_json(text: str) -> MemoryEvent:

@@ -23,7 +23,7 @@ from governed_memory_native import NativeMemoryProvider, build_native_provider
 from indexing_support import ControlledEmbedder, settings
 from native_support import USER_SCOPE, config_for, make_ctx, note
 
-INDEX_BACKENDS = ("memory", "sqlite")
+INDEX_BACKENDS = ("memory", "sqlite", "postgres")
 """Backends implementing the vector and outbox port methods (PostgreSQL: add it here)."""
 
 

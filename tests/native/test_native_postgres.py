@@ -217,3 +217,34 @@ async def test_erasure_leaves_no_row_that_names_the_record(tmp_path: Path,
 def test_schema_names_are_private_per_directory(tmp_path: Path) -> None:
     assert schema_for(tmp_path / "a") != schema_for(tmp_path / "b")
     assert schema_for(tmp_path / "a") == schema_for(tmp_path / "a")
+
+
+async def test_bulk_insert_writes_what_adds_write(tmp_path: Path, clock: ManualClock) -> None:
+    """``insert_new_records`` (imports, bench seeding) stores the same rows as adds: the
+    copies answer get, history and search exactly like the originals."""
+    from governed_memory import GetRequest, HistoryRequest
+
+    originals = await _started(postgres_config(tmp_path / "adds"), clock)
+    copies = await _started(postgres_config(tmp_path / "bulk"), clock)
+    try:
+        records = [await originals.add(note(text, key=f"k{n}"), make_ctx(clock))
+                   for n, text in enumerate(["green tea daily", "tea\x00 with 'quotes'",
+                                             "hiking on mondays", "green green hills"])]
+        versions = [(await originals.history(HistoryRequest(USER_SCOPE, r.id),
+                                             make_ctx(clock)))[0] for r in records]
+        backend = copies.backend
+        assert isinstance(backend, PostgresBackend)
+        async with backend.writing() as tx:
+            await tx.insert_new_records(versions)  # type: ignore[attr-defined]
+        for record in records:
+            request = GetRequest(scope=USER_SCOPE, record_id=record.id)
+            assert await copies.get(request, make_ctx(clock)) == record
+        for query in ("green", "tea", "green hills mondays"):
+            request = SearchRequest(scopes=(USER_SCOPE,), query=query)
+            expected = await originals.search(request, make_ctx(clock))
+            got = await copies.search(request, make_ctx(clock))
+            assert [(h.record.id, h.score) for h in got.hits] == [
+                (h.record.id, h.score) for h in expected.hits]
+    finally:
+        await originals.close()
+        await copies.close()
