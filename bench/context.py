@@ -124,8 +124,9 @@ def main() -> None:
     (RESULTS / "context.json").write_text(json.dumps({"meta": meta, "rows": rows},
                                                      indent=2) + "\n")
     lines = ["# Per-turn context cost", "",
-             f"{args.turns} turns per backend, scripted model, recent_max_messages=24, recent_max_tokens=800, "
-             f"200 stored memories; Python {meta['python']}. Written by bench/context.py.",
+             f"{args.turns} turns per backend, scripted model, recent_max_messages=24, "
+             f"recent_max_tokens=800, 200 stored memories; Python {meta['python']}. "
+             "Written by bench/context.py.",
              "",
              "| backend | build p50 ms | build p95 ms | append p50 ms | extract p50 ms "
              "| summary calls | condense calls | windows over budget |",
