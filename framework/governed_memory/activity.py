@@ -292,7 +292,8 @@ class ActivityPort:
             request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
         if self.capture_content:
             _capture(span, request)
-        ctx = attrs.evolve(ctx, decision_id=decision.decision_id)
+        ctx = attrs.evolve(ctx, decision_id=decision.decision_id,
+                           policy_revision=decision.policy_revision)
         draft: MemoryEvent | None = None
         if self.outbox is not None and operation.kind is OperationKind.WRITE:
             draft = self._event("committed", operation, ctx, request, decision=decision,
@@ -490,7 +491,7 @@ class ActivityPort:
                                (), len(items))
         elif isinstance(result, SearchResult):
             hits = tuple(h for h in result.hits if owned(h.record) and visible(h.record))
-            result = SearchResult(hits, result.candidates)
+            result = attrs.evolve(result, hits=hits)  # keeps candidates, snapshot_id
             summary = _Summary(tuple(h.record.id for h in hits),
                                tuple(h.record.version for h in hits), (), len(hits))
         elif isinstance(result, tuple) and all(isinstance(v, MemoryVersion) for v in result):

@@ -33,6 +33,9 @@ class OperationContext:
     now: float
     profile: ProfileRef = attrs.field(factory=ProfileRef)
     decision_id: str | None = None
+    policy_revision: str | None = None
+    """The revision of the policies that decided this operation (set with
+    ``decision_id``); a provider that records a search's snapshot stores it."""
     trace_id: str | None = None
     span_id: str | None = None
     request_fingerprint: str | None = None

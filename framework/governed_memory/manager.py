@@ -11,7 +11,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
@@ -59,6 +59,9 @@ from governed_memory.requests import (
 )
 from governed_memory.scope import Scope
 from governed_memory.telemetry import get_tracer
+
+if TYPE_CHECKING:
+    from governed_memory.replay import ReplayResult
 
 R = TypeVar("R", bound=MemoryRequest)
 
@@ -355,6 +358,15 @@ class GovernedMemoryManager:
             lambda: SearchRequest(scope_tuple, query, hits, _types(memory_types),
                                   metadata_filter or {}, _strings(entity_ids, "entity_ids")))
         return result
+
+    async def replay(self, principal: Principal, snapshot_id: str) -> ReplayResult:
+        """The exact record versions a past search returned (its ``snapshot_id``), with
+        their scores and the ranking, profile and policy revisions used; governed like a
+        search of the snapshot's scopes. Erased versions are listed, not returned; a
+        snapshot of an erased user raises ``SnapshotErasedError``."""
+        from governed_memory.replay import replay_through
+
+        return await replay_through(self, principal, snapshot_id)
 
     async def update(
         self,

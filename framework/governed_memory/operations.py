@@ -51,6 +51,8 @@ class Operation(enum.StrEnum):
     RECORD_CONTEXT = "record_context"
     RECORD_EXTRACTION = "record_extraction"
     ERASE_USER_TURNS = "erase_user_turns"
+    REPLAY = "replay"
+    """Replay a stored retrieval snapshot (``governed_memory.replay``)."""
 
     @property
     def info(self) -> _OperationInfo:
@@ -93,6 +95,7 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.RECORD_CONTEXT: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.RECORD_EXTRACTION: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.ERASE_USER_TURNS: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
+    Operation.REPLAY: _OperationInfo(_R, Permission.READ, "search_memory"),
 }
 
 MAINTENANCE: frozenset[Operation] = frozenset(

@@ -185,6 +185,10 @@ class SearchHit:
 class SearchResult:
     hits: tuple[SearchHit, ...]
     candidates: int = 0
+    snapshot_id: str | None = attrs.field(default=None, eq=False)
+    """The stored retrieval snapshot of this search, for ``manager.replay`` (``None``
+    when the provider keeps none). Not part of equality: two searches that returned
+    the same hits are equal results, each recorded by its own snapshot."""
 
     @property
     def records(self) -> tuple[MemoryRecord, ...]:

@@ -13,7 +13,8 @@ from typing import Any, Final
 import attrs
 from governed_memory.errors import MemoryConfigurationError
 
-INDEX_KEYS: Final = frozenset({"index_max_attempts", "index_backoff_s"})
+INDEX_KEYS: Final = frozenset({"index_max_attempts", "index_backoff_s",
+                               "snapshot_retention_s"})
 MAX_ATTEMPTS: Final = 100
 MAX_BACKOFF_S: Final = 3600.0
 
@@ -24,6 +25,9 @@ class IndexingConfig:
     """Attempts an index job gets (each lease counts one) before it is dead-lettered."""
     backoff_s: float = 1.0
     """The first retry's delay; each later one doubles it, up to five minutes."""
+    snapshot_retention_s: float = 30 * 86_400.0
+    """How long a retrieval snapshot stays replayable; older ones are removed as new
+    ones are stored (a bounded number each time)."""
 
 
 def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
@@ -41,4 +45,11 @@ def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
             raise MemoryConfigurationError(
                 f"index_backoff_s: must be a number of seconds from 0 to {MAX_BACKOFF_S:g}")
         values["backoff_s"] = float(value)
+    if "snapshot_retention_s" in raw:
+        value = raw["snapshot_retention_s"]
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value) or not value > 0):
+            raise MemoryConfigurationError(
+                "snapshot_retention_s: must be a positive number of seconds")
+        values["snapshot_retention_s"] = float(value)
     return IndexingConfig(**values)

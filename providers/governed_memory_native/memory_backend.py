@@ -75,7 +75,15 @@ class _State:
     vectors: dict[str, dict[str, StoredVector]] = attrs.field(factory=dict)
     """record id to (identity key to vector)."""
     jobs: dict[str, IndexJob] = attrs.field(factory=dict)
-    snapshots: dict[str, tuple[str, Mapping[str, Any]]] = attrs.field(factory=dict)
+    snapshots: dict[str, _Snapshot] = attrs.field(factory=dict)
+
+
+@attrs.frozen(slots=True)
+class _Snapshot:
+    tenant_id: str
+    body: Mapping[str, Any]
+    created_at: float
+    subjects: frozenset[str]
 
 
 def passes_filters(record: MemoryRecord, query: SearchQuery) -> bool:
@@ -245,7 +253,7 @@ class _MemoryTransaction:
 
     async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
         stored = self._state.snapshots.get(snapshot_id)
-        return None if stored is None else stored[1]
+        return None if stored is None else stored.body
 
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
@@ -373,9 +381,30 @@ class _MemoryTransaction:
                       attrs.evolve(row, record=attrs.evolve(row.record,
                                                             index_state=IndexState.INDEXED)))
 
-    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
-                           body: Mapping[str, Any]) -> None:
-        self._set(self._state.snapshots, snapshot_id, (tenant_id, body))
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
+                           *, created_at: float, subjects: Sequence[str]) -> None:
+        if snapshot_id in self._state.snapshots:
+            raise MemoryConflictError("a retrieval snapshot with this id already exists")
+        self._set(self._state.snapshots, snapshot_id,
+                  _Snapshot(tenant_id, body, created_at, frozenset(subjects)))
+
+    async def erase_snapshots_of_user(self, tenant_id: str, user_id: str,
+                                      tombstone: Mapping[str, Any]) -> int:
+        named = [(snapshot_id, stored) for snapshot_id, stored in self._state.snapshots.items()
+                 if stored.tenant_id == tenant_id and user_id in stored.subjects]
+        for snapshot_id, stored in named:
+            self._set(self._state.snapshots, snapshot_id, _Snapshot(
+                tenant_id, {**tombstone, "snapshot_id": snapshot_id}, stored.created_at,
+                frozenset()))
+        return len(named)
+
+    async def purge_snapshots(self, before: float, limit: int) -> int:
+        old = sorted((stored.created_at, snapshot_id)
+                     for snapshot_id, stored in self._state.snapshots.items()
+                     if stored.created_at < before)[:limit]
+        for _, snapshot_id in old:
+            self._pop(self._state.snapshots, snapshot_id)
+        return len(old)
 
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False

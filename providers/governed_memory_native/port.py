@@ -25,8 +25,10 @@ Port additions, in the order they arrived (a new backend implements all of them)
   vectors and index jobs (counted in ``Removal.index_entries``).
   ``SearchQuery`` gained ``valid_at`` (validity is a hard filter) and ``visibilities``.
 - retrieval snapshots (issue 8): ``WriteTransaction.put_snapshot``,
-  ``ReadTransaction.snapshot``; ``erase_records`` leaves snapshots (they hold ids,
-  versions and scores, no content) and replay reports erased versions.
+  ``erase_snapshots_of_user``, ``purge_snapshots``; ``ReadTransaction.snapshot``.
+  ``erase_records`` leaves snapshots (they hold ids, versions and scores, no content;
+  replay reports the erased versions), ``delete_user`` turns the user's snapshots into
+  tombstones.
 """
 
 from __future__ import annotations
@@ -330,8 +332,21 @@ class WriteTransaction(ReadTransaction, Protocol):
         (no new version or revision: indexing is not a write of the memory)."""
         ...
 
-    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
-                           body: Mapping[str, Any]) -> None: ...
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
+                           *, created_at: float, subjects: Sequence[str]) -> None:
+        """Store a retrieval snapshot; ``subjects`` are the user ids of the searched
+        scopes, so erasing a user finds the snapshots that name them."""
+        ...
+
+    async def erase_snapshots_of_user(self, tenant_id: str, user_id: str,
+                                      tombstone: Mapping[str, Any]) -> int:
+        """Replace every snapshot naming the user with ``tombstone`` (no scopes, no
+        hits); returns how many."""
+        ...
+
+    async def purge_snapshots(self, before: float, limit: int) -> int:
+        """Remove up to ``limit`` snapshots created before ``before``."""
+        ...
 
     async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
         """Ids of records whose scope has this tenant and this user, any scope, any status."""

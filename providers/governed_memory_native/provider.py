@@ -28,6 +28,7 @@ from governed_memory.indexing import (
     IndexJob,
     JobState,
     OutboxStatus,
+    RankingConfig,
     ReindexPage,
     WorkerReport,
 )
@@ -51,6 +52,12 @@ from governed_memory.records import (
     VersionOperation,
     content_hash,
 )
+from governed_memory.replay import (
+    ReplayRequest,
+    ReplayResult,
+    SnapshotErasedError,
+    SnapshotHeader,
+)
 from governed_memory.requests import (
     AddRequest,
     ApproveRequest,
@@ -68,6 +75,7 @@ from governed_memory.requests import (
 from governed_memory.scope import Scope
 from governed_memory.usage import Usage, UsageQuery
 
+from governed_memory_native import retrieval
 from governed_memory_native.indexer import Indexer
 from governed_memory_native.indexing_config import IndexingConfig
 from governed_memory_native.port import (
@@ -75,10 +83,15 @@ from governed_memory_native.port import (
     Removal,
     SearchQuery,
     StorageBackend,
+    VectorQuery,
     WriteTransaction,
 )
+from governed_memory_native.retrieval_snapshots import header as snapshot_header
+from governed_memory_native.retrieval_snapshots import replay as replay_snapshot
+from governed_memory_native.retrieval_snapshots import snapshot_body, tombstone
 from governed_memory_native.snapshots import detach, detach_version
 from governed_memory_native.tokens import query_tokens
+from governed_memory_native.vectors import cosine_ranking
 
 T = TypeVar("T")
 
@@ -86,6 +99,9 @@ ERASURE_BATCH: Final = 500
 """Records erased per transaction, so erasing a large user never holds the write lock long."""
 
 _TIE_BREAK: Final = "score desc, id asc"
+
+SNAPSHOT_PURGE_BATCH: Final = 16
+"""Expired snapshots removed per stored one: retention costs every search a little."""
 
 MAX_EVENTS: Final = 1000
 """Outbox events read per ``pending_events`` call, at most."""
@@ -101,7 +117,8 @@ class NativeMemoryProvider:
         self._backend = backend
         self._clock = clock
         self._open = False
-        self._indexer = Indexer(backend, clock, indexing or IndexingConfig())
+        self._config = indexing or IndexingConfig()
+        self._indexer = Indexer(backend, clock, self._config)
 
     @property
     def backend(self) -> StorageBackend:
@@ -401,30 +418,115 @@ class NativeMemoryProvider:
         return Page(items=items, next_cursor=cursor)
 
     async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
+        """Hard filters in storage, lexical and vector candidates, fusion, a snapshot.
+
+        Every filter (scopes, status, expiry, validity at ``ctx.now``, types, entities,
+        metadata) is applied by the backend before any candidate is ranked. A profile
+        with only the lexical mode and no recency or importance weight ranks by BM25
+        alone (the score is the BM25 score); otherwise :mod:`retrieval` fuses the
+        signals. The search is then stored as a retrieval snapshot for ``replay``.
+        """
         request.validate()
         self._require_open()
+        ranking = self._indexer.settings.ranking
         tokens = query_tokens(request.query)
-        if not tokens:
-            return SearchResult(hits=(), candidates=0)
-        query = SearchQuery(
+        identity = self._indexer.identity
+        use_vectors = "vector" in ranking.modes and identity is not None
+        query_vector = None
+        degraded: list[str] = []
+        if use_vectors:
+            try:  # outside any transaction: a model call must not hold storage
+                query_vector = (await self._indexer.embed([request.query]))[0]
+            except MemoryUnavailableError:
+                degraded.append("vector")  # lexical results still answer the search
+        legacy = retrieval.lexical_only(ranking)
+        filters = SearchQuery(
             scope_hashes=tuple(dict.fromkeys(scope.scope_hash for scope in request.scopes)),
-            tokens=tokens, now=ctx.now, limit=request.limit,
+            tokens=tokens, now=ctx.now,
+            limit=request.limit if legacy else retrieval.pool_size(request.limit),
             memory_types=request.memory_types, entity_ids=request.entity_ids,
-            metadata_filter=dict(request.metadata_filter),
+            metadata_filter=dict(request.metadata_filter), valid_at=ctx.now,
         )
+        lexical: list[tuple[str, float]] = []
+        vector: list[tuple[str, float]] = []
+        records: dict[str, MemoryRecord] = {}
+        candidates = 0
         async with self._backend.reading() as tx:
-            page = await tx.search(query)
-        hits = tuple(
-            SearchHit(
-                record=detach(match.record), score=match.score, rank=rank,
-                explanation=HitExplanation(
-                    signals=(SignalScore(name="lexical_bm25", value=match.score, rank=rank),),
-                    tie_break=_TIE_BREAK,
-                ),
-            )
-            for rank, match in enumerate(page.matches[: request.limit], start=1)
-        )
-        return SearchResult(hits=hits, candidates=page.candidates)
+            if tokens and "lexical" in ranking.modes:
+                page = await tx.search(filters)
+                candidates = page.candidates
+                lexical = [(match.record.id, match.score) for match in page.matches]
+                records.update((match.record.id, match.record) for match in page.matches)
+            if query_vector is not None and identity is not None:
+                rows = await tx.vector_candidates(VectorQuery(filters, identity))
+                ranked = cosine_ranking(query_vector, rows, identity.dimension, filters.limit)
+                vector = [(record_id, score) for record_id, score in ranked if score > 0]
+                missing = [record_id for record_id, _ in vector if record_id not in records]
+                if missing:
+                    found = await tx.records_by_ids(filters.scope_hashes, missing)
+                    records.update((record.id, record) for record in found)
+        records = {record_id: detach(record) for record_id, record in records.items()}
+        if legacy:
+            hits = [SearchHit(record=records[record_id], score=score, rank=rank,
+                              explanation=HitExplanation(
+                                  signals=(SignalScore(name=retrieval.LEXICAL, value=score,
+                                                       rank=rank),),
+                                  tie_break=_TIE_BREAK))
+                    for rank, (record_id, score) in enumerate(lexical[: request.limit], 1)]
+        else:
+            hits = retrieval.fuse(ranking, lexical=lexical, vector=vector, records=records,
+                                  now=ctx.now, limit=request.limit)
+            candidates = len({*dict(lexical), *dict(vector)}) + max(
+                0, candidates - len(lexical))
+        signals = [name for name, used in (("lexical", bool(tokens) and "lexical" in
+                                            ranking.modes),
+                                           ("vector", query_vector is not None)) if used]
+        snapshot_id = await self._store_snapshot(request, ctx, ranking, signals, degraded,
+                                                 hits, candidates)
+        return SearchResult(hits=tuple(hits), candidates=candidates, snapshot_id=snapshot_id)
+
+    async def _store_snapshot(self, request: SearchRequest, ctx: OperationContext,
+                              ranking: RankingConfig, signals: Sequence[str],
+                              degraded: Sequence[str], hits: Sequence[SearchHit],
+                              candidates: int) -> str:
+        snapshot_id = "snap_" + new_id()
+        identity = self._indexer.identity
+        body = snapshot_body(snapshot_id, request, ctx, ranking,
+                             None if identity is None else str(identity), signals, hits,
+                             candidates)
+        if degraded:
+            body["degraded"] = [*degraded]
+        subjects = sorted({scope.user_id for scope in request.scopes
+                           if scope.user_id is not None})
+        async with self._backend.writing() as tx:
+            await tx.put_snapshot(snapshot_id, request.scopes[0].tenant_id, body,
+                                  created_at=ctx.now, subjects=subjects)
+            await tx.purge_snapshots(ctx.now - self._config.snapshot_retention_s,
+                                     SNAPSHOT_PURGE_BATCH)
+        return snapshot_id
+
+    # -- replay (governed_memory.replay.ReplayingProvider) ----------------------
+
+    async def snapshot_header(self, snapshot_id: str, tenant_id: str) -> SnapshotHeader:
+        """The snapshot's scopes, for the manager to authorize a replay."""
+        self._require_open()
+        async with self._backend.reading() as tx:
+            body = await tx.snapshot(snapshot_id)
+        return snapshot_header(snapshot_id, body, tenant_id)
+
+    async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult:
+        request.validate()
+        self._require_open()
+        tenant_id = request.scopes[0].tenant_id
+        async with self._backend.reading() as tx:
+            body = await tx.snapshot(request.snapshot_id)
+            found = snapshot_header(request.snapshot_id, body, tenant_id)
+            if found.erased:
+                raise SnapshotErasedError("the snapshot named a user who has been erased")
+            if {s.scope_hash for s in found.scopes} != {s.scope_hash for s in request.scopes}:
+                raise MemoryConflictError("the snapshot's scopes are not the ones authorized")
+            assert body is not None  # snapshot_header raises for a missing one
+            return await replay_snapshot(tx, request.snapshot_id, body)
 
     async def history(
         self, request: HistoryRequest, ctx: OperationContext
@@ -474,12 +576,16 @@ class NativeMemoryProvider:
                 removed += await tx.erase_idempotency(
                     tenant_user=(request.tenant_id, request.user_id)
                 )
+                snapshots = await tx.erase_snapshots_of_user(
+                    request.tenant_id, request.user_id,
+                    tombstone(request.tenant_id, ctx.now, ctx.operation_id))
                 receipt = ErasureReceipt(
                     request_id=ctx.operation_id, tenant_id=request.tenant_id,
                     user_id=request.user_id,
                     counts={"records": removed.records, "versions": removed.versions,
                             "index_entries": removed.index_entries,
-                            "idempotency_entries": removed.idempotency_entries},
+                            "idempotency_entries": removed.idempotency_entries,
+                            "retrieval_snapshots": snapshots},
                     scope_hashes=tuple(sorted(removed.scope_hashes)),
                     started_at=ctx.now, completed_at=max(ctx.now, self._clock.now()),
                 ).sealed()

@@ -214,6 +214,25 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=7,
+        description="retrieval snapshots: age (for retention) and the users they name "
+                    "(for erasure)",
+        statements=(
+            "ALTER TABLE retrieval_snapshots ADD COLUMN created_at REAL NOT NULL DEFAULT 0",
+            "CREATE INDEX retrieval_snapshots_age ON retrieval_snapshots (created_at)",
+            """
+            CREATE TABLE retrieval_snapshot_subjects (
+                tenant_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                snapshot_id TEXT NOT NULL,
+                PRIMARY KEY (tenant_id, user_id, snapshot_id)
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX retrieval_snapshot_subjects_snapshot"
+            " ON retrieval_snapshot_subjects (snapshot_id)",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

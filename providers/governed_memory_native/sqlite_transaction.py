@@ -599,12 +599,43 @@ class SqliteTransaction:
             (record_id, version),
         )
 
-    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
-                           body: Mapping[str, Any]) -> None:
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
+                           *, created_at: float, subjects: Sequence[str]) -> None:
         await self._write(
-            "INSERT INTO retrieval_snapshots (snapshot_id, tenant_id, body) VALUES (?, ?, ?)",
-            (snapshot_id, tenant_id, dumps(body)),
+            "INSERT INTO retrieval_snapshots (snapshot_id, tenant_id, body, created_at)"
+            " VALUES (?, ?, ?, ?)",
+            (snapshot_id, tenant_id, dumps(body), created_at),
         )
+        for user_id in sorted(set(subjects)):
+            await self._write(
+                "INSERT INTO retrieval_snapshot_subjects (tenant_id, user_id, snapshot_id)"
+                " VALUES (?, ?, ?)", (tenant_id, user_id, snapshot_id))
+
+    async def erase_snapshots_of_user(self, tenant_id: str, user_id: str,
+                                      tombstone: Mapping[str, Any]) -> int:
+        rows = await self._rows(
+            "SELECT snapshot_id FROM retrieval_snapshot_subjects"
+            " WHERE tenant_id = ? AND user_id = ?", (tenant_id, user_id))
+        for row in rows:
+            snapshot_id = str(row[0])
+            await self._write("DELETE FROM retrieval_snapshot_subjects WHERE snapshot_id = ?",
+                              (snapshot_id,))
+            await self._write("UPDATE retrieval_snapshots SET body = ? WHERE snapshot_id = ?",
+                              (dumps({**tombstone, "snapshot_id": snapshot_id}), snapshot_id))
+        return len(rows)
+
+    async def purge_snapshots(self, before: float, limit: int) -> int:
+        rows = await self._rows(
+            "SELECT snapshot_id FROM retrieval_snapshots WHERE created_at < ?"
+            " ORDER BY created_at LIMIT ?", (before, limit))
+        ids = [str(row[0]) for row in rows]
+        if not ids:
+            return 0
+        marks = _marks(len(ids))
+        await self._write(
+            f"DELETE FROM retrieval_snapshot_subjects WHERE snapshot_id IN ({marks})", ids)
+        return await self._write(
+            f"DELETE FROM retrieval_snapshots WHERE snapshot_id IN ({marks})", ids)
 
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False

@@ -78,7 +78,7 @@ async def test_delete_user_erases_every_scope_of_that_user_only(
     assert receipt.request_id == ctx.operation_id
     assert (receipt.tenant_id, receipt.user_id) == ("acme", "alice")
     assert dict(receipt.counts) == {"records": 4, "versions": 6, "index_entries": 3,
-                                    "idempotency_entries": 2}
+                                    "idempotency_entries": 2, "retrieval_snapshots": 0}
     assert set(receipt.scope_hashes) == {USER_SCOPE.scope_hash, SESSION.scope_hash,
                                          PROJECT.scope_hash}
     assert receipt.started_at <= receipt.completed_at
@@ -93,7 +93,7 @@ async def test_delete_user_erases_every_scope_of_that_user_only(
                                         make_ctx(clock))
     assert second.verify()
     assert dict(second.counts) == {"records": 0, "versions": 0, "index_entries": 0,
-                                   "idempotency_entries": 0}
+                                   "idempotency_entries": 0, "retrieval_snapshots": 0}
     assert second.scope_hashes == ()
 
 

@@ -1,0 +1,171 @@
+"""Replaying a stored retrieval snapshot: what a past search returned, exactly.
+
+A provider that stores snapshots (the native one) gives each ``SearchResult`` a
+``snapshot_id``. ``GovernedMemoryManager.replay`` looks up which scopes the snapshot
+covers, then runs a ``replay`` operation through the activity port like any read: the
+scope rule and the policies decide whether this principal may read those scopes, the
+provider returns the record versions the search returned (even if they were updated or
+soft-deleted since), and the port drops anything of another scope.
+
+Erasure wins: versions erased since (a hard delete, an expiry purge, ``delete_all``)
+come back as ``erased_record_ids`` instead of records, and a snapshot whose user was
+erased with ``delete_user`` raises :class:`SnapshotErasedError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, cast, runtime_checkable
+
+import attrs
+
+from governed_memory.context import OperationContext, ProfileRef
+from governed_memory.errors import (
+    MemoryCapabilityUnsupportedError,
+    MemoryNotFoundError,
+    MemoryValidationError,
+)
+from governed_memory.limits import canonical_json
+from governed_memory.operations import Operation
+from governed_memory.principal import Principal
+from governed_memory.records import SearchHit
+from governed_memory.scope import Scope
+from governed_memory.tiers.results import TierAudit, TierResult
+
+if TYPE_CHECKING:
+    from governed_memory.manager import GovernedMemoryManager
+    from governed_memory.requests import MemoryRequest
+
+MAX_SNAPSHOT_ID: Final = 64
+
+
+class SnapshotErasedError(MemoryNotFoundError):
+    """The snapshot named a user who has since been erased: nothing of it is replayable."""
+
+
+def _check_snapshot_id(snapshot_id: object) -> None:
+    if (not isinstance(snapshot_id, str) or not snapshot_id
+            or len(snapshot_id) > MAX_SNAPSHOT_ID or not snapshot_id.isascii()):
+        raise MemoryValidationError("snapshot_id must be a snapshot id string",
+                                    field="snapshot_id")
+
+
+@attrs.frozen(slots=True)
+class ReplayRequest:
+    """Replay one snapshot; ``scopes`` are the snapshot's, so governance sees them."""
+
+    operation: ClassVar[Operation] = Operation.REPLAY
+
+    snapshot_id: str
+    scopes: tuple[Scope, ...]
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        return self.scopes
+
+    def validate(self) -> None:
+        _check_snapshot_id(self.snapshot_id)
+        if (not isinstance(self.scopes, tuple) or not self.scopes
+                or not all(isinstance(scope, Scope) for scope in self.scopes)):
+            raise MemoryValidationError("scopes must be a non-empty tuple of Scope",
+                                        field="scopes")
+
+    def fingerprint(self) -> str:
+        body = {"operation": self.operation.value, "snapshot_id": self.snapshot_id,
+                "scopes": [scope.dimensions() for scope in self.scopes]}
+        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+@attrs.frozen(slots=True)
+class SnapshotHeader:
+    """Who may replay a snapshot: its tenant and the exact scopes it searched."""
+
+    snapshot_id: str
+    tenant_id: str
+    scopes: tuple[Scope, ...]
+    erased: bool = False
+
+
+def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    from governed_memory.records import _frozen_mapping
+
+    return _frozen_mapping(value)
+
+
+@attrs.frozen(slots=True)
+class ReplayResult(TierResult):
+    """The hits of a past search, each record at the version it was returned at."""
+
+    snapshot_id: str
+    created_at: float
+    hits: tuple[SearchHit, ...]
+    erased_record_ids: tuple[str, ...] = ()
+    """Records returned by the search whose version has been erased since."""
+    candidates: int = 0
+    profile: ProfileRef = attrs.field(factory=ProfileRef)
+    policy_revision: str | None = None
+    decision_id: str | None = None
+    ranking: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
+    """The ranking configuration (modes, weights, half-life, fusion constant) and its
+    revision, and the embedder identity when vectors took part."""
+
+    @property
+    def complete(self) -> bool:
+        """Every hit of the original search is still there."""
+        return not self.erased_record_ids
+
+    @property
+    def records(self) -> tuple[Any, ...]:
+        return tuple(hit.record for hit in self.hits)
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        stray = tuple(hit.record.id for hit in self.hits
+                      if hit.record.scope_hash not in allowed
+                      or hit.record.scope.scope_hash != hit.record.scope_hash)
+        hits = tuple(hit for hit in self.hits if hit.record.id not in stray)
+        kept = attrs.evolve(self, hits=hits)
+        return TierAudit(kept, record_ids=tuple(hit.record.id for hit in hits),
+                         versions=tuple(hit.record.version for hit in hits),
+                         count=len(hits), stray=stray)
+
+
+@runtime_checkable
+class ReplayingProvider(Protocol):
+    """A provider that stores a snapshot per search and replays it."""
+
+    async def snapshot_header(self, snapshot_id: str, tenant_id: str) -> SnapshotHeader:
+        """The snapshot's scopes; ``MemoryNotFoundError`` if there is none in the tenant."""
+        ...
+
+    async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult: ...
+
+
+def _replaying(provider: object) -> ReplayingProvider | None:
+    for _ in range(8):
+        if isinstance(getattr(type(provider), "inner", None), property):
+            provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
+            continue
+        break
+    return provider if isinstance(provider, ReplayingProvider) else None
+
+
+async def replay_through(manager: GovernedMemoryManager, principal: Principal,
+                         snapshot_id: str) -> ReplayResult:
+    """Look up the snapshot's scopes, then replay it as a governed read."""
+    if not isinstance(principal, Principal):
+        raise MemoryValidationError("principal must be a Principal from authenticated "
+                                    "context", field="principal")
+    _check_snapshot_id(snapshot_id)
+    provider = _replaying(manager.provider)
+    if provider is None:
+        raise MemoryCapabilityUnsupportedError(
+            "this provider stores no retrieval snapshots (no replay)")
+    header = await provider.snapshot_header(snapshot_id, principal.tenant_id)
+    if header.erased:
+        raise SnapshotErasedError("the snapshot named a user who has been erased; "
+                                  "nothing of it can be replayed")
+    # The port validates the request, authorizes the snapshot's scopes, records the
+    # events, calls ``provider.replay`` and drops any hit of another scope.
+    request = cast("MemoryRequest", ReplayRequest(snapshot_id, header.scopes))
+    result: ReplayResult = await manager.activity.execute(request, principal)
+    return result
