@@ -255,6 +255,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for name in args.embedders:
             embedder = plugins.embedders.get(name).factory({})
             identities[name] = str(embedder.identity)
+            governed = await provider_vector_rankings(args.backend, directory, name, data)
+            if isinstance(governed, str):
+                notes[name] = governed
+            else:
+                labels = {"vector": "vector (cosine)", "hybrid": "hybrid (RRF k=60)"}
+                for method, found_rankings in governed.items():
+                    rows.append({"method": labels[method], "embedder": name,
+                                 "path": "governed", **summarise(questions, found_rankings)})
             try:
                 found, throughput[name] = await baseline_rankings(embedder, data, lexical)
                 rows.append({"method": "vector (cosine)", "embedder": name, "path": "baseline",
@@ -269,13 +277,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                  **summarise(questions, bare["vector"])})
             finally:
                 await embedder.close()
-            governed = await provider_vector_rankings(args.backend, directory, name, data)
-            if isinstance(governed, str):
-                notes[name] = governed
-            else:
-                for method, found_rankings in governed.items():
-                    rows.append({"method": method, "embedder": name, "path": "governed",
-                                 **summarise(questions, found_rankings)})
     meta = {
         "data": {"generator": data.version, "seed": data.seed,
                  "conversations": len(data.conversations), "turns": data.turn_count,
@@ -303,10 +304,15 @@ def markdown(report: Mapping[str, Any]) -> str:
         f"{meta['backend']}; Python {meta['python']}, {meta['when']}. A question is a hit "
         "at k when an evidence turn is in the first k results.",
         "",
-        "`governed` rows go through `GovernedMemoryManager` and the native provider. "
-        "`baseline` rows are a stand-alone yardstick computed by this bench: brute-force "
-        "cosine over the embedder's vectors, and reciprocal-rank fusion (k = 60) of that "
-        "with the governed BM25 ranking.",
+        "`governed` rows go through `GovernedMemoryManager` and the native provider: "
+        "lexical is its BM25; vector and hybrid run under a profile that names the "
+        "embedder (`[stores.embedder]`), embeds on write (`[indexing] mode = \"sync\"`) "
+        "and sets `[retrieval] modes` to `[\"vector\"]` or `[\"lexical\", \"vector\"]` "
+        "with the default weights (the provider's exact cosine, and its weighted "
+        "reciprocal-rank fusion). `baseline` rows are a stand-alone yardstick computed by "
+        "this bench from the same embedder: brute-force cosine, and reciprocal-rank fusion "
+        "(k = 60, equal weights) of that with the governed BM25 ranking; the last row per "
+        "embedder embeds the turn text without the speaker's name.",
         "",
         "| method | embedder | path | hit@5 | hit@10 | " + " | ".join(
             f"{kind} hit@5" for kind in kinds) + " |",
