@@ -211,7 +211,7 @@ class Mem0MemoryProvider:
                 else:
                     row = self._ledger.record(intent.scope_hash, intent.record_id)
                     item = None if row is None else self._call(self._client.get, row.mem0_id)
-                    if row is not None and item is not None and self._adopt_intent(row, item):
+                    if row is not None and self._adopt_intent(row, item):
                         continue
                 self._ledger.drop_intent(intent.record_id)
             except MemoryError as exc:
@@ -439,31 +439,33 @@ class Mem0MemoryProvider:
         if request.hard:
             self._erase_rows([row], tombstone_idempotency=True)
             result = DeleteResult(row.record.id, sh, hard=True)
-        else:
-            current = self._merged(row)
-            tombstone = attrs.evolve(
-                current, status=RecordStatus.DELETED, version=current.version + 1,
-                revision=new_revision(), updated_at=ctx.now, index_state=IndexState.NOT_INDEXED)
-            # The text leaves Mem0's vector store now; Mem0's history keeps it, as the
-            # tombstone in ours does, until the record is erased.
-            try:
-                self._client.delete(row.mem0_id)
-            except Exception as exc:
-                if not outcome_unknown(exc) or self._call(self._client.get, row.mem0_id):
-                    raise _not_applied(exc) from None
-                self.reconciled_writes += 1
-            with self._ledger.transaction():
-                self._ledger.put_record(tombstone, row.mem0_id)
-                self._ledger.append_version(
-                    MemoryVersion(tombstone, VersionOperation.DELETE, ctx.now, ctx.operation_id))
-            result = DeleteResult(row.record.id, sh, hard=False, version=tombstone.version,
-                                  revision=tombstone.revision)
-        if request.idempotency_key is not None:
-            self._ledger.put_idempotency(IdempotencyEntry(
-                sh, request.operation.value, request.idempotency_key, fingerprint,
-                result.record_id, request.scope.tenant_id, request.scope.user_id,
-                result.version, result.revision, result.hard))
-        return result
+            if request.idempotency_key is not None:
+                self._ledger.put_idempotency(IdempotencyEntry(
+                    sh, request.operation.value, request.idempotency_key, fingerprint,
+                    result.record_id, request.scope.tenant_id, request.scope.user_id,
+                    hard=True))
+            return result
+        current = self._merged(row)
+        tombstone = attrs.evolve(
+            current, status=RecordStatus.DELETED, version=current.version + 1,
+            revision=new_revision(), updated_at=ctx.now, index_state=IndexState.NOT_INDEXED)
+        # The text leaves Mem0's vector store now; Mem0's history keeps it, as the
+        # tombstone in ours does, until the record is erased.
+        intent = Intent(tombstone.id, sh, self._namespace(sh), "delete",
+                        request.idempotency_key,
+                        fingerprint if request.idempotency_key is not None else None,
+                        tombstone)
+        self._ledger.put_intent(intent)
+        try:
+            self._client.delete(row.mem0_id)
+        except Exception as exc:
+            if not outcome_unknown(exc) or self._call(self._client.get, row.mem0_id):
+                self._ledger.drop_intent(tombstone.id)
+                raise _not_applied(exc) from None
+            self.reconciled_writes += 1
+        self._commit_intent(intent, row.mem0_id, VersionOperation.DELETE, ctx)
+        return DeleteResult(row.record.id, sh, hard=False, version=tombstone.version,
+                            revision=tombstone.revision)
 
     # -- reads ----------------------------------------------------------------------
 
@@ -750,9 +752,11 @@ class Mem0MemoryProvider:
             item = self._call(self._client.get, row.mem0_id)
         record = row.record
         marker = None if item is None else item.marker
-        if (item is not None and marker is not None and marker.get("id") == record.id
-                and marker.get("revision") != record.revision):
+        if item is None or (marker is not None and marker.get("id") == record.id
+                            and marker.get("revision") != record.revision):
             adopted = self._adopt_intent(row, item)
+            if adopted is not None and adopted.status is RecordStatus.DELETED:
+                raise MemoryNotFoundError("no live record with that id in this scope")
             if adopted is not None:
                 return adopted
         if (item is None or marker is None or marker.get("id") != record.id
@@ -763,12 +767,20 @@ class Mem0MemoryProvider:
                 "Mem0 and the adapter's ledger disagree about a record; it is withheld")
         return attrs.evolve(record, content=item.text)
 
-    def _adopt_intent(self, row: LedgerRow, item: Item) -> MemoryRecord | None:
-        """An update that timed out did land after all: record it now."""
+    def _adopt_intent(self, row: LedgerRow, item: Item | None) -> MemoryRecord | None:
+        """An update or soft delete that was not confirmed did land after all: record it
+        now. Mem0 shows which: the update's revision in the marker, or no memory left."""
         intent = self._ledger.intent_of(row.record.id)
-        if intent is None or intent.operation != "update":
+        if intent is None or row.record.status is RecordStatus.DELETED:
             return None
         pending = intent.record
+        if intent.operation == "delete":
+            if item is not None:
+                return None
+            self._commit_intent(intent, row.mem0_id, VersionOperation.DELETE)
+            return pending
+        if intent.operation != "update" or item is None:
+            return None
         marker = item.marker or {}
         if (pending.revision != marker.get("revision")
                 or content_hash(item.text) != pending.content_hash):
@@ -776,22 +788,25 @@ class Mem0MemoryProvider:
         self._commit_intent(intent, row.mem0_id, VersionOperation.UPDATE)
         return pending
 
-    def _commit_intent(self, intent: Intent, mem0_id: str,
-                       operation: VersionOperation) -> None:
-        """Record a write found applied in Mem0 after its caller was told it was not
-        confirmed (or never told anything, after a crash)."""
+    def _commit_intent(self, intent: Intent, mem0_id: str, operation: VersionOperation,
+                       ctx: OperationContext | None = None) -> None:
+        """Record a write Mem0 applied: at once (``ctx`` given), or when it is found
+        applied after its caller was told it was not confirmed, or after a crash."""
         record = intent.record
+        operation_id = ctx.operation_id if ctx is not None else None
         with self._ledger.transaction():
-            self._ledger.put_record(record, mem0_id, stray=operation is VersionOperation.ADD)
+            self._ledger.put_record(record, mem0_id, stray=(
+                ctx is None and operation is VersionOperation.ADD))
             self._ledger.append_version(MemoryVersion(
-                record, operation, record.updated_at, record.provenance.operation_id))
+                record, operation, record.updated_at, operation_id))
             if intent.idempotency_key is not None and intent.fingerprint is not None:
                 self._ledger.put_idempotency(IdempotencyEntry(
                     record.scope_hash, intent.operation, intent.idempotency_key,
                     intent.fingerprint, record.id, record.scope.tenant_id,
                     record.scope.user_id, record.version, record.revision))
             self._ledger.drop_intent(record.id)
-        self.reconciled_writes += 1
+        if ctx is None:
+            self.reconciled_writes += 1
 
     def _find(self, namespace: str, record_id: str, revision: str) -> Item | None:
         """Look for a write's marker in Mem0 (reconciliation after an unknown outcome)."""

@@ -409,3 +409,32 @@ async def test_the_qdrant_wildcard_hazard_is_real_on_raw_mem0(tmp_path: Path) ->
         assert {item["user_id"] for item in leaked["results"]} == {"raw-u1", "raw-u2"}
     finally:
         await provider.close()
+
+
+@pytest.mark.parametrize("kind", ["local", "platform"])
+async def test_a_soft_delete_mem0_took_before_a_crash_is_recorded(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governed_memory.errors import MemoryError as GovernedError
+
+    config = (local_config(tmp_path) if kind == "local"
+              else platform_config(wire_server(), tmp_path))
+    clock = ManualClock()
+    crashed = build_mem0_provider(config, clock)
+    async with GovernedMemoryManager(crashed, clock=clock) as manager:
+        record = await manager.add(ADMIN, ALICE_SCOPE, "soon deleted")
+
+        def crash(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("process died between Mem0 and the ledger")
+
+        monkeypatch.setattr(crashed, "_commit_intent", crash)
+        with pytest.raises(GovernedError):
+            await manager.delete(ADMIN, ALICE_SCOPE, record.id, idempotency_key="del-1")
+    restarted = build_mem0_provider(config, clock)
+    async with GovernedMemoryManager(restarted, clock=clock) as manager:
+        with pytest.raises(MemoryNotFoundError):
+            await manager.get(ADMIN, ALICE_SCOPE, record.id)
+        history = await manager.history(ADMIN, ALICE_SCOPE, record.id)
+        assert [v.operation.value for v in history] == ["add", "delete"]
+        replay = await manager.delete(ADMIN, ALICE_SCOPE, record.id, idempotency_key="del-1")
+        assert (replay.hard, replay.version) == (False, 2)
