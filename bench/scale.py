@@ -84,6 +84,7 @@ PRINCIPAL = Principal("svc:bench", PrincipalKind.SERVICE, TENANT, permissions=fr
 SHARED = Scope(TENANT, project_id="p")
 USER = Scope(TENANT, project_id="p", user_id="u1")
 USER_RECORDS = 1000
+EMBED_DIMENSION = 384
 BATCH = 2000
 CORPUS = Corpus(SYLLABLES, seed=11, query_pool=300)
 
@@ -116,8 +117,29 @@ def storage(backend: str) -> Iterator[dict[str, Any]]:
                 psycopg.sql.Identifier(schema)))
 
 
-async def seed(config: dict[str, Any], size: int, rng: random.Random) -> float:
-    """Seed ``size`` memories into SHARED and USER_RECORDS into USER; returns seconds."""
+def hybrid_profile(config: dict[str, Any]) -> Any:
+    """Lexical + vector retrieval with the hashing embedder (384 dimensions, MiniLM's
+    size), embedding on write: what an application configures for hybrid search."""
+    from governed_memory.profiles import parse_profile
+
+    return parse_profile({
+        "id": "scale-bench-hybrid", "version": "1.0.0",
+        "provider": {"name": "native", "config": config},
+        "stores": {"embedder": {"kind": "hashing", "config": {"dimension": EMBED_DIMENSION}}},
+        "indexing": {"mode": "sync"},
+        "retrieval": {"modes": ["lexical", "vector"], "top_k": 10},
+    })
+
+
+async def seed(config: dict[str, Any], size: int, rng: random.Random, mode: str) -> float:
+    """Seed ``size`` memories into SHARED and USER_RECORDS into USER (with their vectors
+    in hybrid mode); returns seconds."""
+    embedder = None
+    if mode == "hybrid":
+        from governed_memory_embedders.config import HashingConfig
+        from governed_memory_embedders.hashing import HashingEmbedder
+
+        embedder = HashingEmbedder(HashingConfig(dimension=EMBED_DIMENSION))
     provider = build_native_provider(config, SystemClock())
     await provider.start()
     began = time.perf_counter()
@@ -129,14 +151,17 @@ async def seed(config: dict[str, Any], size: int, rng: random.Random) -> float:
                 batch = min(BATCH, count - done)
                 now = time.time()
                 versions = [seed_record(scope, CORPUS.sentence(rng), now) for _ in range(batch)]
+                vectors = [] if embedder is None else await embed(embedder, versions, now)
                 async with provider.backend.writing() as tx:
                     bulk = getattr(tx, "insert_new_records", None)
                     if bulk is not None:  # PostgreSQL: the same rows by COPY
                         await bulk(versions)
-                        continue
-                    for version in versions:
-                        await tx.insert_record(version.record)
-                        await tx.append_version(version)
+                    else:
+                        for version in versions:
+                            await tx.insert_record(version.record)
+                            await tx.append_version(version)
+                    for vector in vectors:
+                        await tx.put_vector(vector)
                 done += batch
                 if done % 50_000 < BATCH:
                     print(f"  seeded {done}/{count} ({time.perf_counter() - began:.0f}s)",
@@ -146,6 +171,20 @@ async def seed(config: dict[str, Any], size: int, rng: random.Random) -> float:
     return time.perf_counter() - began
 
 
+async def embed(embedder: Any, versions: list[MemoryVersion], now: float) -> list[Any]:
+    """The vectors a sync-indexing add stores for these records."""
+    from governed_memory_native.port import StoredVector
+    from governed_memory_native.vectors import encode
+
+    records = [version.record for version in versions]
+    raw = await embedder.embed([record.content for record in records])
+    return [StoredVector(record_id=record.id, scope_hash=record.scope_hash,
+                         version=record.version, content_hash=record.content_hash,
+                         identity=embedder.identity, vector=encode(values, embedder.identity),
+                         created_at=now)
+            for record, values in zip(records, raw, strict=True)]
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
@@ -153,8 +192,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(config: dict[str, Any], adds: int, searches: int,
-                  rng: random.Random) -> dict[str, Any]:
-    manager = GovernedMemoryManager.from_plugins("native", config)
+                  rng: random.Random, mode: str) -> dict[str, Any]:
+    manager = (GovernedMemoryManager.from_profile(hybrid_profile(config)) if mode == "hybrid"
+               else GovernedMemoryManager.from_plugins("native", config))
     await manager.start()
     try:
         for _ in range(5):  # warm the pool, caches and prepared statements
@@ -187,14 +227,15 @@ async def measure(config: dict[str, Any], adds: int, searches: int,
     }
 
 
-async def run_one(backend: str, size: int, adds: int, searches: int) -> dict[str, Any]:
+async def run_one(backend: str, size: int, adds: int, searches: int,
+                  mode: str) -> dict[str, Any]:
     rng = random.Random(size)
     with storage(backend) as config:
-        print(f"{backend} {size}: seeding", file=sys.stderr, flush=True)
-        seed_seconds = await seed(config, size, rng)
-        print(f"{backend} {size}: measuring", file=sys.stderr, flush=True)
-        figures = await measure(config, adds, searches, rng)
-    return {"backend": backend, "size": size, "mode": "lexical",
+        print(f"{backend} {size} {mode}: seeding", file=sys.stderr, flush=True)
+        seed_seconds = await seed(config, size, rng, mode)
+        print(f"{backend} {size} {mode}: measuring", file=sys.stderr, flush=True)
+        figures = await measure(config, adds, searches, rng, mode)
+    return {"backend": backend, "size": size, "mode": mode,
             "seed_seconds": round(seed_seconds, 1),
             "seed_per_s": round((size + USER_RECORDS) / seed_seconds, 1), **figures,
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -210,46 +251,56 @@ def load() -> dict[str, Any]:
 
 def write(data: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    data["results"].sort(key=lambda row: (row["backend"], row["size"]))
+    data["results"].sort(key=lambda row: (row.get("mode", "lexical"), row["backend"],
+                                          row["size"]))
     (RESULTS / "scale.json").write_text(json.dumps(data, indent=2) + "\n")
     rows = data["results"]
+    modes = sorted({row.get("mode", "lexical") for row in rows},
+                   key=lambda mode: mode != "lexical")
     lines = [
         "# Native provider at scale: one tenant, 10k to 1M memories",
         "",
         "Governed add throughput (sequential, one client, each add its own transaction) and "
         "governed search latency (2-word query, top 10) on stores seeded through the "
-        "backend port in batches (see `bench/scale.py`). `shared` searches the scope "
-        "holding all N memories (scope-local BM25 over N documents: the worst case); `user` "
-        f"searches one user's scope of {USER_RECORDS} memories in the same tenant. "
-        f"Lexical only: hybrid (vector) retrieval {data['meta'].get('hybrid', 'not measured')}. "
-        f"Machine: {data['meta'].get('machine', '?')}, Python {data['meta'].get('python', '?')}; "
-        "SQLite `synchronous=FULL` (fsync per commit); PostgreSQL 15 on the same host with "
-        "default settings (`synchronous_commit=on`).",
-        "",
-        "| backend | memories | add/s | search shared p50 ms | p95 ms | "
-        "search user p50 ms | p95 ms | seed/s | adds, searches |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "backend in batches (see `bench/scale.py`). `shared` searches the scope holding all "
+        "N memories (scope-local BM25 over N documents: the worst case); `user` searches "
+        f"one user's scope of {USER_RECORDS:,} memories in the same tenant. `hybrid` adds "
+        f"exact vector search (hashing embedder, {EMBED_DIMENSION} dimensions, embedded on "
+        "write) fused with the lexical ranking; there is no approximate vector index on "
+        "either backend here, so vector candidates are every vector of the searched scopes. "
+        f"Machine: {data['meta'].get('machine', '?')}, Python {data['meta'].get('python', '?')},"
+        " shared with other jobs (figures are noisy); SQLite `synchronous=FULL` (fsync per "
+        "commit); PostgreSQL 15 on the same host, default settings (`synchronous_commit=on`).",
     ]
-    for row in rows:
-        lines.append(
-            f"| {row['backend']} | {row['size']:,} | {row['add_per_s']} | "
-            f"{row['search_shared_p50_ms']} | {row['search_shared_p95_ms']} | "
-            f"{row['search_user_p50_ms']} | {row['search_user_p95_ms']} | "
-            f"{row['seed_per_s']} | {row['adds']}, {row['searches']} |")
-    lines += ["", "## How cost grows (relative to the smallest size measured per backend)", "",
-              "| backend | memories | add cost (x) | shared search p50 (x) | user search p50 (x) |",
-              "|---|---:|---:|---:|---:|"]
-    for backend in sorted({row["backend"] for row in rows}):
-        mine = [row for row in rows if row["backend"] == backend]
-        base = mine[0]
+    for mode in modes:
+        mine = [row for row in rows if row.get("mode", "lexical") == mode]
+        lines += [
+            "", f"## {mode}", "",
+            "| backend | memories | add/s | search shared p50 ms | p95 ms | "
+            "search user p50 ms | p95 ms | seed/s | adds, searches |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for row in mine:
             lines.append(
-                f"| {backend} | {row['size']:,} | "
-                f"{row['add_ms_mean'] / base['add_ms_mean']:.2f} | "
-                f"{row['search_shared_p50_ms'] / base['search_shared_p50_ms']:.2f} | "
-                f"{row['search_user_p50_ms'] / base['search_user_p50_ms']:.2f} |")
-    lines += ["", "Reproduce: `python bench/scale.py --sizes 10000 100000` and "
-              "`python bench/scale.py --sizes 1000000 --searches 40`"]
+                f"| {row['backend']} | {row['size']:,} | {row['add_per_s']} | "
+                f"{row['search_shared_p50_ms']} | {row['search_shared_p95_ms']} | "
+                f"{row['search_user_p50_ms']} | {row['search_user_p95_ms']} | "
+                f"{row['seed_per_s']} | {row['adds']}, {row['searches']} |")
+        lines += ["", f"How {mode} cost grows (relative to the smallest size per backend):",
+                  "", "| backend | memories | add cost (x) | shared search p50 (x) "
+                  "| user search p50 (x) |", "|---|---:|---:|---:|---:|"]
+        for backend in sorted({row["backend"] for row in mine}):
+            series = [row for row in mine if row["backend"] == backend]
+            base = series[0]
+            for row in series:
+                lines.append(
+                    f"| {backend} | {row['size']:,} | "
+                    f"{row['add_ms_mean'] / base['add_ms_mean']:.2f} | "
+                    f"{row['search_shared_p50_ms'] / base['search_shared_p50_ms']:.2f} | "
+                    f"{row['search_user_p50_ms'] / base['search_user_p50_ms']:.2f} |")
+    lines += ["", "Reproduce: `python bench/scale.py --sizes 10000 100000`, "
+              "`python bench/scale.py --sizes 1000000 --searches 40` and "
+              "`python bench/scale.py --mode hybrid --sizes 10000 100000 --searches 20`"]
     (RESULTS / "scale.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -261,17 +312,18 @@ async def main() -> None:
                         choices=["sqlite", "postgres"])
     parser.add_argument("--adds", type=int, default=300)
     parser.add_argument("--searches", type=int, default=100)
+    parser.add_argument("--mode", choices=["lexical", "hybrid"], default="lexical")
     args = parser.parse_args()
     for size in args.sizes:
         for backend in args.backends:
-            row = await run_one(backend, size, args.adds, args.searches)
+            row = await run_one(backend, size, args.adds, args.searches, args.mode)
             data = load()  # re-read: another run may have written meanwhile
             data["meta"] = {"python": sys.version.split()[0], "machine":
-                            f"{platform.machine()}, {os.cpu_count()} cores",
-                            "hybrid": "not measured: no embedder/vector search in the native "
-                                      "provider when this ran"}
-            data["results"] = [r for r in data["results"]
-                               if (r["backend"], r["size"]) != (backend, size)] + [row]
+                            f"{platform.machine()}, {os.cpu_count()} cores"}
+            data["results"] = [
+                r for r in data["results"]
+                if (r.get("mode", "lexical"), r["backend"], r["size"]) != (args.mode, backend, size)
+            ] + [row]
             write(data)
 
 

@@ -20,11 +20,20 @@ every process and machine, and released at COMMIT or ROLLBACK, even if the clien
   future port method. The single writer lock is held only for one write's few
   statements (milliseconds), the same contract SQLite offers, on a server that does not
   block readers.
-- Writers run at READ COMMITTED *after* the lock statement: each later statement sees
-  everything committed before the lock was granted (REPEATABLE READ would take its
-  snapshot at the lock statement itself, before the wait, and miss the previous
-  writer's commit). Row-level guards stay as a second line: ``replace_record`` is a
-  compare-and-set ``UPDATE ... WHERE revision = ...`` and live keys have a unique index.
+- The lock is taken just before the transaction's first statement that reads or writes
+  memory state, which in every provider operation is its first statement. A few
+  statements are *lock-free* because row locks alone make them safe, and a transaction
+  made only of them never waits for writers: storing a retrieval snapshot (an insert
+  under a fresh id; every search stores one, so searches would otherwise queue behind
+  writes) and purging expired ones (deletes by id), acknowledging outbox events (a
+  delete by id, idempotent), and leasing index jobs (``FOR UPDATE SKIP LOCKED``:
+  concurrent workers each claim different jobs).
+- Writers run at READ COMMITTED, so each statement after the lock sees everything
+  committed before the lock was granted (REPEATABLE READ would take its snapshot at the
+  first statement, possibly before the wait, and miss the previous writer's commit).
+  Row-level guards stay as a second line: ``replace_record`` is a compare-and-set
+  ``UPDATE ... WHERE revision = ...``, live keys have a unique index, and settling a job
+  checks its lease owner and attempt.
 - Readers take no lock: a read runs at REPEATABLE READ, READ ONLY, so an operation's
   several statements see one consistent snapshot, like SQLite's WAL readers.
 
@@ -171,13 +180,14 @@ class PostgresBackend:
         pool = self._require_pool()
         try:
             async with pool.connection(timeout=self._wait_s) as conn, conn.transaction():
-                if write:
-                    await self._take_writer_lock(conn)
-                else:
+                if not write:
                     await conn.execute(
                         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
                     )
-                yield PostgresTransaction(conn)
+                    yield PostgresTransaction(conn)
+                else:
+                    yield PostgresTransaction(
+                        conn, serialize=lambda: self._take_writer_lock(conn))
         except psycopg.Error as exc:
             raise translate(exc, action) from None
 

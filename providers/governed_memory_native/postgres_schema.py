@@ -224,6 +224,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=4,
+        description="retrieval snapshots: age (for retention) and the users they name "
+                    "(for erasure)",
+        statements=(
+            "ALTER TABLE retrieval_snapshots"
+            " ADD COLUMN created_at double precision NOT NULL DEFAULT 0",
+            "CREATE INDEX retrieval_snapshots_age ON retrieval_snapshots (created_at)",
+            """
+            CREATE TABLE retrieval_snapshot_subjects (
+                tenant_id text COLLATE "C" NOT NULL,
+                user_id text COLLATE "C" NOT NULL,
+                snapshot_id text COLLATE "C" NOT NULL,
+                PRIMARY KEY (tenant_id, user_id, snapshot_id)
+            )
+            """,
+            "CREATE INDEX retrieval_snapshot_subjects_snapshot"
+            " ON retrieval_snapshot_subjects (snapshot_id)",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

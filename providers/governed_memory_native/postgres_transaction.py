@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, LiteralString, TypeVar, cast
 
 from governed_memory.converter import structure
@@ -182,17 +182,37 @@ def _needs_records(query: SearchQuery) -> bool:
 
 
 class PostgresTransaction:
-    """Runs on a connection inside a transaction the backend opened (and will end)."""
+    """Runs on a connection inside a transaction the backend opened (and will end).
 
-    def __init__(self, conn: AsyncConnection[Row]) -> None:
+    ``serialize`` (write transactions only) takes the schema's writer lock; it runs
+    once, before the first statement that is not *lock-free* (see the backend's
+    docstring). Lock-free statements are appends, claims and deletions by id that row
+    locks alone make safe: storing and purging retrieval snapshots, acknowledging outbox
+    events, leasing index jobs with ``SKIP LOCKED``.
+    """
+
+    def __init__(self, conn: AsyncConnection[Row],
+                 serialize: Callable[[], Awaitable[None]] | None = None) -> None:
         self._conn = conn
+        self._serialize = serialize
 
-    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+    async def _serialized(self) -> None:
+        if self._serialize is not None:
+            take, self._serialize = self._serialize, None
+            await take()
+
+    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
+                    lock_free: bool = False) -> list[Row]:
+        if not lock_free:
+            await self._serialized()
         with translated("read"):
             cursor = await self._conn.execute(cast(LiteralString, sql), params)
             return await cursor.fetchall()
 
-    async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+    async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
+                     lock_free: bool = False) -> int:
+        if not lock_free:
+            await self._serialized()
         with translated("write"):
             cursor = await self._conn.execute(cast(LiteralString, sql), params)
             return cursor.rowcount
@@ -503,6 +523,7 @@ class PostgresTransaction:
         """
         if not versions:
             return
+        await self._serialized()
         columns = ", ".join(RECORD_COLUMNS)
         with translated("write"):
             async with self._conn.cursor() as cursor:
@@ -540,6 +561,7 @@ class PostgresTransaction:
                             encode_text(version.operation_id), record_to_json(version.record)])
 
     async def _rows_written(self, sql: str, params: dict[str, Any]) -> list[Row]:
+        await self._serialized()
         with translated("write"):
             cursor = await self._conn.execute(cast(LiteralString, sql), params)
             return await cursor.fetchall()
@@ -601,7 +623,8 @@ class PostgresTransaction:
         removed = 0
         for chunk in _chunks(sorted(set(event_ids))):
             removed += await self._write(
-                "DELETE FROM event_outbox WHERE event_id = ANY(%s)", (list(chunk),)
+                "DELETE FROM event_outbox WHERE event_id = ANY(%s)", (list(chunk),),
+                lock_free=True,
             )
         return removed
 
@@ -640,8 +663,9 @@ class PostgresTransaction:
 
     async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
                                limit: int) -> list[IndexJob]:
-        """Due jobs, oldest first, locked with ``FOR UPDATE SKIP LOCKED``: a worker never
-        waits for (or takes) a job another transaction is leasing right now."""
+        """Due jobs, oldest first, locked with ``FOR UPDATE SKIP LOCKED`` and without the
+        writer lock: workers lease concurrently, never wait for (or take) a job another
+        transaction is leasing right now, and never wait for memory writes."""
         rows = await self._rows(
             "WITH due AS (SELECT seq FROM index_jobs"
             " WHERE (state = 'pending' AND next_attempt_at <= %(now)s)"
@@ -651,6 +675,7 @@ class PostgresTransaction:
             " lease_expires_at = %(until)s, attempts = j.attempts + 1"
             f" FROM due WHERE j.seq = due.seq RETURNING j.seq, {_JOB_RETURNING}",
             {"now": now, "limit": limit, "owner": owner, "until": lease_until},
+            lock_free=True,
         )
         return [_job_from_row(row) for row in sorted(rows, key=lambda row: int(row["seq"]))]
 
@@ -688,12 +713,51 @@ class PostgresTransaction:
             (record_id, version),
         )
 
-    async def put_snapshot(self, snapshot_id: str, tenant_id: str,
-                           body: Mapping[str, Any]) -> None:
+    async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
+                           *, created_at: float, subjects: Sequence[str]) -> None:
         await self._write(
-            "INSERT INTO retrieval_snapshots (snapshot_id, tenant_id, body) VALUES (%s, %s, %s)",
-            (snapshot_id, tenant_id, dumps(body)),
+            "INSERT INTO retrieval_snapshots (snapshot_id, tenant_id, body, created_at)"
+            " VALUES (%s, %s, %s, %s)",
+            (snapshot_id, tenant_id, dumps(body), created_at), lock_free=True,
         )
+        users = sorted(set(subjects))
+        if users:
+            await self._write(
+                "INSERT INTO retrieval_snapshot_subjects (tenant_id, user_id, snapshot_id)"
+                " SELECT %s, u, %s FROM unnest(%s::text[]) AS u",
+                (tenant_id, snapshot_id, users), lock_free=True)
+
+    async def erase_snapshots_of_user(self, tenant_id: str, user_id: str,
+                                      tombstone: Mapping[str, Any]) -> int:
+        rows = await self._rows(
+            "SELECT snapshot_id FROM retrieval_snapshot_subjects"
+            " WHERE tenant_id = %s AND user_id = %s ORDER BY snapshot_id",
+            (tenant_id, user_id))
+        for row in rows:
+            snapshot_id = str(row["snapshot_id"])
+            await self._write(
+                "DELETE FROM retrieval_snapshot_subjects WHERE snapshot_id = %s",
+                (snapshot_id,))
+            await self._write(
+                "UPDATE retrieval_snapshots SET body = %s WHERE snapshot_id = %s",
+                (dumps({**tombstone, "snapshot_id": snapshot_id}), snapshot_id))
+        return len(rows)
+
+    async def purge_snapshots(self, before: float, limit: int) -> int:
+        """Lock-free: deletes by id of snapshots past retention; a concurrent purge of the
+        same ones waits on their row locks and then finds them gone."""
+        rows = await self._rows(
+            "SELECT snapshot_id FROM retrieval_snapshots WHERE created_at < %s"
+            " ORDER BY created_at, snapshot_id LIMIT %s", (before, limit), lock_free=True)
+        ids = [str(row["snapshot_id"]) for row in rows]
+        if not ids:
+            return 0
+        await self._write(
+            "DELETE FROM retrieval_snapshot_subjects WHERE snapshot_id = ANY(%s)", (ids,),
+            lock_free=True)
+        return await self._write(
+            "DELETE FROM retrieval_snapshots WHERE snapshot_id = ANY(%s)", (ids,),
+            lock_free=True)
 
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False

@@ -23,6 +23,7 @@ from governed_memory import (
     MemoryUnavailableError,
     SearchRequest,
 )
+from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory_native import NativeMemoryProvider, build_native_provider, parse_config
 from governed_memory_native.config import POSTGRES_DSN_ENV, BackendKind
 from governed_memory_native.postgres_backend import PostgresBackend
@@ -171,13 +172,15 @@ async def test_a_held_writer_lock_times_out_as_unavailable(tmp_path: Path,
     backend = provider.backend
     assert isinstance(backend, PostgresBackend)
     try:
-        async with backend.writing():
+        async with backend.writing() as tx:
+            await tx.usage("acme", None, 0.0)  # its first statement takes the writer lock
             with pytest.raises(MemoryUnavailableError):
                 await provider.add(note(), make_ctx(clock))
         await provider.add(note(), make_ctx(clock))  # released at the end of the transaction
         impatient = await _started({**config, "busy_timeout_ms": 0}, clock)
         try:
-            async with backend.writing():
+            async with backend.writing() as tx:
+                await tx.usage("acme", None, 0.0)
                 with pytest.raises(MemoryUnavailableError):
                     await impatient.add(note(), make_ctx(clock))
         finally:
@@ -248,3 +251,53 @@ async def test_bulk_insert_writes_what_adds_write(tmp_path: Path, clock: ManualC
     finally:
         await originals.close()
         await copies.close()
+
+
+def _job(n: int, record_id: str = "r") -> IndexJob:
+    return IndexJob(job_id=f"job-{n:03d}", record_id=f"{record_id}{n}", scope_hash="sh",
+                    version=1, action=JobAction.EMBED, state=JobState.PENDING, attempts=0,
+                    next_attempt_at=0.0, created_at=float(n))
+
+
+async def test_workers_lease_disjoint_jobs_without_waiting(tmp_path: Path,
+                                                           clock: ManualClock) -> None:
+    """Leases skip jobs another open transaction holds (FOR UPDATE SKIP LOCKED) and do
+    not queue behind a memory write holding the writer lock."""
+    config = postgres_config(tmp_path, busy_timeout_ms=200)
+    provider = await _started(config, clock)
+    backend = provider.backend
+    assert isinstance(backend, PostgresBackend)
+    try:
+        async with backend.writing() as tx:
+            for n in range(6):
+                await tx.enqueue_index_job(_job(n))
+        async with backend.writing() as writer:
+            await writer.usage("acme", None, 0.0)  # a write holds the writer lock
+            async with backend.writing() as first:
+                mine = await first.lease_index_jobs("w1", 10.0, 70.0, 4)
+                async with backend.writing() as second:
+                    theirs = await second.lease_index_jobs("w2", 10.0, 70.0, 4)
+        assert [job.job_id for job in mine] == [f"job-{n:03d}" for n in range(4)]
+        assert [job.job_id for job in theirs] == ["job-004", "job-005"]
+        assert all(job.attempts == 1 and job.state is JobState.LEASED for job in mine + theirs)
+    finally:
+        await provider.close()
+
+
+async def test_searches_do_not_wait_for_writes(tmp_path: Path, clock: ManualClock) -> None:
+    """A search stores its retrieval snapshot without the writer lock."""
+    config = postgres_config(tmp_path, busy_timeout_ms=100)
+    provider = await _started(config, clock)
+    backend = provider.backend
+    assert isinstance(backend, PostgresBackend)
+    try:
+        await provider.add(note("green tea"), make_ctx(clock))
+        async with backend.writing() as writer:
+            await writer.usage("acme", None, 0.0)
+            result = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="tea"),
+                                           make_ctx(clock))
+            assert len(result.hits) == 1
+            with pytest.raises(MemoryUnavailableError):  # a write does wait, and times out
+                await provider.add(note("black tea"), make_ctx(clock))
+    finally:
+        await provider.close()
