@@ -90,8 +90,8 @@ class Mem0Client(Protocol):
     answer may mean "crowded out by other namespaces", not "nothing more"."""
 
     def full_cover(self, held: int) -> int:
-        """A ``top_k`` whose answer surely includes every memory of a namespace holding
-        ``held`` (plus a little room for strays)."""
+        """A ``top_k`` whose answer surely includes every memory of a namespace the ledger
+        says holds ``held`` (where the store can tell, strays too)."""
         ...
 
     def items(self, namespace: str) -> Iterator[Item]:
@@ -192,10 +192,10 @@ class LocalMem0:
     def full_cover(self, held: int) -> int:
         if self._config.vector_store is not VectorStoreKind.FAISS:
             return held + STRAY_ROOM
-        # Mem0 asks faiss for 8 x top_k (4 x for scoring, 2 x again to filter) from the
-        # whole collection, then keeps the namespace's; this top_k reaches every vector.
-        total = int(self._memory().vector_store.index.ntotal)
-        return max(held + STRAY_ROOM, -(-total // 8))
+        # faiss ranks the whole collection and filters by namespace afterwards, so a
+        # short answer proves nothing; a top_k of the collection's size is sure to hold
+        # the namespace's every memory, strays included.
+        return max(held + STRAY_ROOM, int(self._memory().vector_store.index.ntotal))
 
     def search(self, namespace: str, query: str, top_k: int) -> list[Item]:
         memory = self._memory()

@@ -543,7 +543,7 @@ class Mem0MemoryProvider:
         if held == 0:
             return [], 0
         cover = self._client.full_cover(held)
-        top_k = min(cover, request.limit + hidden)
+        top_k = max(1, min(cover, request.limit + hidden))
         types = {t.value for t in request.memory_types}
         seen: dict[str, MemoryRecord | None] = {}  # read once, even if the request doubles
         while True:
@@ -575,13 +575,16 @@ class Mem0MemoryProvider:
                 if record is not None and _matches(record, request):
                     found.append((score, record))
                     kept += 1
-            exhausted = top_k >= cover or (self._client.exact_filters and len(items) < top_k)
+            # A store that filters before ranking is done once it answers short; faiss
+            # (filtering after) only once the request covers the whole collection.
+            exhausted = (len(items) < top_k if self._client.exact_filters
+                         else top_k >= cover)
             last = min((float(item.score or 0.0) for item in items), default=0.0)
             settled = kept == request.limit and min(
                 score for score, record in found if record.scope_hash == sh) > last
             if exhausted or settled:
                 return found, len(screened)
-            top_k = min(cover, top_k * 2)
+            top_k = top_k * 2 if self._client.exact_filters else min(cover, top_k * 2)
 
     def _foreign(self, item: Item, scope_hash: str) -> MemoryRecord | None:
         """An item Mem0 returned for a namespace that the ledger does not place there.

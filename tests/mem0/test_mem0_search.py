@@ -213,3 +213,19 @@ async def test_faiss_neighbours_cannot_crowd_a_scope_out(tmp_path: Path) -> None
                 for n in range(3)}
         result = await governed.search(ADMIN, ALICE_SCOPE, "walrus", limit=10)
         assert {hit.record.id for hit in result.hits} == mine
+
+
+async def test_strays_in_a_namespace_cannot_crowd_its_records_out(
+    manager: tuple[GovernedMemoryManager, ManualClock]
+) -> None:
+    """Memories the ledger does not know (orphans of timed-out writes, or written there
+    behind the adapter's back) rank but are never shown, and never hide a record."""
+    governed, _ = manager
+    provider = governed.provider
+    namespace = f"{provider._config.namespace_prefix}:{ALICE_SCOPE.scope_hash}"  # type: ignore[attr-defined]
+    for n in range(40):
+        provider.client.add(namespace, "walrus", {  # type: ignore[attr-defined]
+            "id": f"orphan-{n}", "scope_hash": ALICE_SCOPE.scope_hash, "revision": "r"})
+    mine = {(await governed.add(ADMIN, ALICE_SCOPE, f"a walrus among {n} other words")).id
+            for n in range(3)}
+    assert set(await ids(governed, ALICE_SCOPE, "walrus", limit=5)) == mine
