@@ -302,7 +302,7 @@ async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at
             if migration.version <= version:
                 continue
             for statement in migration.statements:
-                await conn.execute(statement)  # type: ignore[arg-type]
+                await conn.execute(statement)
             await conn.execute(
                 f"INSERT INTO {MIGRATIONS_TABLE} (version, description, applied_at)"
                 " VALUES (%s, %s, %s)",

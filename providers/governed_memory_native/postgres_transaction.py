@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, LiteralString, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from governed_memory.converter import structure
 from governed_memory.embedding import EmbedderIdentity
@@ -206,7 +206,7 @@ class PostgresTransaction:
         if not lock_free:
             await self._serialized()
         with translated("read"):
-            cursor = await self._conn.execute(cast(LiteralString, sql), params)
+            cursor = await self._conn.execute(sql, params)
             return await cursor.fetchall()
 
     async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
@@ -214,7 +214,7 @@ class PostgresTransaction:
         if not lock_free:
             await self._serialized()
         with translated("write"):
-            cursor = await self._conn.execute(cast(LiteralString, sql), params)
+            cursor = await self._conn.execute(sql, params)
             return cursor.rowcount
 
     # -- reads ------------------------------------------------------------------------
@@ -527,8 +527,8 @@ class PostgresTransaction:
         columns = ", ".join(RECORD_COLUMNS)
         with translated("write"):
             async with self._conn.cursor() as cursor:
-                async with cursor.copy(cast(LiteralString, (
-                        f"COPY memory_records ({columns}, token_count) FROM STDIN"))) as copy:
+                async with cursor.copy(
+                        f"COPY memory_records ({columns}, token_count) FROM STDIN") as copy:
                     for version in versions:
                         params = record_params(version.record)
                         await copy.write_row([*(params[name] for name in RECORD_COLUMNS),
@@ -563,7 +563,7 @@ class PostgresTransaction:
     async def _rows_written(self, sql: str, params: dict[str, Any]) -> list[Row]:
         await self._serialized()
         with translated("write"):
-            cursor = await self._conn.execute(cast(LiteralString, sql), params)
+            cursor = await self._conn.execute(sql, params)
             return await cursor.fetchall()
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
