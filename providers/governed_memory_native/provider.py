@@ -7,8 +7,9 @@ transactional row store and they all behave alike.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final, NoReturn, TypeVar
 
 import attrs
@@ -40,7 +41,6 @@ from governed_memory.records import (
     DeleteResult,
     ErasureReceipt,
     HealthStatus,
-    HitExplanation,
     IndexState,
     MemoryRecord,
     MemoryVersion,
@@ -80,6 +80,7 @@ from governed_memory_native.indexer import Indexer
 from governed_memory_native.indexing_config import IndexingConfig
 from governed_memory_native.port import (
     IdempotencyEntry,
+    ReadTransaction,
     Removal,
     SearchQuery,
     StorageBackend,
@@ -94,11 +95,10 @@ from governed_memory_native.tokens import query_tokens
 from governed_memory_native.vectors import cosine_ranking
 
 T = TypeVar("T")
+logger = logging.getLogger("governed_memory_native")
 
 ERASURE_BATCH: Final = 500
 """Records erased per transaction, so erasing a large user never holds the write lock long."""
-
-_TIE_BREAK: Final = "score desc, id asc"
 
 SNAPSHOT_PURGE_BATCH: Final = 16
 """Expired snapshots removed per stored one: retention costs every search a little."""
@@ -461,28 +461,33 @@ class NativeMemoryProvider:
                 rows = await tx.vector_candidates(VectorQuery(filters, identity))
                 ranked = cosine_ranking(query_vector, rows, identity.dimension, filters.limit)
                 vector = [(record_id, score) for record_id, score in ranked if score > 0]
-                missing = [record_id for record_id, _ in vector if record_id not in records]
-                if missing:
-                    found = await tx.records_by_ids(filters.scope_hashes, missing)
-                    records.update((record.id, record) for record in found)
-        records = {record_id: detach(record) for record_id, record in records.items()}
-        if legacy:
-            hits = [SearchHit(record=records[record_id], score=score, rank=rank,
-                              explanation=HitExplanation(
-                                  signals=(SignalScore(name=retrieval.LEXICAL, value=score,
-                                                       rank=rank),),
-                                  tie_break=_TIE_BREAK))
+            if legacy:
+                fused = [retrieval.Fused(record_id, score, (
+                    SignalScore(name=retrieval.LEXICAL, value=score, rank=rank),))
                     for rank, (record_id, score) in enumerate(lexical[: request.limit], 1)]
-        else:
-            hits = retrieval.fuse(ranking, lexical=lexical, vector=vector, records=records,
-                                  now=ctx.now, limit=request.limit)
-            candidates = len({*dict(lexical), *dict(vector)}) + max(
-                0, candidates - len(lexical))
+            else:
+                if retrieval.needs_records(ranking):
+                    await _load(tx, filters, records, (record_id for record_id, _ in vector))
+                fused = retrieval.fuse(ranking, lexical=lexical, vector=vector,
+                                       records=records, now=ctx.now, limit=request.limit)
+                await _load(tx, filters, records, (item.record_id for item in fused))
+                candidates = len({*dict(lexical), *dict(vector)}) + max(
+                    0, candidates - len(lexical))
+        # Only the hits are copied out of storage's values.
+        fused = [item for item in fused if item.record_id in records]
+        hits = [item.hit(detach(records[item.record_id]), rank)
+                for rank, item in enumerate(fused, start=1)]
         signals = [name for name, used in (("lexical", bool(tokens) and "lexical" in
                                             ranking.modes),
                                            ("vector", query_vector is not None)) if used]
-        snapshot_id = await self._store_snapshot(request, ctx, ranking, signals, degraded,
-                                                 hits, candidates)
+        try:
+            snapshot_id: str | None = await self._store_snapshot(
+                request, ctx, ranking, signals, degraded, hits, candidates)
+        except MemoryUnavailableError:
+            # Storage is locked or down for writes: the search still answers, without a
+            # snapshot to replay (``snapshot_id`` says so), rather than failing a read.
+            logger.warning("retrieval snapshot not stored: storage unavailable for writes")
+            snapshot_id = None
         return SearchResult(hits=tuple(hits), candidates=candidates, snapshot_id=snapshot_id)
 
     async def _store_snapshot(self, request: SearchRequest, ctx: OperationContext,
@@ -751,6 +756,15 @@ async def _store_event(tx: WriteTransaction, ctx: OperationContext, result: obje
     the write does, and an idempotent replay (a new operation) gets its own event."""
     if ctx.committed_event is not None:
         await tx.put_event(finish_committed_event(ctx.committed_event, result))
+
+
+async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, MemoryRecord],
+                record_ids: Iterable[str]) -> None:
+    """Read the records among ``record_ids`` not loaded yet (vector-only candidates)."""
+    missing = [record_id for record_id in record_ids if record_id not in records]
+    if missing:
+        found = await tx.records_by_ids(filters.scope_hashes, missing)
+        records.update((record.id, record) for record in found)
 
 
 def _elapsed_ms(began: float) -> float:

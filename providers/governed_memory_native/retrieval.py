@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+import attrs
 from governed_memory.indexing import RankingConfig
 from governed_memory.records import HitExplanation, MemoryRecord, SearchHit, SignalScore
 
@@ -33,20 +34,37 @@ def _ranks(values: Mapping[str, float]) -> dict[str, int]:
     return {record_id: rank for rank, record_id in enumerate(ordered, start=1)}
 
 
+@attrs.frozen(slots=True)
+class Fused:
+    record_id: str
+    score: float
+    signals: tuple[SignalScore, ...]
+
+    def hit(self, record: MemoryRecord, rank: int) -> SearchHit:
+        return SearchHit(record=record, score=self.score, rank=rank,
+                         explanation=HitExplanation(signals=self.signals, tie_break=TIE_BREAK))
+
+
+def needs_records(ranking: RankingConfig) -> bool:
+    """Whether fusion reads candidates' records (their age and importance)."""
+    return (ranking.weight("recency") > 0 and ranking.recency_half_life_s is not None
+            ) or ranking.weight("importance") > 0
+
+
 def fuse(ranking: RankingConfig, *, lexical: Sequence[tuple[str, float]],
          vector: Sequence[tuple[str, float]], records: Mapping[str, MemoryRecord],
-         now: float, limit: int) -> list[SearchHit]:
-    """The best ``limit`` hits of the candidates, ranked and explained.
+         now: float, limit: int) -> list[Fused]:
+    """The best ``limit`` candidates, ranked and explained.
 
-    ``lexical`` and ``vector`` are ``(record id, raw score)`` in their own rank order;
-    ``records`` holds every candidate's record (all already passed the hard filters).
+    ``lexical`` and ``vector`` are ``(record id, raw score)`` in their own rank order.
+    ``records`` must hold every candidate's record when :func:`needs_records` says so
+    (all of them already passed the hard filters); otherwise it may be empty.
     """
     lexical_values = dict(lexical)
     vector_values = dict(vector)
     lexical_ranks = {record_id: rank for rank, (record_id, _) in enumerate(lexical, start=1)}
     vector_ranks = {record_id: rank for rank, (record_id, _) in enumerate(vector, start=1)}
-    candidates = [record_id for record_id in dict.fromkeys([*lexical_values, *vector_values])
-                  if record_id in records]
+    candidates = list(dict.fromkeys([*lexical_values, *vector_values]))
     k = ranking.rrf_k
     w_lexical, w_vector = ranking.weight("lexical"), ranking.weight("vector")
     w_recency, w_importance = ranking.weight("recency"), ranking.weight("importance")
@@ -61,7 +79,7 @@ def fuse(ranking: RankingConfig, *, lexical: Sequence[tuple[str, float]],
                       for record_id in candidates}
     recency_ranks, importance_ranks = _ranks(recency), _ranks(importance)
 
-    scored: list[tuple[float, str, tuple[SignalScore, ...]]] = []
+    fused: list[Fused] = []
     for record_id in candidates:
         score = 0.0
         signals: list[SignalScore] = []
@@ -81,11 +99,9 @@ def fuse(ranking: RankingConfig, *, lexical: Sequence[tuple[str, float]],
             score *= 1.0 + w_importance * importance[record_id]
             signals.append(SignalScore(IMPORTANCE, importance[record_id],
                                        importance_ranks[record_id], w_importance))
-        scored.append((score, record_id, tuple(signals)))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    return [SearchHit(record=records[record_id], score=score, rank=rank,
-                      explanation=HitExplanation(signals=signals, tie_break=TIE_BREAK))
-            for rank, (score, record_id, signals) in enumerate(scored[:limit], start=1)]
+        fused.append(Fused(record_id, score, tuple(signals)))
+    fused.sort(key=lambda item: (-item.score, item.record_id))
+    return fused[:limit]
 
 
 def lexical_only(ranking: RankingConfig) -> bool:

@@ -47,13 +47,20 @@ def cosine_ranking(query: bytes, candidates: Sequence[tuple[str, bytes]],
     """The ``limit`` most similar candidates: similarity descending, then id ascending.
 
     Exact: every candidate is scored (one matrix product), so nothing is missed that an
-    approximate index might skip; the tie-break makes the order total and stable.
+    approximate index might skip. Only candidates scoring at least the ``limit``-th
+    best are sorted, ties at that boundary included, so the order stays total and
+    stable without sorting them all.
     """
     if not candidates or limit <= 0:
         return []
     matrix = np.frombuffer(b"".join(blob for _, blob in candidates), dtype=DTYPE)
     matrix = matrix.reshape(len(candidates), dimension)
-    scores = matrix.astype(np.float64) @ decode(query, dimension).astype(np.float64)
-    ids = np.array([record_id for record_id, _ in candidates])
-    order = np.lexsort((ids, -scores))[:limit]
-    return [(str(ids[i]), float(scores[i])) for i in order]
+    scores = matrix @ decode(query, dimension)
+    if len(candidates) > limit:
+        cutoff = np.partition(scores, len(candidates) - limit)[len(candidates) - limit]
+        chosen = np.flatnonzero(scores >= cutoff)
+    else:
+        chosen = np.arange(len(candidates))
+    ranked = sorted(((candidates[int(i)][0], float(scores[i])) for i in chosen),
+                    key=lambda item: (-item[1], item[0]))
+    return ranked[:limit]

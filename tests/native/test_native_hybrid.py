@@ -183,8 +183,8 @@ def test_fusion_weights_decide_between_signals() -> None:
                            now=0.0, limit=2)
     second = retrieval.fuse(vector_heavy, lexical=lexical, vector=vector, records=records,
                             now=0.0, limit=2)
-    assert [hit.record.id for hit in first] == ["A", "B"]
-    assert [hit.record.id for hit in second] == ["B", "A"]
+    assert [item.record_id for item in first] == ["A", "B"]
+    assert [item.record_id for item in second] == ["B", "A"]
     assert first[0].score == pytest.approx(3 / 61 + 1 / 62)
 
 
@@ -205,11 +205,11 @@ def test_fusion_is_a_total_stable_order(vector: list[tuple[str, float]],
                           now=100.0, limit=limit)
     again = retrieval.fuse(ranking, lexical=list(lexical), vector=list(vector),
                            records=dict(reversed(records.items())), now=100.0, limit=limit)
-    assert [(h.record.id, h.score) for h in hits] == [(h.record.id, h.score) for h in again]
-    keys = [(-hit.score, hit.record.id) for hit in hits]
+    assert hits == again
+    keys = [(-hit.score, hit.record_id) for hit in hits]
     assert keys == sorted(keys)
     assert len(hits) == min(limit, len({*dict(lexical), *dict(vector)}))
     for hit in hits:
-        names = {signal.name for signal in hit.explanation.signals}
+        names = {signal.name for signal in hit.signals}
         assert names >= {"recency", "importance"}
         assert names & {"lexical_bm25", "vector_cosine"}

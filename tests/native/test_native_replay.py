@@ -155,3 +155,29 @@ async def test_replay_through_the_search_cache(tmp_path: Path) -> None:
         assert cached.snapshot_id == first.snapshot_id  # the same result, the same snapshot
         replayed = await manager.replay(ALICE, first.snapshot_id or "")
         assert [h.record.id for h in replayed.hits] == [h.record.id for h in first.hits]
+
+
+async def test_a_locked_database_still_answers_without_a_snapshot(
+        tmp_path: Path, clock: ManualClock) -> None:
+    import asyncio
+
+    from governed_memory import SearchRequest
+    from native_support import USER_SCOPE, make_ctx, note
+    from test_native_cancellation import _hold_write_lock
+
+    path = tmp_path / "memory.db"
+    provider = build_native_provider({"path": str(path), "busy_timeout_ms": 50}, clock)
+    await provider.start()
+    try:
+        record = await provider.add(note("green tea"), make_ctx(clock))
+        holder = _hold_write_lock(path, 0.5)  # another process writing for a while
+        result = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+                                       make_ctx(clock))
+        await asyncio.to_thread(holder.join)
+        assert [hit.record.id for hit in result.hits] == [record.id]
+        assert result.snapshot_id is None
+        again = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+                                      make_ctx(clock))
+        assert again.snapshot_id is not None
+    finally:
+        await provider.close()
