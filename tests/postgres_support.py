@@ -53,6 +53,19 @@ def require_postgres() -> None:
     pytest.skip(reason)
 
 
+def require_postgres_package() -> None:
+    """For modules that import psycopg or the PostgreSQL backend: skip the module without
+    the ``postgres`` extra, or fail it when ``CI=true``."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed (pip install 'governed-memory[postgres]')"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+
 def schema_for(directory: Path) -> str:
     digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
     return RUN_PREFIX + digest

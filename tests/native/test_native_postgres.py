@@ -12,7 +12,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from governed_memory import (
     DeleteRequest,
@@ -26,10 +25,19 @@ from governed_memory import (
 from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory_native import NativeMemoryProvider, build_native_provider, parse_config
 from governed_memory_native.config import POSTGRES_DSN_ENV, BackendKind
-from governed_memory_native.postgres_backend import PostgresBackend
-from governed_memory_native.postgres_schema import LATEST_VERSION, MIGRATIONS_TABLE
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
-from postgres_support import POSTGRES_DSN, postgres_config, schema_for
+from postgres_support import (
+    POSTGRES_DSN,
+    postgres_config,
+    require_postgres_package,
+    schema_for,
+)
+
+require_postgres_package()
+
+import psycopg  # noqa: E402
+from governed_memory_native.postgres_backend import PostgresBackend  # noqa: E402
+from governed_memory_native.postgres_schema import LATEST_VERSION, MIGRATIONS_TABLE  # noqa: E402
 
 MARKER = "zzqxjpgresidue"
 

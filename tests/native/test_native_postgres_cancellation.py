@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-import psycopg
 import pytest
 from governed_memory import (
     GetRequest,
@@ -26,7 +25,11 @@ from governed_memory import (
 )
 from governed_memory_native import build_native_provider
 from native_support import USER_SCOPE, config_for, make_ctx, note
-from postgres_support import POSTGRES_DSN
+from postgres_support import POSTGRES_DSN, require_postgres_package
+
+require_postgres_package()
+
+import psycopg  # noqa: E402
 
 DELAYS = tuple(n * 0.0007 for n in range(24))
 
