@@ -202,11 +202,13 @@ class PostgresTransaction:
             await take()
 
     async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
-                    lock_free: bool = False) -> list[Row]:
+                    lock_free: bool = False, binary: bool = False) -> list[Row]:
+        """``binary`` fetches results in PostgreSQL's binary format: vectors arrive as
+        raw bytes instead of hex text twice their size."""
         if not lock_free:
             await self._serialized()
         with translated("read"):
-            cursor = await self._conn.execute(sql, params)
+            cursor = await self._conn.execute(sql, params, binary=binary)
             return await cursor.fetchall()
 
     async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
@@ -370,7 +372,7 @@ class PostgresTransaction:
             " JOIN memory_vectors AS v ON v.record_id = r.id AND v.identity = %(identity)s"
             " AND v.content_hash = r.content_hash"
             f" WHERE r.scope_hash = ANY(%(scopes)s) AND {_VISIBLE} AND {wanted}",
-            params,
+            params, binary=True,
         )
         return [(str(row["id"]), bytes(row["vector"])) for row in rows]
 

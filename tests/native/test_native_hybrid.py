@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from indexing_support import ControlledEmbedder, settings
 from native_support import OTHER_USER, USER_SCOPE, config_for, make_ctx, note
 
-HYBRID_BACKENDS = ("memory", "sqlite")
+HYBRID_BACKENDS = ("memory", "sqlite", "postgres")
 
 
 @pytest.fixture(params=HYBRID_BACKENDS)

@@ -29,7 +29,7 @@ STRANGER = Principal("eve", "user", "globex", user_id="alice", permissions=["mem
 ADMIN = Principal("ops", "service", "acme", permissions=["memory:admin", "memory:read"])
 
 
-@pytest.fixture(params=("memory", "sqlite"))
+@pytest.fixture(params=("memory", "sqlite", "postgres"))
 async def manager(request: pytest.FixtureRequest, tmp_path: Path,
                   clock: ManualClock) -> AsyncIterator[GovernedMemoryManager]:
     provider = build_native_provider(config_for(str(request.param), tmp_path,
