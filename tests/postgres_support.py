@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ import pytest
 POSTGRES_DSN = os.environ.get(
     "GOVERNED_MEMORY_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
 )
-RUN_PREFIX = f"gmt_{secrets.token_hex(4)}_"
-"""Every schema this test process creates starts with this."""
+RUN_PREFIX = f"gmt_{int(time.time()):08x}_{secrets.token_hex(3)}_"
+"""Every schema this test process creates starts with this (its start time in hex, so
+schemas a killed run left behind can be recognised as stale by a later one)."""
+STALE_AFTER_S = 6 * 3600
 
 _state: dict[str, str | None] = {}
 
@@ -95,4 +98,24 @@ def drop_schemas(prefix: str = RUN_PREFIX) -> int:
             conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 psycopg.sql.Identifier(name)))
             dropped += 1
+    return dropped
+
+
+def drop_stale_schemas(max_age_s: float = STALE_AFTER_S) -> int:
+    """Drop schemas of test runs that started more than ``max_age_s`` ago (a run killed
+    before its own cleanup); never those of a run that may still be going."""
+    if postgres_unavailable_reason() is not None:
+        return 0
+    import psycopg
+
+    dropped = 0
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        names = [row[0] for row in conn.execute(
+            r"SELECT nspname FROM pg_namespace WHERE nspname ~ '^gmt_[0-9a-f]{8}_[0-9a-f]{6}_[0-9a-f]{16}$'")]
+        for name in names:
+            started = int(name[4:12], 16)
+            if time.time() - started > max_age_s:
+                conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    psycopg.sql.Identifier(name)))
+                dropped += 1
     return dropped

@@ -9,12 +9,14 @@ import pytest
 from governed_memory import ManualClock
 from governed_memory_native import NativeMemoryProvider
 from native_support import BACKENDS, build
-from postgres_support import drop_schemas
+from postgres_support import drop_schemas, drop_stale_schemas
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _drop_postgres_schemas() -> Iterator[None]:
-    """The postgres backend's tests each get a private schema; drop them all at the end."""
+    """The postgres backend's tests each get a private schema; drop them all at the end
+    (and, first, those a killed earlier run left behind)."""
+    drop_stale_schemas()
     yield
     drop_schemas()
 
