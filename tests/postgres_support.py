@@ -111,7 +111,8 @@ def drop_stale_schemas(max_age_s: float = STALE_AFTER_S) -> int:
     dropped = 0
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
         names = [row[0] for row in conn.execute(
-            r"SELECT nspname FROM pg_namespace WHERE nspname ~ '^gmt_[0-9a-f]{8}_[0-9a-f]{6}_[0-9a-f]{16}$'")]
+            "SELECT nspname FROM pg_namespace WHERE nspname ~ %s",
+            (r"^gmt_[0-9a-f]{8}_[0-9a-f]{6}_[0-9a-f]{16}$",))]
         for name in names:
             started = int(name[4:12], 16)
             if time.time() - started > max_age_s:
