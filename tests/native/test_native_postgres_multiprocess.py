@@ -213,3 +213,93 @@ async def test_a_killed_writer_process_leaves_each_committed_record_with_its_eve
         assert sorted(named) == sorted(records)
     finally:
         await provider.close()
+
+
+_INDEX_WORKER = textwrap.dedent("""
+    import asyncio, json, sys, time
+    sys.path[:0] = [{tests!r}, {native!r}]
+    from governed_memory import SystemClock
+    from governed_memory_native import build_native_provider
+    from indexing_support import ControlledEmbedder, settings
+
+    async def main():
+        embedder = ControlledEmbedder()
+        if {doomed!r}:
+            embedder.gate = asyncio.Event()  # never set: the model "hangs" mid-batch
+        provider = build_native_provider(json.loads({config!r}), SystemClock())
+        provider.configure_indexing(settings(embedder, "async_outbox"))
+        await provider.start()
+        if {doomed!r}:
+            task = asyncio.create_task(provider.process_index_jobs(
+                worker_id="doomed", limit=5, lease_s={lease}))
+            await embedder.entered.wait()
+            print("leased", flush=True)
+            await task
+        time.sleep(max(0.0, {start_at!r} - time.time()))
+        indexed = 0
+        while True:
+            report = await provider.process_index_jobs(worker_id={name!r}, limit=3)
+            indexed += report.indexed
+            if report.leased == 0:
+                break
+        await provider.close()
+        print(json.dumps({{"indexed": indexed, "embedded": embedder.texts_embedded}}),
+              flush=True)
+
+    asyncio.run(main())
+""")
+
+LEASE_S = 1.0
+JOBS = 30
+
+
+async def test_worker_processes_share_the_outbox_without_duplicates(tmp_path: Path) -> None:
+    """Three worker processes drain one outbox concurrently after a fourth was killed
+    holding leases: each job is embedded exactly once (SKIP LOCKED hands every job to
+    one worker; the dead worker's jobs come back when its lease expires), and every
+    record ends with exactly one vector."""
+    import signal
+
+    from governed_memory import SystemClock
+    from governed_memory.indexing import JobState
+    from governed_memory_native import build_native_provider
+    from indexing_support import ControlledEmbedder, settings
+    from outbox_support import outbox_ctx
+
+    config = config_for("postgres", tmp_path)
+    embedder = ControlledEmbedder()
+    provider = build_native_provider(config, SystemClock())
+    provider.configure_indexing(settings(embedder, "async_outbox"))
+    await provider.start()
+    common = {"tests": str(Path(__file__).parents[1]), "native": str(Path(__file__).parent),
+              "config": json.dumps(config), "lease": LEASE_S}
+    try:
+        records = [await provider.add(note(f"note number {n}"), outbox_ctx(SystemClock()))
+                   for n in range(JOBS)]
+        doomed = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _INDEX_WORKER.format(doomed=True, name="doomed",
+                                                       start_at=0.0, **common),
+            stdout=asyncio.subprocess.PIPE)
+        assert doomed.stdout is not None
+        line = await asyncio.wait_for(doomed.stdout.readline(), timeout=60)
+        assert line.strip() == b"leased", line
+        doomed.send_signal(signal.SIGKILL)
+        await doomed.wait()
+        assert len(await provider.index_jobs(JobState.LEASED, 100)) == 5
+
+        start_at = time.time() + LEASE_S + 1.0  # the dead lease has expired by then
+        results = await asyncio.gather(*(
+            _run_worker(_INDEX_WORKER.format(doomed=False, name=f"w{n}", start_at=start_at,
+                                             **common))
+            for n in range(3)))
+        assert sum(int(str(r["indexed"])) for r in results) == JOBS
+        assert sum(int(str(r["embedded"])) for r in results) == JOBS  # none embedded twice
+        status = await provider.outbox_status()
+        assert (status.pending, status.leased, status.dead) == (0, 0, 0)
+        assert status.vectors == {str(embedder.identity): JOBS}
+        async with provider.backend.reading() as tx:
+            for record in records:
+                stored = await tx.vector_of(record.id, embedder.identity)
+                assert stored is not None and stored.content_hash == record.content_hash
+    finally:
+        await provider.close()
