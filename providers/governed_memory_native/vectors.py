@@ -53,9 +53,12 @@ def cosine_ranking(query: bytes, candidates: Sequence[tuple[str, bytes]],
     """
     if not candidates or limit <= 0:
         return []
+    # Rows in id order, in double precision: a matrix product's rounding can depend on
+    # where a row sits, and every backend must produce the very same scores.
+    candidates = sorted(candidates, key=lambda item: item[0])
     matrix = np.frombuffer(b"".join(blob for _, blob in candidates), dtype=DTYPE)
-    matrix = matrix.reshape(len(candidates), dimension)
-    scores = matrix @ decode(query, dimension)
+    matrix = matrix.reshape(len(candidates), dimension).astype(np.float64)
+    scores = matrix @ decode(query, dimension).astype(np.float64)
     if len(candidates) > limit:
         cutoff = np.partition(scores, len(candidates) - limit)[len(candidates) - limit]
         chosen = np.flatnonzero(scores >= cutoff)
