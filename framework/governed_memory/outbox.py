@@ -122,6 +122,7 @@ class OutboxDispatcher:
             while True:
                 events = await self.provider.pending_events(self.batch)
                 if not events:
+                    self._pending.clear()  # whatever was seen, someone delivered it
                     return Drain(tuple(delivered))
                 self._pending.update(event.event_id for event in events)
                 done: list[str] = []

@@ -138,3 +138,23 @@ def test_bad_configuration_is_refused(tmp_path: Path) -> None:
                    {"directory": str(tmp_path), "checkpoint_every": 10}):
         with pytest.raises(MemoryConfigurationError):
             factory(config)
+
+
+async def test_a_file_a_crash_left_without_its_first_line_is_dropped(tmp_path: Path) -> None:
+    await write_trail(tmp_path, 30, max_file_bytes=4096)
+    files = files_in(tmp_path)
+    next_file = tmp_path / f"audit-{len(files) + 1:06d}.jsonl"
+    append_bytes(next_file, b'{"chain_id":"cha')  # rotation died mid continue line
+    sink = AuditSink(tmp_path, max_file_bytes=4096)
+    await sink.emit(event(30))
+    await sink.close()
+    verification = verify_trail([tmp_path])
+    assert verification.ok and verification.entries == 31
+
+
+async def test_an_empty_only_file_starts_a_fresh_chain(tmp_path: Path) -> None:
+    append_bytes(tmp_path / "audit-000001.jsonl", b"")
+    sink = AuditSink(tmp_path)
+    await sink.emit(event(0))
+    await sink.close()
+    assert verify_trail([tmp_path]).entries == 1

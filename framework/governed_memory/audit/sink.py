@@ -244,7 +244,7 @@ class AuditSink:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _exclusive_lock(self.directory / ".lock")
         try:
-            files = sorted(self.directory.glob(FILE_PATTERN))
+            files = self._drop_empty_tail(sorted(self.directory.glob(FILE_PATTERN)))
             if not files:
                 self._chain_id = "chain_" + uuid.uuid4().hex
                 self._file_index = 1
@@ -258,6 +258,18 @@ class AuditSink:
             self._release()
             raise
         self._opened = True
+
+    def _drop_empty_tail(self, files: list[Path]) -> list[Path]:
+        """A crash between creating a file and writing its first line leaves an empty
+        file (or, after the torn-line cut, one): it never held an entry, so it goes,
+        and the chain resumes from the file before it."""
+        while files and _torn_only(files[-1]):
+            log.warning("audit trail %s: removing a file a crash left without its "
+                        "first line", files[-1])
+            files[-1].unlink()
+            _fsync_directory(self.directory)
+            files = files[:-1]
+        return files
 
     def _resume(self, files: list[Path]) -> None:
         last = files[-1]
@@ -309,6 +321,12 @@ class AuditSink:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
+
+
+def _torn_only(path: Path) -> bool:
+    """Empty, or one line without its newline (nothing was ever completely written)."""
+    with open(path, "rb") as handle:
+        return b"\n" not in handle.read(4096)  # a first line is a few hundred bytes
 
 
 def _exclusive_lock(path: Path) -> int:
