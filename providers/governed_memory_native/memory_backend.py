@@ -76,6 +76,7 @@ class _State:
     """record id to (identity key to vector)."""
     jobs: dict[str, IndexJob] = attrs.field(factory=dict)
     snapshots: dict[str, _Snapshot] = attrs.field(factory=dict)
+    erasures: dict[tuple[str, str], tuple[Removal, float]] = attrs.field(factory=dict)
 
 
 @attrs.frozen(slots=True)
@@ -397,6 +398,21 @@ class _MemoryTransaction:
                 tenant_id, {**tombstone, "snapshot_id": snapshot_id}, stored.created_at,
                 frozenset()))
         return len(named)
+
+    async def add_erasure_progress(self, tenant_id: str, user_id: str, removal: Removal,
+                                   started_at: float) -> None:
+        key = (tenant_id, user_id)
+        prior, began = self._state.erasures.get(key, (Removal(), started_at))
+        self._set(self._state.erasures, key, (prior + removal, min(began, started_at)))
+
+    async def take_erasure_progress(self, tenant_id: str,
+                                    user_id: str) -> tuple[Removal, float | None]:
+        key = (tenant_id, user_id)
+        found = self._state.erasures.get(key)
+        if found is None:
+            return Removal(), None
+        self._pop(self._state.erasures, key)
+        return found
 
     async def purge_snapshots(self, before: float, limit: int) -> int:
         old = sorted((stored.created_at, snapshot_id)

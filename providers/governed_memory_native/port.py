@@ -29,6 +29,11 @@ Port additions, in the order they arrived (a new backend implements all of them)
   ``erase_records`` leaves snapshots (they hold ids, versions and scores, no content;
   replay reports the erased versions), ``delete_user`` turns the user's snapshots into
   tombstones.
+- erasure progress (issue 5/8): ``WriteTransaction.add_erasure_progress`` and
+  ``take_erasure_progress``. ``delete_user`` erases in batches; each batch but the last
+  adds what it removed to a per-user progress row in its own transaction, and the last
+  takes the row, so the receipt (and its committed event) accounts for every batch, also
+  for batches an interrupted earlier run committed.
 """
 
 from __future__ import annotations
@@ -346,6 +351,18 @@ class WriteTransaction(ReadTransaction, Protocol):
 
     async def purge_snapshots(self, before: float, limit: int) -> int:
         """Remove up to ``limit`` snapshots created before ``before``."""
+        ...
+
+    async def add_erasure_progress(self, tenant_id: str, user_id: str, removal: Removal,
+                                   started_at: float) -> None:
+        """Add one committed erasure batch to the user's progress row (counts summed,
+        scope hashes united, the earliest ``started_at`` kept)."""
+        ...
+
+    async def take_erasure_progress(self, tenant_id: str,
+                                    user_id: str) -> tuple[Removal, float | None]:
+        """The user's progress so far and when it started (``Removal()`` and ``None``
+        when there is none), removing the row."""
         ...
 
     async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:

@@ -566,18 +566,24 @@ class NativeMemoryProvider:
     ) -> ErasureReceipt:
         request.validate()
         self._require_open()
-        removed = Removal()
         while True:
-            # Batches commit one by one; the last one (fewer than a full batch left) also
-            # erases the idempotency entries and stores the receipt's event, so a user of
-            # fewer than ERASURE_BATCH records is erased atomically with its event.
+            # Batches commit one by one. Each but the last adds what it removed to the
+            # user's stored progress in its own transaction; the last (fewer than a full
+            # batch left) takes that progress, erases the idempotency entries and stores
+            # the receipt's event. So the receipt accounts for every committed batch,
+            # also those of an earlier run that was interrupted, and a user of fewer
+            # than ERASURE_BATCH records is erased atomically with its event.
             async with self._backend.writing() as tx:
                 ids = await tx.record_ids_of_user(request.tenant_id, request.user_id,
                                                   ERASURE_BATCH)
-                if ids:
-                    removed += await tx.erase_records(ids)
+                batch = await tx.erase_records(ids) if ids else Removal()
                 if len(ids) == ERASURE_BATCH:
+                    await tx.add_erasure_progress(request.tenant_id, request.user_id,
+                                                  batch, ctx.now)
                     continue
+                removed, began = await tx.take_erasure_progress(request.tenant_id,
+                                                                request.user_id)
+                removed += batch
                 removed += await tx.erase_idempotency(
                     tenant_user=(request.tenant_id, request.user_id)
                 )
@@ -592,7 +598,8 @@ class NativeMemoryProvider:
                             "idempotency_entries": removed.idempotency_entries,
                             "retrieval_snapshots": snapshots},
                     scope_hashes=tuple(sorted(removed.scope_hashes)),
-                    started_at=ctx.now, completed_at=max(ctx.now, self._clock.now()),
+                    started_at=ctx.now if began is None else min(began, ctx.now),
+                    completed_at=max(ctx.now, self._clock.now()),
                 ).sealed()
                 await _store_event(tx, ctx, receipt)
             return receipt

@@ -233,6 +233,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             " ON retrieval_snapshot_subjects (snapshot_id)",
         ),
     ),
+    Migration(
+        version=8,
+        description="erasure progress: what the committed batches of an unfinished "
+                    "delete_user removed",
+        statements=(
+            """
+            CREATE TABLE erasure_progress (
+                tenant_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                records INTEGER NOT NULL,
+                versions INTEGER NOT NULL,
+                index_entries INTEGER NOT NULL,
+                idempotency_entries INTEGER NOT NULL,
+                scope_hashes TEXT NOT NULL,
+                started_at REAL NOT NULL,
+                PRIMARY KEY (tenant_id, user_id)
+            ) WITHOUT ROWID
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

@@ -624,6 +624,45 @@ class SqliteTransaction:
                               (dumps({**tombstone, "snapshot_id": snapshot_id}), snapshot_id))
         return len(rows)
 
+    async def add_erasure_progress(self, tenant_id: str, user_id: str, removal: Removal,
+                                   started_at: float) -> None:
+        prior, began = await self._erasure_progress(tenant_id, user_id)
+        total = prior + removal
+        await self._write(
+            "INSERT OR REPLACE INTO erasure_progress (tenant_id, user_id, records, versions,"
+            " index_entries, idempotency_entries, scope_hashes, started_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (tenant_id, user_id, total.records, total.versions, total.index_entries,
+             total.idempotency_entries, dumps(sorted(total.scope_hashes)),
+             started_at if began is None else min(began, started_at)),
+        )
+
+    async def take_erasure_progress(self, tenant_id: str,
+                                    user_id: str) -> tuple[Removal, float | None]:
+        found = await self._erasure_progress(tenant_id, user_id)
+        await self._write("DELETE FROM erasure_progress WHERE tenant_id = ? AND user_id = ?",
+                          (tenant_id, user_id))
+        return found
+
+    async def _erasure_progress(self, tenant_id: str,
+                                user_id: str) -> tuple[Removal, float | None]:
+        rows = await self._rows(
+            "SELECT records, versions, index_entries, idempotency_entries, scope_hashes,"
+            " started_at FROM erasure_progress WHERE tenant_id = ? AND user_id = ?",
+            (tenant_id, user_id))
+        if not rows:
+            return Removal(), None
+        row = rows[0]
+        try:
+            hashes = frozenset(str(h) for h in json.loads(row["scope_hashes"]))
+        except (ValueError, TypeError):
+            raise MemoryStorageError("a stored erasure progress row could not be read"
+                                     ) from None
+        return Removal(records=int(row["records"]), versions=int(row["versions"]),
+                       index_entries=int(row["index_entries"]),
+                       idempotency_entries=int(row["idempotency_entries"]),
+                       scope_hashes=hashes), float(row["started_at"])
+
     async def purge_snapshots(self, before: float, limit: int) -> int:
         rows = await self._rows(
             "SELECT snapshot_id FROM retrieval_snapshots WHERE created_at < ?"

@@ -325,3 +325,47 @@ async def test_cancelled_writes_keep_record_and_event_together(
         assert target >= 3
     finally:
         await provider.close()
+
+
+async def test_an_interrupted_erasure_is_accounted_for_by_the_run_that_finishes(
+        provider: NativeMemoryProvider, clock: ManualClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches an interrupted delete_user committed are not lost from the evidence: the
+    run that completes the erasure reports them in its receipt and its event."""
+    monkeypatch.setattr("governed_memory_native.provider.ERASURE_BATCH", 3)
+    for n in range(8):
+        await provider.add(note(f"fact {n}", idempotency_key=f"i{n}"), make_ctx(clock))
+    backend = provider.backend
+    real = backend.writing
+    calls = 0
+
+    @contextlib.asynccontextmanager
+    async def second_batch_fails() -> AsyncIterator[object]:
+        nonlocal calls
+        calls += 1
+        async with real() as tx:
+            yield tx
+            if calls == 2:
+                raise MemoryStorageError("the process died here")
+
+    first_ctx = outbox_ctx(clock, "delete_user")
+    backend.writing = second_batch_fails  # type: ignore[method-assign]
+    try:
+        with pytest.raises(MemoryStorageError):
+            await provider.delete_user(DeleteUserRequest("acme", "alice"), first_ctx)
+    finally:
+        backend.writing = real  # type: ignore[method-assign]
+    left = await provider.list(ListRequest(USER_SCOPE, limit=100), make_ctx(clock))
+    assert len(left.items) == 5  # the first batch committed
+    assert await provider.pending_events(10) == ()
+    clock.advance(30)
+    ctx = outbox_ctx(clock, "delete_user")
+    receipt = await provider.delete_user(DeleteUserRequest("acme", "alice"), ctx)
+    assert receipt.verify()
+    assert (receipt.counts["records"], receipt.counts["versions"],
+            receipt.counts["idempotency_entries"]) == (8, 8, 8)
+    assert receipt.started_at == first_ctx.now  # the erasure began with the first run
+    [event] = await provider.pending_events(10)
+    assert (event.operation_id, event.count) == (ctx.operation_id, 8)
+    again = await provider.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
+    assert again.counts["records"] == 0 and again.started_at == clock.now()
