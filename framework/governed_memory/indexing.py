@@ -279,7 +279,8 @@ async def run_worker(provider: IndexingProvider, *, worker_id: str,
 
     Runs in-process (``asyncio.create_task(run_worker(...))``) or as
     ``governed-memory worker``. An error in one round is logged and retried after
-    ``idle_s``: a worker outlives a datastore that is briefly unavailable.
+    ``idle_s`` (a worker outlives a datastore that is briefly unavailable), except a
+    configuration or validation error, which no retry mends.
     """
     total = WorkerReport()
     stop = stop or asyncio.Event()
@@ -287,6 +288,8 @@ async def run_worker(provider: IndexingProvider, *, worker_id: str,
         try:
             report = await provider.process_index_jobs(worker_id=worker_id, limit=batch,
                                                        lease_s=lease_s)
+        except (MemoryConfigurationError, MemoryValidationError):
+            raise  # no retry mends a missing embedder or a bad argument
         except Exception as exc:
             if until_idle:
                 raise

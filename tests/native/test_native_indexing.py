@@ -367,3 +367,36 @@ async def test_close_closes_the_embedder(tmp_path: Path, clock: ManualClock,
     provider = await _started("memory", tmp_path, clock, embedder, "sync")
     await provider.close()
     assert embedder.closed
+
+
+async def test_an_in_process_worker_indexes_as_writes_arrive(
+        async_provider: NativeMemoryProvider, clock: ManualClock,
+        embedder: ControlledEmbedder) -> None:
+    from governed_memory.indexing import run_worker
+
+    stop = asyncio.Event()
+    reports: list[WorkerReport] = []
+    worker = asyncio.create_task(run_worker(async_provider, worker_id="in-process", stop=stop,
+                                            idle_s=0.01, on_report=reports.append))
+    record = await async_provider.add(note("green tea"), make_ctx(clock))
+    for _ in range(500):
+        if await _vector(async_provider, record.id, embedder) is not None:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    total = await asyncio.wait_for(worker, 5)
+    assert total.indexed == 1 and sum(r.indexed for r in reports) == 1
+
+
+async def test_a_worker_without_an_embedder_stops_at_once(tmp_path: Path,
+                                                          clock: ManualClock) -> None:
+    from governed_memory import MemoryConfigurationError
+    from governed_memory.indexing import run_worker
+
+    provider = build_native_provider(config_for("memory", tmp_path), clock)
+    await provider.start()
+    try:
+        with pytest.raises(MemoryConfigurationError):
+            await asyncio.wait_for(run_worker(provider, worker_id="w", idle_s=0.01), 5)
+    finally:
+        await provider.close()
