@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Final
 
 import attrs
@@ -30,6 +31,8 @@ FILE_PATTERN: Final = "audit-*.jsonl"
 
 _GENESIS_DOMAIN: Final = b"\x00"
 _ENTRY_DOMAIN: Final = b"\x01"
+_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+_ENTRY_HEAD: Final = b'{"event":'
 
 
 class ChainFormatError(ValueError):
@@ -48,8 +51,24 @@ def genesis_hash(chain_id: str, created_at: float) -> str:
 
 
 def entry_hash(previous: str, event: Any) -> str:
-    return hashlib.sha256(_ENTRY_DOMAIN + bytes.fromhex(previous)
-                          + canonical_bytes(event)).hexdigest()
+    """``event`` as a JSON value, or already as its canonical bytes."""
+    body = event if isinstance(event, bytes) else canonical_bytes(event)
+    return hashlib.sha256(_ENTRY_DOMAIN + bytes.fromhex(previous) + body).hexdigest()
+
+
+def _entry_tail(digest: str, previous: str, seq: int) -> bytes:
+    # Sorted keys put "event" first and these after it, in this order.
+    return (f',"hash":"{digest}","kind":"{ENTRY}","prev":"{previous}","seq":{seq}}}'
+            ).encode("ascii")
+
+
+def event_bytes(raw: bytes, value: dict[str, Any]) -> bytes:
+    """The canonical bytes of a parsed entry's event, cut from its (canonical) line
+    rather than serialized again: verification hashes exactly what was written."""
+    tail = _entry_tail(value["hash"], value["prev"], value["seq"])
+    if not (raw.startswith(_ENTRY_HEAD) and raw.endswith(tail)):
+        raise ChainFormatError("entry fields are not in canonical order")
+    return raw[len(_ENTRY_HEAD):len(raw) - len(tail)]
 
 
 def file_name(index: int) -> str:
@@ -68,10 +87,10 @@ def continue_line(chain_id: str, seq: int, head: str, file_index: int) -> bytes:
 
 
 def entry_line(seq: int, previous: str, event: Any) -> tuple[bytes, str]:
-    digest = entry_hash(previous, event)
-    line = canonical_bytes({"kind": ENTRY, "seq": seq, "prev": previous, "hash": digest,
-                            "event": event}) + b"\n"
-    return line, digest
+    """The line for one entry and its hash (the event serialized once, for both)."""
+    body = canonical_bytes(event)
+    digest = entry_hash(previous, body)
+    return _ENTRY_HEAD + body + _entry_tail(digest, previous, seq) + b"\n", digest
 
 
 def parse_line(raw: bytes) -> dict[str, Any]:
@@ -121,7 +140,7 @@ def _require(value: dict[str, Any], fields: dict[str, type]) -> None:
 
 
 def _is_digest(value: str) -> bool:
-    return len(value) == 64 and all(ch in "0123456789abcdef" for ch in value)
+    return _DIGEST.fullmatch(value) is not None
 
 
 @attrs.frozen(slots=True)

@@ -45,6 +45,7 @@ from governed_memory.audit.chain import (
     parse_line,
 )
 from governed_memory.audit.verify import _Walker, read_lines
+from governed_memory.converter import unstructure
 from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.events import MemoryEvent
 
@@ -112,7 +113,7 @@ class AuditSink:
     # -- the sink protocol ----------------------------------------------------------------
 
     async def emit(self, event: MemoryEvent) -> None:
-        body = json.loads(event.to_json())
+        body = unstructure(event)
         async with self._async_lock:
             await asyncio.to_thread(self._append, event.event_id, body)
 
@@ -289,7 +290,10 @@ class AuditSink:
                 value = parse_line(raw)
             except ChainFormatError as exc:
                 raise AuditChainError(f"{last}:{number}: {exc}; refusing to append") from None
-            reason = walker.step(value, number == 1, 0)
+            try:
+                reason = walker.step(value, number == 1, raw)
+            except ChainFormatError as exc:
+                reason = str(exc)
             if reason is not None:
                 raise AuditChainError(f"{last}:{number}: {reason}; refusing to append")
             valid += len(raw) + 1

@@ -22,6 +22,7 @@ from governed_memory.audit.chain import (
     ChainFormatError,
     Checkpoint,
     entry_hash,
+    event_bytes,
     genesis_hash,
     parse_line,
 )
@@ -105,7 +106,7 @@ class _Walker:
         self.event_ids: deque[str] = deque(maxlen=keep_ids)
         self.keep_ids = keep_ids
 
-    def step(self, value: dict[str, object], first_in_file: bool, file_index: int) -> str | None:
+    def step(self, value: dict[str, object], first_in_file: bool, raw: bytes) -> str | None:
         kind = value["kind"]
         if first_in_file:
             if kind == GENESIS:
@@ -148,7 +149,7 @@ class _Walker:
             return f"entry number {seq} where {self.seq + 1} was due (deleted or reordered)"
         if prev != self.head:
             return "prev does not match the previous entry's hash (deleted, reordered or inserted)"
-        if digest != entry_hash(prev, event):
+        if digest != entry_hash(prev, event_bytes(raw, value)):
             return "hash does not match the entry's event (the event was altered)"
         self.seq, self.head = seq, str(digest)
         self._keep(seq, self.head)
@@ -175,7 +176,7 @@ def verify_trail(paths: Sequence[Pathish],
 
     if not files:
         return result(Problem("", 0, None, "no audit files given"))
-    for index, path in enumerate(files):
+    for path in files:
         try:
             lines = list(read_lines(path))
         except OSError as exc:
@@ -192,7 +193,10 @@ def verify_trail(paths: Sequence[Pathish],
                 value = parse_line(raw)
             except ChainFormatError as exc:
                 return result(Problem(str(path), number, due, str(exc)))
-            reason = walker.step(value, number == 1, index)
+            try:
+                reason = walker.step(value, number == 1, raw)
+            except ChainFormatError as exc:
+                reason = str(exc)
             if reason is not None:
                 seq = value.get("seq") if value.get("kind") == ENTRY else None
                 return result(Problem(str(path), number,
