@@ -563,9 +563,12 @@ def _metric_outcome(exc: MemoryError) -> str:
 def _subjects(request: MemoryRequest | None, scopes: tuple[Scope, ...]) -> tuple[str, ...]:
     """The data subjects an operation concerns: the erased user, or each user
     dimension among its scopes."""
-    if isinstance(request, DeleteUserRequest):
-        if isinstance(request.tenant_id, str) and isinstance(request.user_id, str):
-            return (subject_hash(request.tenant_id, request.user_id),)
+    if isinstance(request, DeleteUserRequest) or (request is not None and not scopes):
+        # A request that names its subject instead of a scope (an erasure of a user).
+        tenant_id = getattr(request, "tenant_id", None)
+        user_id = getattr(request, "user_id", None)
+        if isinstance(tenant_id, str) and isinstance(user_id, str):
+            return (subject_hash(tenant_id, user_id),)
         return ()
     return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
                                for scope in scopes if scope.user_id is not None))
