@@ -295,3 +295,40 @@ async def test_model_failures_never_fail_the_turn(tiers: MemoryTiers,
     assert context.window_tokens <= POLICY.recent_max_tokens
     assert any(r.levelname == "WARNING" for r in caplog.records)
     assert roles(context.messages)[0] is Role.USER
+
+
+async def test_step5_a_cleared_gap_does_not_stall_catch_up(
+        tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
+    await converse(tiers, 5, words=2)                      # seq 1..10
+    await manager.add(ALICE, OWNER, "early talk", memory_type="summary",
+                      key=summary_key("s1"), metadata={FRONTIER: 4})
+    # Turns 5..10 disappear (another tool cleared them), but the summary row stays.
+    store = tiers.turn_store
+    assert store is not None
+    session = await store.recent(OWNER, 100)
+    await store.clear(OWNER)
+    assert len(session) == 10
+    await converse(tiers, 10, words=20, start=5)           # seq 11..30
+    model = routed()
+    policy = ContextPolicy(recent_max_messages=12, recent_max_tokens=400,
+                           summary_trigger_fraction=0.5, summary_keep_messages=4)
+    context = await MemoryContextBuilder(tiers, policy=policy, model=model).build(
+        ALICE, OWNER, "next?")
+    assert "summary.catching_up" not in context.degraded
+    record = await manager.get(ALICE, OWNER, key=summary_key("s1"))
+    assert record.metadata[FRONTIER] == 26  # folded the window's head, not stuck at 4
+    assert [t.seq for t in context.messages] == [27, 28, 29, 30]
+
+
+async def test_clearing_a_session_erases_its_summary(
+        tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
+    await converse(tiers, 6, words=20)
+    await MemoryContextBuilder(tiers, policy=POLICY, model=routed()).build(ALICE, OWNER, "x")
+    assert (await manager.get(ALICE, OWNER, key=summary_key("s1"))).content
+    with pytest.raises(MemoryScopeError, match="memory:delete"):
+        await tiers.clear(ALICE, OWNER)  # clearing takes memory:delete
+    deleter = Principal("user:alice", PrincipalKind.USER, "acme", "alice",
+                        ["memory:read", "memory:write", "memory:delete"])
+    assert await tiers.clear(deleter, OWNER) == 12
+    context = await MemoryContextBuilder(tiers, policy=POLICY).build(ALICE, OWNER, "again")
+    assert context.summary is None and context.messages == ()

@@ -25,6 +25,7 @@ import attrs
 from governed_memory.activity import ActivityPort
 from governed_memory.errors import (
     MemoryConfigurationError,
+    MemoryNotFoundError,
     MemoryScopeError,
     MemoryValidationError,
 )
@@ -278,11 +279,26 @@ class MemoryTiers:
             lambda: ListTurnsRequest(session_scope(principal, scope), after_seq, limit))
         return page.turns
 
-    async def clear(self, principal: Principal, scope: Scope) -> int:
+    async def clear(self, principal: Principal, scope: Scope, *,
+                    include_summary: bool = True) -> int:
+        """Remove every turn of the session; returns how many. With the long-term tier
+        configured, the session's rolling summary (a memory under
+        ``summary:<session_id>``) is erased too, so nothing of the cleared conversation
+        comes back through the context."""
         port = self._port(self._turns, "conversation")
-        result: Cleared = await self._run(
-            port, Operation.CLEAR_TURNS, principal,
-            lambda: ClearTurnsRequest(session_scope(principal, scope)))
+        session = session_scope(principal, scope)
+        result: Cleared = await self._run(port, Operation.CLEAR_TURNS, principal,
+                                          lambda: ClearTurnsRequest(session))
+        if include_summary and self._long_term is not None:
+            from governed_memory.turncontext.summarizer import summary_key
+
+            assert session.session_id is not None
+            try:
+                summary = await self._long_term.get(principal, session,
+                                                    key=summary_key(session.session_id))
+            except MemoryNotFoundError:
+                return result.removed
+            await self._long_term.delete(principal, session, summary.id, hard=True)
         return result.removed
 
     # -- working tier -------------------------------------------------------------------

@@ -152,17 +152,24 @@ class MemoryContextBuilder:
             # Unread history older than the loaded window, a bounded number of pages.
             first_loaded = loaded[0].seq if loaded else 0
             cursor = frontier(summary)
+            pending = cursor < first_loaded - 1
             pages = 0
-            while cursor < first_loaded - 1 and pages < policy.summary_catchup_pages:
-                page = await self.tiers.turns_after(principal, session, cursor,
-                                                    limit=policy.summary_page_size)
-                page = tuple(t for t in page if t.seq < first_loaded)
-                if not page or page[-1].seq <= cursor:
+            while pending and pages < policy.summary_catchup_pages:
+                raw = await self.tiers.turns_after(principal, session, cursor,
+                                                   limit=policy.summary_page_size)
+                page = tuple(t for t in raw if t.seq < first_loaded)
+                if not page:
+                    pending = False  # nothing unread before the window (a cleared gap)
+                    break
+                if page[-1].seq <= cursor:
                     break  # a non-advancing cursor stops catch-up safely
                 summary = await fold(memories, self.model, principal, session, summary, page)
                 cursor = frontier(summary)
                 pages += 1
-            if cursor < first_loaded - 1:
+                # Reached the window, or the end of what is stored before it.
+                pending = not (len(page) < len(raw) or len(raw) < policy.summary_page_size
+                               or cursor >= first_loaded - 1)
+            if pending:
                 degraded.add("summary.catching_up")
                 return summary  # the backlog resumes from the saved frontier next turn
             visible = tuple(t for t in loaded if t.seq > cursor)
