@@ -332,3 +332,16 @@ async def test_clearing_a_session_erases_its_summary(
     assert await tiers.clear(deleter, OWNER) == 12
     context = await MemoryContextBuilder(tiers, policy=POLICY).build(ALICE, OWNER, "again")
     assert context.summary is None and context.messages == ()
+
+
+async def test_anchors_are_echoed_and_recalled_entities_seed_a_follow_up(
+        tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
+    user = OWNER.replace(session_id=None)
+    await manager.add(ALICE, user, "ingest runs nightly", entity_ids=["kg:ingest", "kg:cron"])
+    await manager.add(ALICE, user, "ingest is owned by Dana", entity_ids=["kg:dana",
+                                                                          "kg:ingest"])
+    context = await MemoryContextBuilder(tiers).build(
+        ALICE, OWNER, "ingest", anchor_entity_ids=["kg:dana", "kg:dana"])
+    assert context.anchor_entity_ids == ("kg:dana",)
+    assert context.recalled[0].record.content == "ingest is owned by Dana"
+    assert context.recalled_entity_ids == ("kg:dana", "kg:ingest", "kg:cron")
