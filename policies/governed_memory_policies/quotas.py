@@ -7,8 +7,10 @@ Limits are checked before the write, so two concurrent writes near a limit can b
 pass; a quota is a bound on growth, not a transactional constraint.
 
 Writes per minute count adds and updates in a sliding window per tenant and per scope,
-in this process. Deletes, reviews and erasure are never rate-limited: refusing to
-forget is worse than storing too fast.
+in this process; appended conversation turns and working-state updates count too (they
+are writes to the same tenant and scope), though they are not part of the stored-record
+usage. Deletes, reviews and erasure are never rate-limited: refusing to forget is worse
+than storing too fast.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from governed_memory.operations import Operation
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.profiles.spec import MemoryProfileSpec, QuotaSection
 from governed_memory.requests import AddRequest, UpdateRequest
+from governed_memory.tiers.requests import AppendTurnRequest, UpdateWorkingStateRequest
 from governed_memory.usage import Usage, UsageQuery
 
 from governed_memory_policies.base import config_revision, no_extra_config
@@ -31,6 +34,7 @@ from governed_memory_policies.rate_window import SlidingWindow
 log = logging.getLogger(__name__)
 
 _RATED = frozenset({Operation.ADD, Operation.UPDATE})
+_RATED_TIER = frozenset({Operation.APPEND_TURN, Operation.UPDATE_WORKING_STATE})
 
 
 class QuotaPolicy:
@@ -46,6 +50,9 @@ class QuotaPolicy:
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
         request = check.request
+        if check.operation in _RATED_TIER and isinstance(
+                request, AppendTurnRequest | UpdateWorkingStateRequest):
+            return self._rate(request, check.now)
         if check.operation not in _RATED or not isinstance(request, AddRequest | UpdateRequest):
             return PolicyVerdict.allow()
         refused = await self._storage_refusal(check, request)
@@ -80,7 +87,8 @@ class QuotaPolicy:
                 return refused
         return None
 
-    def _rate(self, request: AddRequest | UpdateRequest, now: float) -> PolicyVerdict:
+    def _rate(self, request: AddRequest | UpdateRequest | AppendTurnRequest
+              | UpdateWorkingStateRequest, now: float) -> PolicyVerdict:
         windows = [(w, key, label) for w, key, label in (
             (self._tenant_rate, request.scope.tenant_id, "tenant"),
             (self._scope_rate, request.scope.scope_hash, "scope"),

@@ -135,3 +135,20 @@ async def test_a_policy_that_raises_on_a_tier_operation_denies() -> None:
     with pytest.raises(MemoryPolicyDeniedError, match="policy failed"):
         await memory.append(ALICE, OWNER, TurnDraft.user("x"))
     assert await memory.recent(ALICE, OWNER) == ()
+
+
+async def test_write_rates_count_turns_and_working_state() -> None:
+    from governed_memory.profiles.spec import QuotaSection
+    from governed_memory_policies.quotas import QuotaPolicy
+
+    memory = tiers_with(QuotaPolicy(QuotaSection(writes_per_minute_per_scope=3)))
+    for i in range(3):
+        await memory.append(ALICE, OWNER, TurnDraft.user(f"m{i}"))
+    with pytest.raises(MemoryPolicyDeniedError, match="write rate"):
+        await memory.append(ALICE, OWNER, TurnDraft.user("one too many"))
+    assert len(await memory.recent(ALICE, OWNER)) == 3
+    # The run's working state is another scope with its own window.
+    for i in range(3):
+        await memory.update(ALICE, OWNER, {"i": i})
+    with pytest.raises(MemoryPolicyDeniedError, match="write rate"):
+        await memory.update(ALICE, OWNER, {"i": 9})
