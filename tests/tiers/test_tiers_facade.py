@@ -284,3 +284,22 @@ async def test_erasing_a_user_removes_their_turns_and_memories(
     committed = [e for e in sink.events if e.type == "memory.write.committed"]
     assert [e.operation for e in committed] == ["erase_user_turns", "delete_user"]
     assert committed[0].count == 2
+
+
+async def test_tier_operations_count_in_the_managers_metrics(clock: ManualClock) -> None:
+    from governed_memory_native import build_native_provider
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    manager = GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
+                                    clock=clock, meter_provider=MeterProvider(
+                                        metric_readers=[reader]))
+    memory = MemoryTiers(long_term=manager, turns=InMemoryTurnStore())
+    await memory.append(ALICE, OWNER, TurnDraft.user("counted"))
+    data = reader.get_metrics_data()
+    assert data is not None
+    operations = {point.attributes.get("governed_memory.operation")
+                  for resource in data.resource_metrics for scope in resource.scope_metrics
+                  for metric in scope.metrics for point in metric.data.data_points}
+    assert "append_turn" in operations

@@ -32,12 +32,18 @@ class Governance:
     profile: ProfileRef = attrs.field(factory=ProfileRef)
     timeout_s: float | None = 30.0
     content_hashes_in_events: bool = True
+    capture_content: bool = False
+    metrics: Any = None
+    """The manager's operation metrics, shared so tier operations count in the same
+    instruments; ``None`` builds them from the global meter provider."""
 
     @classmethod
     def of(cls, manager: GovernedMemoryManager) -> Governance:
         port = manager.activity
         return cls(port.policies, port.events, port.clock, port.tracer, port.profile,
-                   port.timeout_s, port.content_hashes_in_events)
+                   port.timeout_s, port.content_hashes_in_events,
+                   bool(getattr(port, "capture_content", False)),
+                   getattr(port, "metrics", None))
 
     @classmethod
     def standalone(cls, *, policies: Sequence[MemoryPolicy] = (),
@@ -50,8 +56,12 @@ class Governance:
 
     def port(self, tier: Any) -> ActivityPort:
         """An activity port over a tier adapter (which the port calls like a provider)."""
-        return ActivityPort(cast(MemoryProvider, tier), policies=self.policies,
+        port = ActivityPort(cast(MemoryProvider, tier), policies=self.policies,
                             events=self.events, clock=self.clock, tracer=self.tracer,
                             profile=self.profile, timeout_s=self.timeout_s,
                             provider_revision=str(getattr(tier, "revision", "unknown")),
-                            content_hashes_in_events=self.content_hashes_in_events)
+                            content_hashes_in_events=self.content_hashes_in_events,
+                            capture_content=self.capture_content)
+        if self.metrics is not None:
+            port.metrics = self.metrics
+        return port
