@@ -345,3 +345,47 @@ async def test_anchors_are_echoed_and_recalled_entities_seed_a_follow_up(
     assert context.anchor_entity_ids == ("kg:dana",)
     assert context.recalled[0].record.content == "ingest is owned by Dana"
     assert context.recalled_entity_ids == ("kg:dana", "kg:ingest", "kg:cron")
+
+
+class _BrokenTurns:
+    name = "broken"
+    durable = False
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def recent(self, scope: Scope, limit: int) -> tuple[object, ...]:
+        raise OSError("disk gone")
+
+
+async def test_row_turn_store_raises_gives_an_empty_window(
+        manager: GovernedMemoryManager) -> None:
+    tiers = MemoryTiers(long_term=manager, turns=_BrokenTurns())  # type: ignore[arg-type]
+    context = await MemoryContextBuilder(tiers, model=routed()).build(ALICE, OWNER, "hi")
+    assert context.messages == () and "history.unavailable" in context.degraded
+
+
+async def test_row_a_refused_context_record_still_returns_the_context(
+        manager: GovernedMemoryManager) -> None:
+    from governed_memory import PolicyCheck, PolicyVerdict
+    from governed_memory.tiers import InMemoryTurnStore
+    from governed_memory.tiers.governance import Governance
+
+    class NoRecords:
+        name = "no-records"
+        revision = "1"
+
+        async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
+            if check.operation.value == "record_context":
+                return PolicyVerdict.deny("not here")
+            return PolicyVerdict.allow()
+
+    governance = Governance.standalone(policies=[NoRecords()], clock=manager.clock)
+    tiers = MemoryTiers(long_term=manager, turns=InMemoryTurnStore(), governance=governance)
+    await tiers.append(ALICE, OWNER, TurnDraft.user("hello"))
+    context = await MemoryContextBuilder(tiers).build(ALICE, OWNER, "hi")
+    assert [t.content for t in context.messages] == ["hello"]
+    assert "context.record_failed" in context.degraded

@@ -144,3 +144,51 @@ def test_bad_store_config_is_refused(kind: str, config: dict[str, Any], match: s
     factory = PluginManager.load().turn_stores.get(kind).factory
     with pytest.raises(MemoryConfigurationError, match=match):
         factory(config, ManualClock())
+
+
+async def test_two_sqlite_connections_share_one_numbering(tmp_path: Path) -> None:
+    a, b = _build("sqlite", tmp_path), _build("sqlite", tmp_path)
+    await a.start()
+    await b.start()
+    try:
+        turns = await asyncio.gather(*(
+            (a if i % 2 else b).append(S1, TurnDraft.user(f"m{i}"), float(i))
+            for i in range(20)))
+        assert sorted(t.seq for t in turns) == list(range(1, 21))
+        assert [t.seq for t in await a.recent(S1, 50)] == list(range(1, 21))
+    finally:
+        await a.close()
+        await b.close()
+
+
+def test_an_appended_sqlite_turn_survives_a_killed_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = f"""
+import asyncio, os
+from governed_memory import ManualClock, Scope
+from governed_memory.plugins import PluginManager
+from governed_memory.tiers import TurnDraft
+
+async def main():
+    store = PluginManager.load().turn_stores.get("sqlite").factory(
+        {{"path": {str(tmp_path / "t.db")!r}}}, ManualClock())
+    await store.start()
+    await store.append(Scope("acme", user_id="alice", session_id="s1"),
+                       TurnDraft.user("before the crash"), 1.0)
+    os._exit(0)  # no close, no checkpoint
+
+asyncio.run(main())
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+    async def read() -> list[str]:
+        store = _build("sqlite", tmp_path)
+        await store.start()
+        try:
+            return [t.content for t in await store.recent(S1, 10)]
+        finally:
+            await store.close()
+
+    assert asyncio.run(read()) == ["before the crash"]
