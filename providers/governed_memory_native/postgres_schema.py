@@ -244,6 +244,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             " ON retrieval_snapshot_subjects (snapshot_id)",
         ),
     ),
+    Migration(
+        version=5,
+        description="erasure progress: what the committed batches of an unfinished "
+                    "delete_user removed",
+        statements=(
+            """
+            CREATE TABLE erasure_progress (
+                tenant_id text COLLATE "C" NOT NULL,
+                user_id text COLLATE "C" NOT NULL,
+                records bigint NOT NULL,
+                versions bigint NOT NULL,
+                index_entries bigint NOT NULL,
+                idempotency_entries bigint NOT NULL,
+                scope_hashes text[] NOT NULL,
+                started_at double precision NOT NULL,
+                PRIMARY KEY (tenant_id, user_id)
+            )
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

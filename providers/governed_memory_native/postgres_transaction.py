@@ -761,6 +761,40 @@ class PostgresTransaction:
             "DELETE FROM retrieval_snapshots WHERE snapshot_id = ANY(%s)", (ids,),
             lock_free=True)
 
+    async def add_erasure_progress(self, tenant_id: str, user_id: str, removal: Removal,
+                                   started_at: float) -> None:
+        await self._write(
+            "INSERT INTO erasure_progress AS e (tenant_id, user_id, records, versions,"
+            " index_entries, idempotency_entries, scope_hashes, started_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (tenant_id, user_id) DO UPDATE SET"
+            " records = e.records + excluded.records,"
+            " versions = e.versions + excluded.versions,"
+            " index_entries = e.index_entries + excluded.index_entries,"
+            " idempotency_entries = e.idempotency_entries + excluded.idempotency_entries,"
+            " scope_hashes = ARRAY(SELECT DISTINCT h FROM unnest("
+            "e.scope_hashes || excluded.scope_hashes) AS h ORDER BY h),"
+            " started_at = least(e.started_at, excluded.started_at)",
+            (tenant_id, user_id, removal.records, removal.versions, removal.index_entries,
+             removal.idempotency_entries, sorted(removal.scope_hashes), started_at),
+        )
+
+    async def take_erasure_progress(self, tenant_id: str,
+                                    user_id: str) -> tuple[Removal, float | None]:
+        rows = await self._rows(
+            "DELETE FROM erasure_progress WHERE tenant_id = %s AND user_id = %s"
+            " RETURNING records, versions, index_entries, idempotency_entries,"
+            " scope_hashes, started_at",
+            (tenant_id, user_id))
+        if not rows:
+            return Removal(), None
+        row = rows[0]
+        return Removal(records=int(row["records"]), versions=int(row["versions"]),
+                       index_entries=int(row["index_entries"]),
+                       idempotency_entries=int(row["idempotency_entries"]),
+                       scope_hashes=frozenset(str(h) for h in row["scope_hashes"]),
+                       ), float(row["started_at"])
+
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
     ) -> Removal:

@@ -309,3 +309,31 @@ async def test_searches_do_not_wait_for_writes(tmp_path: Path, clock: ManualCloc
                 await provider.add(note("black tea"), make_ctx(clock))
     finally:
         await provider.close()
+
+
+async def test_erasure_progress_sums_batches_and_is_taken_once(tmp_path: Path,
+                                                               clock: ManualClock) -> None:
+    from governed_memory_native.port import Removal
+
+    provider = await _started(postgres_config(tmp_path), clock)
+    backend = provider.backend
+    assert isinstance(backend, PostgresBackend)
+    try:
+        async with backend.writing() as tx:
+            await tx.add_erasure_progress("t", "u", Removal(), 5.0)
+            await tx.add_erasure_progress(
+                "t", "u", Removal(records=2, scope_hashes=frozenset({"b", "a"})), 3.0)
+        async with backend.writing() as tx:  # a later batch, its own transaction
+            await tx.add_erasure_progress(
+                "t", "u", Removal(records=1, versions=4, index_entries=2,
+                                  idempotency_entries=1, scope_hashes=frozenset({"a", "c"})),
+                7.0)
+            await tx.add_erasure_progress("t", "other", Removal(records=9), 1.0)
+        async with backend.writing() as tx:
+            taken = await tx.take_erasure_progress("t", "u")
+            again = await tx.take_erasure_progress("t", "u")
+        assert taken == (Removal(records=3, versions=4, index_entries=2, idempotency_entries=1,
+                                 scope_hashes=frozenset({"a", "b", "c"})), 3.0)
+        assert again == (Removal(), None)
+    finally:
+        await provider.close()

@@ -1,8 +1,10 @@
 """PostgreSQL scores exactly as the memory backend does: same hits, same order, same
-scores (equal floats, not close ones), same candidate counts, under every filter.
+scores (equal floats, not close ones), same candidate counts, under every filter; and
+it never returns a record to another scope.
 
-The scenarios and strategies are the memory/SQLite differential's (test_native_scoring),
-so all three backends are held to one behaviour.
+The scenarios and strategies are the memory/SQLite ones (test_native_scoring,
+test_native_isolation_property), so all three backends are held to one behaviour; each
+example migrates a fresh schema, so these run fewer examples.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import itertools
 import tempfile
 from pathlib import Path
 
-from governed_memory import ManualClock, MemoryType, SearchRequest
+from governed_memory import ManualClock, MemoryType, Scope, SearchRequest
 from governed_memory_native import build_native_provider
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_support import config_for
 from postgres_support import require_postgres
+from test_native_isolation_property import _scenario
+from test_native_isolation_property import writes as isolation_writes
 from test_native_scoring import SCOPES, Query, Write, _apply, _ctx, queries, writes
 
 
@@ -65,3 +69,12 @@ async def test_many_exact_ties_break_by_id_on_postgres(tmp_path: Path) -> None:
             ["tea green", "green tea", "tea tea", "hike"]), 300)
     ], [Query(scopes=(SCOPES[0],), text="tea green", limit=limit, memory_types=(),
               entity_ids=(), metadata_filter={}) for limit in (1, 5, 100)])
+
+
+@settings(max_examples=15, deadline=None)
+@given(plan=isolation_writes)
+def test_postgres_never_leaks_a_record_to_another_scope(
+        plan: list[tuple[Scope, str, str | None]]) -> None:
+    require_postgres()
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(_scenario("postgres", Path(directory), plan))
