@@ -20,6 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_support import config_for
 from postgres_support import require_postgres
+from test_native_hybrid_backends import _run as _hybrid_run
+from test_native_hybrid_backends import queries as hybrid_queries
+from test_native_hybrid_backends import records as hybrid_records
 from test_native_isolation_property import _scenario
 from test_native_isolation_property import writes as isolation_writes
 from test_native_scoring import SCOPES, Query, Write, _apply, _ctx, queries, writes
@@ -78,3 +81,19 @@ def test_postgres_never_leaks_a_record_to_another_scope(
     require_postgres()
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(_scenario("postgres", Path(directory), plan))
+
+
+@settings(max_examples=10, deadline=None)
+@given(hybrid_records, hybrid_queries, st.sets(st.sampled_from(range(3)), min_size=1)
+       .map(lambda picks: tuple(sorted(picks))), st.booleans())
+def test_memory_and_postgres_rank_hybrid_searches_identically(
+        stored: list[tuple[int, str, MemoryType, float, bool]], query: str,
+        scope_picks: tuple[int, ...], facts_only: bool) -> None:
+    """Same ids, scores, ranks and per-signal explanations for lexical + vector fusion."""
+    require_postgres()
+    with tempfile.TemporaryDirectory() as directory:
+        memory = asyncio.run(_hybrid_run("memory", Path(directory), stored, query,
+                                         scope_picks, facts_only))
+        postgres = asyncio.run(_hybrid_run("postgres", Path(directory), stored, query,
+                                           scope_picks, facts_only))
+    assert memory == postgres
