@@ -4,18 +4,36 @@ promises its docstring makes, and hit@k and the fusion count what they claim."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
 
-import recall  # noqa: E402
-from recall_data import NAMES, generate  # noqa: E402
-from recall_data import fingerprint as data_fingerprint  # noqa: E402
+
+def load_bench_module(name: str) -> ModuleType:
+    """Import ``bench/<name>.py`` by path: putting bench/ on sys.path would shadow real
+    packages with same-named bench scripts (bench/mem0.py is not the mem0 package)."""
+    path = BENCH / f"{name}.py"
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+recall_data = load_bench_module("recall_data")  # recall.py imports it by this name
+recall = load_bench_module("recall")
+NAMES, generate, data_fingerprint = recall_data.NAMES, recall_data.generate, \
+    recall_data.fingerprint
 
 SMALL = {"conversations": 2, "turns": 150, "facts_per_conversation": 8}
 STOPWORDS = frozenset({
