@@ -115,7 +115,13 @@ class AuditSink:
     async def emit(self, event: MemoryEvent) -> None:
         body = unstructure(event)
         async with self._async_lock:
-            await asyncio.to_thread(self._append, event.event_id, body)
+            if not self._opened:  # reads the newest file back: off the event loop
+                await asyncio.to_thread(self._open_locked)
+            if self.fsync == "never":
+                # A page-cache write takes microseconds, less than a thread hop.
+                self._append(event.event_id, body)
+            else:
+                await asyncio.to_thread(self._append, event.event_id, body)
 
     async def close(self) -> None:
         async with self._async_lock:
