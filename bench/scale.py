@@ -234,8 +234,10 @@ async def run_one(backend: str, size: int, adds: int, searches: int,
         print(f"{backend} {size} {mode}: seeding", file=sys.stderr, flush=True)
         seed_seconds = await seed(config, size, rng, mode)
         print(f"{backend} {size} {mode}: measuring", file=sys.stderr, flush=True)
+        load_before = os.getloadavg()[0]
         figures = await measure(config, adds, searches, rng, mode)
-    return {"backend": backend, "size": size, "mode": mode,
+        load = round((load_before + os.getloadavg()[0]) / 2, 1)
+    return {"backend": backend, "size": size, "mode": mode, "load": load,
             "seed_seconds": round(seed_seconds, 1),
             "seed_per_s": round((size + USER_RECORDS) / seed_seconds, 1), **figures,
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -269,23 +271,27 @@ def write(data: dict[str, Any]) -> None:
         "write) fused with the lexical ranking; there is no approximate vector index on "
         "either backend here, so vector candidates are every vector of the searched scopes. "
         f"Machine: {data['meta'].get('machine', '?')}, Python {data['meta'].get('python', '?')},"
-        " shared with other jobs (figures are noisy); SQLite `synchronous=FULL` (fsync per "
-        "commit); PostgreSQL 15 on the same host, default settings (`synchronous_commit=on`).",
+        " shared with other jobs: `load` is the 1-minute load average around the measured "
+        "phase, and figures taken under different loads do not compare (add/s above all, "
+        "which is mostly round trips and fsyncs competing for the CPU). SQLite "
+        "`synchronous=FULL` (fsync per commit); PostgreSQL 15 on the same host, default "
+        "settings (`synchronous_commit=on`).",
     ]
     for mode in modes:
         mine = [row for row in rows if row.get("mode", "lexical") == mode]
         lines += [
             "", f"## {mode}", "",
             "| backend | memories | add/s | search shared p50 ms | p95 ms | "
-            "search user p50 ms | p95 ms | seed/s | adds, searches |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            "search user p50 ms | p95 ms | seed/s | adds, searches | load |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
         ]
         for row in mine:
             lines.append(
                 f"| {row['backend']} | {row['size']:,} | {row['add_per_s']} | "
                 f"{row['search_shared_p50_ms']} | {row['search_shared_p95_ms']} | "
                 f"{row['search_user_p50_ms']} | {row['search_user_p95_ms']} | "
-                f"{row['seed_per_s']} | {row['adds']}, {row['searches']} |")
+                f"{row['seed_per_s']} | {row['adds']}, {row['searches']} | "
+                f"{row.get('load', '?')} |")
         lines += ["", f"How {mode} cost grows (relative to the smallest size per backend):",
                   "", "| backend | memories | add cost (x) | shared search p50 (x) "
                   "| user search p50 (x) |", "|---|---:|---:|---:|---:|"]
