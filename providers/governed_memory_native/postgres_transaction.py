@@ -11,22 +11,19 @@ statistics and a BM25 shortlist, and :mod:`bm25` rescores the shortlist in Pytho
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
-from governed_memory.converter import structure
 from governed_memory.embedding import EmbedderIdentity
-from governed_memory.errors import MemoryStorageError, MemoryValidationError
+from governed_memory.errors import MemoryValidationError
 from governed_memory.events import MemoryEvent
-from governed_memory.indexing import IndexJob, JobAction, JobState
+from governed_memory.indexing import IndexJob, JobState
 from governed_memory.records import (
     MemoryRecord,
     MemoryType,
     MemoryVersion,
     RecordStatus,
-    VersionOperation,
 )
 from psycopg import AsyncConnection
 
@@ -49,7 +46,19 @@ from governed_memory_native.postgres_rows import (
     record_from_row,
     record_params,
 )
-from governed_memory_native.snapshots import dumps, record_from_json, record_to_json
+from governed_memory_native.snapshots import dumps, record_to_json
+from governed_memory_native.stored_rows import (
+    JOB_COLUMNS,
+    JOB_FIELDS,
+    VECTOR_COLUMNS,
+    VERSION_COLUMNS,
+    event_from_json,
+    job_from_row,
+    job_value,
+    snapshot_body,
+    vector_from_row,
+    version_from_row,
+)
 from governed_memory_native.tokens import words
 
 T = TypeVar("T")
@@ -57,6 +66,8 @@ Row = dict[str, Any]
 
 _CHUNK: Final = 1000
 """Ids per erasure statement: bounds the size of one statement's lock set and arrays."""
+
+_JOB_RETURNING: Final = ", ".join(f"j.{name}" for name in JOB_FIELDS)
 
 _VISIBLE: Final = ("r.status = 'active'"
                    " AND (r.expires_at IS NULL OR r.expires_at > %(now)s)")
@@ -311,19 +322,20 @@ class PostgresTransaction:
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:
         rows = await self._rows(
-            "SELECT operation, recorded_at, operation_id, snapshot FROM memory_versions"
-            " WHERE record_id = %s ORDER BY version",
+            f"SELECT {VERSION_COLUMNS} FROM memory_versions WHERE record_id = %s ORDER BY version",
             (record_id,),
         )
-        return [_version_from_row(row) for row in rows]
+        return [version_from_row(row, decode_text(row["operation_id"])) for row in rows]
 
     async def version(self, record_id: str, version: int) -> MemoryVersion | None:
         rows = await self._rows(
-            "SELECT operation, recorded_at, operation_id, snapshot FROM memory_versions"
+            f"SELECT {VERSION_COLUMNS} FROM memory_versions"
             " WHERE record_id = %s AND version = %s",
             (record_id, version),
         )
-        return _version_from_row(rows[0]) if rows else None
+        if not rows:
+            return None
+        return version_from_row(rows[0], decode_text(rows[0]["operation_id"]))
 
     async def idempotency(
         self, scope_hash: str, operation: str, key: str
@@ -360,7 +372,7 @@ class PostgresTransaction:
         rows = await self._rows(
             "SELECT body FROM event_outbox ORDER BY seq LIMIT %s", (limit,)
         )
-        return [_event_from_json(str(row["body"])) for row in rows]
+        return [event_from_json(str(row["body"])) for row in rows]
 
     async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
         filters = query.filters
@@ -391,24 +403,17 @@ class PostgresTransaction:
     async def vector_of(self, record_id: str,
                         identity: EmbedderIdentity) -> StoredVector | None:
         rows = await self._rows(
-            "SELECT record_id, scope_hash, version, content_hash, vector, created_at"
-            " FROM memory_vectors WHERE record_id = %s AND identity = %s",
+            f"SELECT {VECTOR_COLUMNS} FROM memory_vectors WHERE record_id = %s AND identity = %s",
             (record_id, str(identity)),
         )
-        if not rows:
-            return None
-        row = rows[0]
-        return StoredVector(record_id=row["record_id"], scope_hash=row["scope_hash"],
-                            version=int(row["version"]), content_hash=row["content_hash"],
-                            identity=identity, vector=bytes(row["vector"]),
-                            created_at=float(row["created_at"]))
+        return vector_from_row(rows[0], identity) if rows else None
 
     async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
         rows = await self._rows(
-            f"SELECT {_JOB_COLUMNS} FROM index_jobs WHERE state = %s ORDER BY seq LIMIT %s",
+            f"SELECT {JOB_COLUMNS} FROM index_jobs WHERE state = %s ORDER BY seq LIMIT %s",
             (state.value, limit),
         )
-        return [_job_from_row(row) for row in rows]
+        return [job_from_row(row) for row in rows]
 
     async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
         rows = await self._rows("SELECT state, count(*) AS n FROM index_jobs GROUP BY state")
@@ -447,15 +452,7 @@ class PostgresTransaction:
     async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
         rows = await self._rows(
             "SELECT body FROM retrieval_snapshots WHERE snapshot_id = %s", (snapshot_id,))
-        if not rows:
-            return None
-        try:
-            body = json.loads(rows[0]["body"])
-        except ValueError:
-            raise MemoryStorageError("a stored retrieval snapshot could not be read") from None
-        if not isinstance(body, dict):
-            raise MemoryStorageError("a stored retrieval snapshot could not be read")
-        return body
+        return snapshot_body(rows[0]["body"]) if rows else None
 
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
@@ -658,9 +655,9 @@ class PostgresTransaction:
             (job.record_id, job.version),
         )
         await self._write(
-            f"INSERT INTO index_jobs ({_JOB_COLUMNS})"
-            f" VALUES ({', '.join(['%s'] * len(_JOB_FIELDS))})",
-            [_job_value(job, name) for name in _JOB_FIELDS],
+            f"INSERT INTO index_jobs ({JOB_COLUMNS})"
+            f" VALUES ({', '.join(['%s'] * len(JOB_FIELDS))})",
+            [job_value(job, name) for name in JOB_FIELDS],
         )
 
     async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
@@ -679,7 +676,7 @@ class PostgresTransaction:
             {"now": now, "limit": limit, "owner": owner, "until": lease_until},
             lock_free=True,
         )
-        return [_job_from_row(row) for row in sorted(rows, key=lambda row: int(row["seq"]))]
+        return [job_from_row(row) for row in sorted(rows, key=lambda row: int(row["seq"]))]
 
     async def settle_index_job(self, job: IndexJob, *, done: bool,
                                next_attempt_at: float | None = None,
@@ -852,49 +849,3 @@ class PostgresTransaction:
         )
         return Removal(idempotency_entries=len(rows),
                        scope_hashes=frozenset(str(row["scope_hash"]) for row in rows))
-
-
-_JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "state",
-                      "attempts", "next_attempt_at", "created_at", "lease_owner",
-                      "lease_expires_at", "last_error_code")
-_JOB_COLUMNS: Final = ", ".join(_JOB_FIELDS)
-_JOB_RETURNING: Final = ", ".join(f"j.{name}" for name in _JOB_FIELDS)
-
-
-def _job_value(job: IndexJob, name: str) -> Any:
-    value = getattr(job, name)
-    return value.value if isinstance(value, JobAction | JobState) else value
-
-
-def _job_from_row(row: Row) -> IndexJob:
-    try:
-        return IndexJob(
-            job_id=row["job_id"], record_id=row["record_id"], scope_hash=row["scope_hash"],
-            version=int(row["version"]), action=JobAction(row["action"]),
-            state=JobState(row["state"]), attempts=int(row["attempts"]),
-            next_attempt_at=float(row["next_attempt_at"]),
-            created_at=float(row["created_at"]), lease_owner=row["lease_owner"],
-            lease_expires_at=row["lease_expires_at"], last_error_code=row["last_error_code"],
-        )
-    except (ValueError, KeyError, TypeError):
-        raise MemoryStorageError("a stored index job could not be read") from None
-
-
-def _event_from_json(text: str) -> MemoryEvent:
-    try:
-        return structure(json.loads(text), MemoryEvent)
-    except (ValueError, MemoryValidationError):
-        raise MemoryStorageError("a stored outbox event could not be read") from None
-
-
-def _version_from_row(row: Row) -> MemoryVersion:
-    try:
-        operation = structure(row["operation"], VersionOperation)
-    except MemoryValidationError:
-        raise MemoryStorageError("a stored version could not be read") from None
-    return MemoryVersion(
-        record=record_from_json(row["snapshot"]),
-        operation=operation,
-        recorded_at=float(row["recorded_at"]),
-        operation_id=decode_text(row["operation_id"]),
-    )

@@ -12,17 +12,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import aiosqlite
-from governed_memory.converter import structure
 from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.events import MemoryEvent
-from governed_memory.indexing import IndexJob, JobAction, JobState
+from governed_memory.indexing import IndexJob, JobState
 from governed_memory.records import (
     MemoryRecord,
     MemoryType,
     MemoryVersion,
     RecordStatus,
-    VersionOperation,
 )
 
 from governed_memory_native.bm25 import K1, B, average_length, document_score, term_weights
@@ -35,13 +33,25 @@ from governed_memory_native.port import (
     StoredVector,
     VectorQuery,
 )
-from governed_memory_native.snapshots import dumps, record_from_json, record_to_json
+from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.sqlite_errors import translated
 from governed_memory_native.sqlite_rows import (
     RECORD_COLUMNS,
     SELECT_RECORD,
     record_from_row,
     record_params,
+)
+from governed_memory_native.stored_rows import (
+    JOB_COLUMNS,
+    JOB_FIELDS,
+    VECTOR_COLUMNS,
+    VERSION_COLUMNS,
+    event_from_json,
+    job_from_row,
+    job_value,
+    snapshot_body,
+    vector_from_row,
+    version_from_row,
 )
 from governed_memory_native.tokens import words
 
@@ -276,19 +286,17 @@ class SqliteTransaction:
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:
         rows = await self._rows(
-            "SELECT operation, recorded_at, operation_id, snapshot FROM memory_versions "
-            "WHERE record_id = ? ORDER BY version",
+            f"SELECT {VERSION_COLUMNS} FROM memory_versions WHERE record_id = ? ORDER BY version",
             (record_id,),
         )
-        return [_version_from_row(row) for row in rows]
+        return [version_from_row(row, row["operation_id"]) for row in rows]
 
     async def version(self, record_id: str, version: int) -> MemoryVersion | None:
         rows = await self._rows(
-            "SELECT operation, recorded_at, operation_id, snapshot FROM memory_versions "
-            "WHERE record_id = ? AND version = ?",
+            f"SELECT {VERSION_COLUMNS} FROM memory_versions WHERE record_id = ? AND version = ?",
             (record_id, version),
         )
-        return _version_from_row(rows[0]) if rows else None
+        return version_from_row(rows[0], rows[0]["operation_id"]) if rows else None
 
     async def idempotency(
         self, scope_hash: str, operation: str, key: str
@@ -323,7 +331,7 @@ class SqliteTransaction:
 
     async def pending_events(self, limit: int) -> list[MemoryEvent]:
         rows = await self._rows("SELECT body FROM event_outbox ORDER BY seq LIMIT ?", (limit,))
-        return [_event_from_json(str(row[0])) for row in rows]
+        return [event_from_json(str(row[0])) for row in rows]
 
     async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
         filters = query.filters
@@ -353,24 +361,17 @@ class SqliteTransaction:
     async def vector_of(self, record_id: str,
                         identity: EmbedderIdentity) -> StoredVector | None:
         rows = await self._rows(
-            "SELECT record_id, scope_hash, version, content_hash, vector, created_at"
-            " FROM memory_vectors WHERE record_id = ? AND identity = ?",
+            f"SELECT {VECTOR_COLUMNS} FROM memory_vectors WHERE record_id = ? AND identity = ?",
             (record_id, str(identity)),
         )
-        if not rows:
-            return None
-        row = rows[0]
-        return StoredVector(record_id=row["record_id"], scope_hash=row["scope_hash"],
-                            version=int(row["version"]), content_hash=row["content_hash"],
-                            identity=identity, vector=bytes(row["vector"]),
-                            created_at=float(row["created_at"]))
+        return vector_from_row(rows[0], identity) if rows else None
 
     async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
         rows = await self._rows(
-            f"SELECT {_JOB_COLUMNS} FROM index_jobs WHERE state = ? ORDER BY seq LIMIT ?",
+            f"SELECT {JOB_COLUMNS} FROM index_jobs WHERE state = ? ORDER BY seq LIMIT ?",
             (state.value, limit),
         )
-        return [_job_from_row(row) for row in rows]
+        return [job_from_row(row) for row in rows]
 
     async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
         rows = await self._rows("SELECT state, count(*) FROM index_jobs GROUP BY state")
@@ -407,15 +408,7 @@ class SqliteTransaction:
     async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
         rows = await self._rows("SELECT body FROM retrieval_snapshots WHERE snapshot_id = ?",
                                 (snapshot_id,))
-        if not rows:
-            return None
-        try:
-            body = json.loads(rows[0][0])
-        except ValueError:
-            raise MemoryStorageError("a stored retrieval snapshot could not be read") from None
-        if not isinstance(body, dict):
-            raise MemoryStorageError("a stored retrieval snapshot could not be read")
-        return body
+        return snapshot_body(rows[0][0]) if rows else None
 
     async def record_ids_in_scope(
         self, scope_hash: str, after_id: str | None, limit: int
@@ -542,8 +535,8 @@ class SqliteTransaction:
             (job.record_id, job.version),
         )
         await self._write(
-            f"INSERT INTO index_jobs ({_JOB_COLUMNS}) VALUES ({_marks(len(_JOB_FIELDS))})",
-            [_job_value(job, name) for name in _JOB_FIELDS],
+            f"INSERT INTO index_jobs ({JOB_COLUMNS}) VALUES ({_marks(len(JOB_FIELDS))})",
+            [job_value(job, name) for name in JOB_FIELDS],
         )
 
     async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
@@ -564,8 +557,8 @@ class SqliteTransaction:
             [owner, lease_until, *ids],
         )
         leased = await self._rows(
-            f"SELECT {_JOB_COLUMNS} FROM index_jobs WHERE job_id IN ({marks}) ORDER BY seq", ids)
-        return [_job_from_row(row) for row in leased]
+            f"SELECT {JOB_COLUMNS} FROM index_jobs WHERE job_id IN ({marks}) ORDER BY seq", ids)
+        return [job_from_row(row) for row in leased]
 
     async def settle_index_job(self, job: IndexJob, *, done: bool,
                                next_attempt_at: float | None = None,
@@ -735,48 +728,3 @@ class SqliteTransaction:
         removed = await self._write(f"DELETE FROM memory_idempotency WHERE {where}", params)
         return Removal(idempotency_entries=removed,
                        scope_hashes=frozenset(str(row[0]) for row in hashes))
-
-
-_JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "state",
-                      "attempts", "next_attempt_at", "created_at", "lease_owner",
-                      "lease_expires_at", "last_error_code")
-_JOB_COLUMNS: Final = ", ".join(_JOB_FIELDS)
-
-
-def _job_value(job: IndexJob, name: str) -> Any:
-    value = getattr(job, name)
-    return value.value if isinstance(value, JobAction | JobState) else value
-
-
-def _job_from_row(row: Any) -> IndexJob:
-    try:
-        return IndexJob(
-            job_id=row["job_id"], record_id=row["record_id"], scope_hash=row["scope_hash"],
-            version=int(row["version"]), action=JobAction(row["action"]),
-            state=JobState(row["state"]), attempts=int(row["attempts"]),
-            next_attempt_at=float(row["next_attempt_at"]),
-            created_at=float(row["created_at"]), lease_owner=row["lease_owner"],
-            lease_expires_at=row["lease_expires_at"], last_error_code=row["last_error_code"],
-        )
-    except (ValueError, KeyError):
-        raise MemoryStorageError("a stored index job could not be read") from None
-
-
-def _event_from_json(text: str) -> MemoryEvent:
-    try:
-        return structure(json.loads(text), MemoryEvent)
-    except (ValueError, MemoryValidationError):
-        raise MemoryStorageError("a stored outbox event could not be read") from None
-
-
-def _version_from_row(row: Any) -> MemoryVersion:
-    try:
-        operation = structure(row["operation"], VersionOperation)
-    except MemoryValidationError:
-        raise MemoryStorageError("a stored version could not be read") from None
-    return MemoryVersion(
-        record=record_from_json(row["snapshot"]),
-        operation=operation,
-        recorded_at=float(row["recorded_at"]),
-        operation_id=row["operation_id"],
-    )
