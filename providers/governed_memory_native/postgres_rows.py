@@ -10,25 +10,16 @@ storage error instead of a half-valid record.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
-from governed_memory.converter import structure, unstructure
-from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.records import MemoryRecord
 
-from governed_memory_native.snapshots import dumps
+from governed_memory_native import record_rows
+from governed_memory_native.record_rows import RECORD_COLUMNS, SELECT_RECORD
 
-RECORD_COLUMNS: Final = (
-    "id", "scope_hash", "tenant_id", "user_id", "scope", "record_key", "content",
-    "memory_type", "status", "version", "revision", "content_hash", "metadata",
-    "provenance", "visibility", "importance", "entity_ids", "valid_from", "invalid_at",
-    "supersedes", "superseded_by", "expires_at", "created_at", "updated_at", "index_state",
-)
-_JSON_COLUMNS: Final = frozenset({"scope", "metadata", "provenance", "entity_ids"})
-_BYTES_COLUMNS: Final = frozenset({"content", "record_key"})
-SELECT_RECORD: Final = ", ".join(f"r.{name}" for name in RECORD_COLUMNS)
+__all__ = ["RECORD_COLUMNS", "SELECT_RECORD", "decode_text", "encode_text",
+           "record_from_row", "record_params"]
 
 
 def encode_text(value: str | None) -> bytes | None:
@@ -40,38 +31,9 @@ def decode_text(value: bytes | memoryview | None) -> str | None:
 
 
 def record_params(record: MemoryRecord) -> dict[str, Any]:
-    """Named parameters for every record column."""
-    data = unstructure(record)
-    params: dict[str, Any] = {}
-    for column in RECORD_COLUMNS:
-        if column == "tenant_id":
-            params[column] = record.scope.tenant_id
-        elif column == "user_id":
-            params[column] = record.scope.user_id
-        elif column == "record_key":
-            params[column] = encode_text(record.key)
-        elif column == "content":
-            params[column] = encode_text(record.content)
-        elif column in _JSON_COLUMNS:
-            params[column] = dumps(data[column])
-        else:
-            params[column] = data[column]
-    return params
+    """Named parameters for every record column, free-form text as UTF-8 bytes."""
+    return record_rows.record_params(record, encode_text)
 
 
 def record_from_row(row: Mapping[str, Any]) -> MemoryRecord:
-    data: dict[str, Any] = {}
-    try:
-        for column in RECORD_COLUMNS:
-            if column in ("tenant_id", "user_id"):
-                continue
-            value = row[column]
-            name = "key" if column == "record_key" else column
-            if column in _JSON_COLUMNS:
-                value = json.loads(value)
-            elif column in _BYTES_COLUMNS:
-                value = decode_text(value)
-            data[name] = value
-        return structure(data, MemoryRecord)
-    except (ValueError, KeyError, IndexError, TypeError, MemoryValidationError):
-        raise MemoryStorageError("a stored record could not be read") from None
+    return record_rows.record_from_row(row, decode_text)
