@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from governed_memory.replay import ReplayResult
 
 R = TypeVar("R", bound=MemoryRequest)
+Q = TypeVar("Q")
 
 log = logging.getLogger(__name__)
 
@@ -279,19 +280,7 @@ class GovernedMemoryManager:
 
     async def _execute(self, operation: Operation, principal: Principal,
                        build: Callable[[], R]) -> Any:
-        if not isinstance(principal, Principal):
-            raise MemoryValidationError("principal must be a Principal from authenticated "
-                                        "context", field="principal")
-        try:
-            request = build()
-        except MemoryValidationError as exc:
-            await self.activity.reject_invalid(operation, principal, exc)
-            raise
-        except (TypeError, ValueError) as exc:
-            error = MemoryValidationError(f"invalid {operation.value} request: {exc}",
-                                          field=operation.value)
-            await self.activity.reject_invalid(operation, principal, error)
-            raise error from None
+        request = await build_request(self.activity, operation, principal, build)
         return await self.activity.execute(request, principal)
 
     # -- operations ---------------------------------------------------------------------
@@ -451,3 +440,27 @@ class GovernedMemoryManager:
             Operation.REJECT, principal,
             lambda: RejectRequest(scope, record_id, expected_revision, idempotency_key))
         return result
+
+
+async def build_request(port: ActivityPort, operation: Operation, principal: Principal,
+                        build: Callable[[], Q]) -> Q:
+    """Build the request for one call, so a bad argument is still an audited operation.
+
+    A request that cannot be built (a wrong type, an out-of-range value) is recorded by
+    ``port`` as a rejected ``operation`` of ``principal`` before the typed validation error
+    is raised; a caller that is not a ``Principal`` cannot be audited and is refused
+    outright. The manager and the tiers facade both enter the port this way.
+    """
+    if not isinstance(principal, Principal):
+        raise MemoryValidationError("principal must be a Principal from authenticated "
+                                    "context", field="principal")
+    try:
+        return build()
+    except MemoryValidationError as exc:
+        await port.reject_invalid(operation, principal, exc)
+        raise
+    except (TypeError, ValueError) as exc:
+        error = MemoryValidationError(f"invalid {operation.value} request: {exc}",
+                                      field=operation.value)
+        await port.reject_invalid(operation, principal, error)
+        raise error from None

@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 from governed_memory.clock import Clock
@@ -42,10 +42,13 @@ from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryStorageError,
     MemoryUnavailableError,
-    MemoryValidationError,
 )
 from governed_memory.ids import new_id, new_revision
 from governed_memory.limits import check_metadata_budget
+from governed_memory.provider_checks import check_fingerprint as _check_fingerprint
+from governed_memory.provider_checks import check_revision as _check_revision
+from governed_memory.provider_checks import idempotency_fingerprint as _fingerprint
+from governed_memory.provider_checks import raise_missing as _raise_missing
 from governed_memory.records import (
     Capabilities,
     CleanupPage,
@@ -910,30 +913,8 @@ def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> 
     )
 
 
-def _fingerprint(ctx: OperationContext,
-                 request: AddRequest | UpdateRequest | DeleteRequest) -> str:
-    try:
-        return ctx.fingerprint_of(request)
-    except ValueError:
-        raise MemoryValidationError(
-            "the request holds a value JSON cannot represent (a non-finite number?)",
-            field="idempotency_key") from None
 
 
-def _check_fingerprint(entry: IdempotencyEntry, fingerprint: str) -> None:
-    if entry.fingerprint != fingerprint:
-        raise MemoryConflictError("the idempotency key was already used for a different request")
-
-
-def _check_revision(current: MemoryRecord, expected: str | None) -> None:
-    if expected is not None and current.revision != expected:
-        raise MemoryConflictError("expected_revision is stale; re-read and retry")
-
-
-def _raise_missing(expected_revision: str | None) -> NoReturn:
-    if expected_revision is not None:
-        raise MemoryConflictError("expected_revision refers to a deleted or missing record")
-    raise MemoryNotFoundError("no live record with that id in this scope")
 
 
 def _not_applied(exc: BaseException) -> MemoryError:

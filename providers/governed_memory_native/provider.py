@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import Final, NoReturn, TypeVar
+from typing import Final, TypeVar
 
 import attrs
 from governed_memory.clock import Clock
@@ -35,6 +35,10 @@ from governed_memory.indexing import (
 )
 from governed_memory.limits import check_metadata_budget
 from governed_memory.outbox import finish_committed_event
+from governed_memory.provider_checks import check_fingerprint as _check_fingerprint
+from governed_memory.provider_checks import check_revision as _check_revision
+from governed_memory.provider_checks import idempotency_fingerprint as _fingerprint
+from governed_memory.provider_checks import raise_missing as _raise_missing
 from governed_memory.records import (
     Capabilities,
     CleanupPage,
@@ -699,25 +703,6 @@ def _given(value: T | None, current: T) -> T:
     return current if value is None else value
 
 
-def _fingerprint(
-    ctx: OperationContext,
-    request: AddRequest | UpdateRequest | DeleteRequest | ApproveRequest | RejectRequest,
-) -> str:
-    """The idempotency fingerprint, or a validation error if it cannot be computed.
-
-    The context's fingerprint wins when the manager set one: it hashes the request as
-    the caller sent it, before a policy transformed it (a TTL stamped from the clock),
-    so a retry still matches its first attempt. ``validate()`` lets an infinite time
-    through, which canonical JSON refuses.
-    """
-    try:
-        return ctx.fingerprint_of(request)
-    except ValueError:
-        raise MemoryValidationError(
-            "the request holds a value JSON cannot represent (a non-finite number?)",
-            field="idempotency_key",
-        ) from None
-
 
 async def _pending(tx: WriteTransaction, scope_hash: str,
                    request: ApproveRequest | RejectRequest,
@@ -732,20 +717,7 @@ async def _pending(tx: WriteTransaction, scope_hash: str,
     return current
 
 
-def _check_fingerprint(entry: IdempotencyEntry, fingerprint: str) -> None:
-    if entry.fingerprint != fingerprint:
-        raise MemoryConflictError("the idempotency key was already used for a different request")
 
-
-def _check_revision(current: MemoryRecord, expected: str | None) -> None:
-    if expected is not None and current.revision != expected:
-        raise MemoryConflictError("expected_revision is stale; re-read and retry")
-
-
-def _raise_missing(expected_revision: str | None) -> NoReturn:
-    if expected_revision is not None:
-        raise MemoryConflictError("expected_revision refers to a deleted or missing record")
-    raise MemoryNotFoundError("no live record with that id in this scope")
 
 
 async def _commit_version(tx: WriteTransaction, current: MemoryRecord, new: MemoryRecord,

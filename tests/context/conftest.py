@@ -9,16 +9,9 @@ import pytest
 from context_support import FlakyProvider
 from governed_memory import GovernedMemoryManager, InMemoryEventSink, ManualClock
 from governed_memory.tiers import InMemoryTurnStore, MemoryTiers
+from manager_fixtures import clock, sink
 
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def sink() -> InMemoryEventSink:
-    return InMemoryEventSink()
+__all__ = ["clock", "flaky", "manager", "sink", "tiers"]
 
 
 @pytest.fixture

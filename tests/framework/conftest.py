@@ -1,47 +1,9 @@
 """Fixtures for governed-pipeline tests: a manager over the native in-memory backend
-with a captured event sink, an in-memory span exporter and a manual clock."""
+with a captured event sink, an in-memory span exporter and a manual clock (shared with
+other folders through ``manager_fixtures``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from manager_fixtures import clock, manager, sink, spans, tracer_provider
 
-import pytest
-from governed_memory.clock import ManualClock
-from governed_memory.events import InMemoryEventSink
-from governed_memory.manager import GovernedMemoryManager
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def sink() -> InMemoryEventSink:
-    return InMemoryEventSink()
-
-
-@pytest.fixture
-def spans() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer_provider(spans: InMemorySpanExporter) -> TracerProvider:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    return provider
-
-
-@pytest.fixture
-async def manager(clock: ManualClock, sink: InMemoryEventSink,
-                  tracer_provider: TracerProvider) -> AsyncIterator[GovernedMemoryManager]:
-    from governed_memory_native import build_native_provider
-
-    provider = build_native_provider({"backend": "memory"}, clock)
-    async with GovernedMemoryManager(provider, clock=clock, sinks=[sink],
-                                     tracer_provider=tracer_provider) as m:
-        yield m
+__all__ = ["clock", "manager", "sink", "spans", "tracer_provider"]

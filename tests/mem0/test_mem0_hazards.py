@@ -365,21 +365,27 @@ _ = GM_KEY
 # -- crash between Mem0 and the ledger --------------------------------------------------------
 
 
+def _crash_config(kind: str, tmp_path: Path) -> dict[str, Any]:
+    return (local_config(tmp_path) if kind == "local"
+            else platform_config(wire_server(), tmp_path))
+
+
+def _die_before_the_ledger(*args: object, **kwargs: object) -> None:
+    """Stands in for the ledger commit: the process dies after Mem0 took the write."""
+    raise RuntimeError("process died between Mem0 and the ledger")
+
+
 @pytest.mark.parametrize("kind", ["local", "platform"])
 async def test_a_write_mem0_took_before_a_crash_is_recovered_on_start(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from governed_memory.errors import MemoryError as GovernedError
 
-    config = (local_config(tmp_path) if kind == "local"
-              else platform_config(wire_server(), tmp_path))
+    config = _crash_config(kind, tmp_path)
     clock = ManualClock()
     crashed = build_mem0_provider(config, clock)
     async with GovernedMemoryManager(crashed, clock=clock) as manager:
-        def crash(*args: object, **kwargs: object) -> None:
-            raise RuntimeError("process died between Mem0 and the ledger")
-
-        monkeypatch.setattr(crashed, "_commit_new", crash)
+        monkeypatch.setattr(crashed, "_commit_new", _die_before_the_ledger)
         with pytest.raises(GovernedError):
             await manager.add(ADMIN, ALICE_SCOPE, "taken by mem0, not yet recorded",
                               idempotency_key="crash-1")
@@ -417,17 +423,12 @@ async def test_a_soft_delete_mem0_took_before_a_crash_is_recorded(
 ) -> None:
     from governed_memory.errors import MemoryError as GovernedError
 
-    config = (local_config(tmp_path) if kind == "local"
-              else platform_config(wire_server(), tmp_path))
+    config = _crash_config(kind, tmp_path)
     clock = ManualClock()
     crashed = build_mem0_provider(config, clock)
     async with GovernedMemoryManager(crashed, clock=clock) as manager:
         record = await manager.add(ADMIN, ALICE_SCOPE, "soon deleted")
-
-        def crash(*args: object, **kwargs: object) -> None:
-            raise RuntimeError("process died between Mem0 and the ledger")
-
-        monkeypatch.setattr(crashed, "_commit_intent", crash)
+        monkeypatch.setattr(crashed, "_commit_intent", _die_before_the_ledger)
         with pytest.raises(GovernedError):
             await manager.delete(ADMIN, ALICE_SCOPE, record.id, idempotency_key="del-1")
     restarted = build_mem0_provider(config, clock)

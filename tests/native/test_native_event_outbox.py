@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import sys
-import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -36,6 +33,7 @@ from governed_memory.requests import (
     RejectRequest,
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
+from killed_writer import kill_writers, records_and_event_ids
 from native_support import USER_SCOPE, build, make_ctx, note
 from outbox_support import outbox_ctx
 
@@ -224,65 +222,15 @@ async def test_events_survive_a_restart(tmp_path: Path, clock: ManualClock) -> N
         await reopened.close()
 
 
-_WRITER = textwrap.dedent("""
-    import asyncio, sys
-    sys.path[:0] = [{tests!r}, {root!r}]
-    from governed_memory import ManualClock
-    from governed_memory_native import build_native_provider
-    from native_support import note
-    from outbox_support import outbox_ctx
-
-    async def main():
-        clock = ManualClock()
-        provider = build_native_provider({{"path": {path!r}}}, clock)
-        await provider.start()
-        n = 0
-        while True:
-            await provider.add(note(f"note {{n}}"), outbox_ctx(clock))
-            n += 1
-            if n == 5:
-                print("ready", flush=True)
-
-    asyncio.run(main())
-""")
-
-
 async def test_a_killed_writer_leaves_every_committed_record_with_its_event(
         tmp_path: Path, clock: ManualClock) -> None:
     """SIGKILL at an arbitrary point of a stream of writes: after restart the records and
     the stored events name exactly the same ids, so no committed write lost its event."""
-    path = tmp_path / "memory.db"
-    here = Path(__file__).parent
-    script = _WRITER.format(tests=str(here), root=str(here.parent), path=str(path))
-    for round_ in range(3):
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE)
-        assert process.stdout is not None
-        line = await process.stdout.readline()
-        assert line.strip() == b"ready", line
-        await asyncio.sleep(0.05 * (round_ + 1))
-        process.send_signal(signal.SIGKILL)
-        await process.wait()
-    provider = build_native_provider({"path": str(path)}, clock)
-    await provider.start()
-    try:
-        records: set[str] = set()
-        cursor = None
-        while True:
-            page = await provider.list(ListRequest(USER_SCOPE, limit=100, cursor=cursor),
-                                       make_ctx(clock))
-            records.update(r.id for r in page.items)
-            if page.next_cursor is None:
-                break
-            cursor = page.next_cursor
-        named: list[str] = []
-        while events := await provider.pending_events(1000):
-            named.extend(e.record_ids[0] for e in events)
-            await provider.acknowledge_events([e.event_id for e in events])
-        assert len(records) >= 15
-        assert sorted(named) == sorted(records)  # one event per record, none without one
-    finally:
-        await provider.close()
+    config = {"path": str(tmp_path / "memory.db")}
+    await kill_writers(config)
+    records, named = await records_and_event_ids(config, clock)
+    assert len(records) >= 15
+    assert sorted(named) == sorted(records)  # one event per record, none without one
 
 
 @pytest.mark.parametrize("storm", [False, True], ids=["once", "storm"])

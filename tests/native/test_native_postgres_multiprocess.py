@@ -24,6 +24,7 @@ from governed_memory import (
     ListRequest,
     ManualClock,
 )
+from killed_writer import kill_writers, records_and_event_ids
 from native_support import USER_SCOPE, config_for, make_ctx, note
 
 WORKERS = 4
@@ -149,70 +150,15 @@ async def test_processes_sharing_a_scope_lose_no_update(tmp_path: Path,
         await provider.close()
 
 
-_KILLED_WRITER = textwrap.dedent("""
-    import asyncio, json, sys
-    sys.path.insert(0, {tests!r})
-    sys.path.insert(0, {native!r})
-    from governed_memory import ManualClock
-    from governed_memory_native import build_native_provider
-    from native_support import note
-    from outbox_support import outbox_ctx
-
-    async def main():
-        clock = ManualClock()
-        provider = build_native_provider(json.loads({config!r}), clock)
-        await provider.start()
-        n = 0
-        while True:
-            await provider.add(note(f"note {{n}}"), outbox_ctx(clock))
-            n += 1
-            if n == 5:
-                print("ready", flush=True)
-
-    asyncio.run(main())
-""")
-
-
 async def test_a_killed_writer_process_leaves_each_committed_record_with_its_event(
         tmp_path: Path, clock: ManualClock) -> None:
     """SIGKILL a process mid-stream of writes: every record the database kept has its
     committed event in the outbox and no event names a record that is not there."""
-    import signal
-
-    from governed_memory_native import build_native_provider
-
     config = config_for("postgres", tmp_path)
-    script = _KILLED_WRITER.format(tests=str(Path(__file__).parents[1]),
-                                   native=str(Path(__file__).parent), config=json.dumps(config))
-    for round_ in range(3):
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE)
-        assert process.stdout is not None
-        line = await asyncio.wait_for(process.stdout.readline(), timeout=60)
-        assert line.strip() == b"ready", line
-        await asyncio.sleep(0.05 * (round_ + 1))
-        process.send_signal(signal.SIGKILL)
-        await process.wait()
-    provider = build_native_provider(config, clock)
-    await provider.start()
-    try:
-        records: set[str] = set()
-        cursor = None
-        while True:
-            page = await provider.list(ListRequest(USER_SCOPE, limit=100, cursor=cursor),
-                                       make_ctx(clock))
-            records.update(r.id for r in page.items)
-            if page.next_cursor is None:
-                break
-            cursor = page.next_cursor
-        named: list[str] = []
-        while events := await provider.pending_events(1000):
-            named.extend(e.record_ids[0] for e in events)
-            await provider.acknowledge_events([e.event_id for e in events])
-        assert len(records) >= 15
-        assert sorted(named) == sorted(records)
-    finally:
-        await provider.close()
+    await kill_writers(config)
+    records, named = await records_and_event_ids(config, clock)
+    assert len(records) >= 15
+    assert sorted(named) == sorted(records)
 
 
 _INDEX_WORKER = textwrap.dedent("""

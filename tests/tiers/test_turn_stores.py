@@ -6,6 +6,7 @@ databases (PostgreSQL skips when absent, fails under CI=true)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,14 @@ from typing import Any
 import pytest
 from governed_memory import ManualClock, MemoryConflictError, Scope
 from governed_memory.plugins import PluginManager
-from governed_memory.tiers import InMemoryTurnStore, Role, ToolCall, TurnDraft, TurnStore
+from governed_memory.tiers import (
+    InMemoryTurnStore,
+    Role,
+    ToolCall,
+    Turn,
+    TurnDraft,
+    TurnStore,
+)
 from postgres_support import POSTGRES_DSN, drop_schemas, require_postgres, schema_for
 
 S1 = Scope("acme", user_id="alice", session_id="s1")
@@ -117,18 +125,30 @@ async def test_sqlite_turns_survive_a_restart(tmp_path: Path) -> None:
         await again.close()
 
 
-async def test_two_postgres_stores_share_one_numbering(tmp_path: Path) -> None:
-    a, b = _build("postgres", tmp_path), _build("postgres", tmp_path)
+@contextlib.asynccontextmanager
+async def _two_stores(kind: str, tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """Two started stores of ``kind`` over the same storage, closed afterwards."""
+    a, b = _build(kind, tmp_path), _build(kind, tmp_path)
     await a.start()
     await b.start()
     try:
-        turns = await asyncio.gather(*(
-            (a if i % 2 else b).append(S1, TurnDraft.user(f"m{i}"), float(i))
-            for i in range(20)))
-        assert sorted(t.seq for t in turns) == list(range(1, 21))
+        yield a, b
     finally:
         await a.close()
         await b.close()
+
+
+async def _append_alternately(a: TurnStore, b: TurnStore) -> list[Turn]:
+    """Twenty appends to one session, alternating between two stores, all at once."""
+    return list(await asyncio.gather(*(
+        (a if i % 2 else b).append(S1, TurnDraft.user(f"m{i}"), float(i))
+        for i in range(20))))
+
+
+async def test_two_postgres_stores_share_one_numbering(tmp_path: Path) -> None:
+    async with _two_stores("postgres", tmp_path) as (a, b):
+        turns = await _append_alternately(a, b)
+        assert sorted(t.seq for t in turns) == list(range(1, 21))
 
 
 @pytest.mark.parametrize(("kind", "config", "match"), [
@@ -147,18 +167,10 @@ def test_bad_store_config_is_refused(kind: str, config: dict[str, Any], match: s
 
 
 async def test_two_sqlite_connections_share_one_numbering(tmp_path: Path) -> None:
-    a, b = _build("sqlite", tmp_path), _build("sqlite", tmp_path)
-    await a.start()
-    await b.start()
-    try:
-        turns = await asyncio.gather(*(
-            (a if i % 2 else b).append(S1, TurnDraft.user(f"m{i}"), float(i))
-            for i in range(20)))
+    async with _two_stores("sqlite", tmp_path) as (a, b):
+        turns = await _append_alternately(a, b)
         assert sorted(t.seq for t in turns) == list(range(1, 21))
         assert [t.seq for t in await a.recent(S1, 50)] == list(range(1, 21))
-    finally:
-        await a.close()
-        await b.close()
 
 
 def test_an_appended_sqlite_turn_survives_a_killed_process(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -33,16 +34,25 @@ class TrailEntry:
         return float(value) if isinstance(value, int | float) else 0.0
 
 
+def json_lines(path: Path) -> Iterator[Any]:
+    """The decoded value of each complete line of one trail file.
+
+    A torn last line (no newline: the writer died mid-append) and a line that is not
+    JSON are passed over here; telling whether that is damage is ``verify``'s job.
+    """
+    for _, raw, terminated in read_lines(path):
+        if not terminated:
+            continue
+        try:
+            yield json.loads(raw)
+        except ValueError:
+            continue
+
+
 def iter_entries(paths: Sequence[Pathish]) -> Iterator[TrailEntry]:
     """Every entry of the trail in chain order (unverified: verify first)."""
     for path in chain_files(paths):
-        for _, raw, terminated in read_lines(path):
-            if not terminated:
-                continue
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                continue
+        for value in json_lines(path):
             if (isinstance(value, dict) and value.get("kind") == ENTRY
                     and isinstance(value.get("event"), dict)
                     and isinstance(value.get("seq"), int)):

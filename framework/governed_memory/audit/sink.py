@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
 import os
 import threading
@@ -44,6 +43,7 @@ from governed_memory.audit.chain import (
     genesis_line,
     parse_line,
 )
+from governed_memory.audit.query import json_lines
 from governed_memory.audit.verify import _Walker, read_lines
 from governed_memory.converter import unstructure
 from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
@@ -370,13 +370,7 @@ def _index_of(path: Path) -> int:
 
 def _event_ids(path: Path) -> list[str]:
     ids = []
-    for _, raw, terminated in read_lines(path):
-        if not terminated:
-            continue
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            continue
+    for value in json_lines(path):
         event = value.get("event") if isinstance(value, dict) else None
         if isinstance(event, dict) and isinstance(event.get("event_id"), str):
             ids.append(event["event_id"])

@@ -29,7 +29,7 @@ from governed_memory.errors import (
     MemoryScopeError,
     MemoryValidationError,
 )
-from governed_memory.manager import GovernedMemoryManager
+from governed_memory.manager import GovernedMemoryManager, build_request
 from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
 from governed_memory.principal import Principal
@@ -234,19 +234,7 @@ class MemoryTiers:
 
     async def _run(self, port: ActivityPort, operation: Operation, principal: Principal,
                    build: Callable[[], TierRequest]) -> Any:
-        if not isinstance(principal, Principal):
-            raise MemoryValidationError("principal must be a Principal from authenticated "
-                                        "context", field="principal")
-        try:
-            request = build()
-        except MemoryValidationError as exc:
-            await port.reject_invalid(operation, principal, exc)
-            raise
-        except (TypeError, ValueError) as exc:
-            error = MemoryValidationError(f"invalid {operation.value} request: {exc}",
-                                          field=operation.value)
-            await port.reject_invalid(operation, principal, error)
-            raise error from None
+        request = await build_request(port, operation, principal, build)
         # The port takes any request with the request interface; the union type names
         # only the long-term ones.
         return await port.execute(cast(MemoryRequest, request), principal)
