@@ -913,10 +913,6 @@ def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> 
     )
 
 
-
-
-
-
 def _not_applied(exc: BaseException) -> MemoryError:
     """A failed Mem0 write that reconciliation showed did not apply."""
     error = translate(exc)

@@ -703,7 +703,6 @@ def _given(value: T | None, current: T) -> T:
     return current if value is None else value
 
 
-
 async def _pending(tx: WriteTransaction, scope_hash: str,
                    request: ApproveRequest | RejectRequest,
                    ctx: OperationContext) -> MemoryRecord:
@@ -715,9 +714,6 @@ async def _pending(tx: WriteTransaction, scope_hash: str,
         raise MemoryConflictError(f"the record is {current.status.value}, not pending review")
     _check_revision(current, request.expected_revision)
     return current
-
-
-
 
 
 async def _commit_version(tx: WriteTransaction, current: MemoryRecord, new: MemoryRecord,
