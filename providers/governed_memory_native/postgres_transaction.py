@@ -27,7 +27,7 @@ from governed_memory.records import (
 )
 from psycopg import AsyncConnection
 
-from governed_memory_native.bm25 import K1, B, average_length, document_score, term_weights
+from governed_memory_native.bm25 import K1, B
 from governed_memory_native.port import (
     IdempotencyEntry,
     Removal,
@@ -46,6 +46,7 @@ from governed_memory_native.postgres_rows import (
     record_from_row,
     record_params,
 )
+from governed_memory_native.shortlist_rescoring import rescore
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.stored_rows import (
     JOB_COLUMNS,
@@ -290,24 +291,8 @@ class PostgresTransaction:
         rows = await self._rows(_SEARCH.format(wanted=wanted, join=join), params)
         if not rows:
             return SearchPage(matches=(), candidates=0)
-        size, total_length, candidates = (int(rows[0][name])
-                                          for name in ("size", "total", "candidates"))
-        containing: dict[str, int] = {}
-        contenders: dict[int, tuple[str, int, dict[str, int]]] = {}
-        for row in rows:
-            containing[row["term"]] = int(row["df"])
-            seq = int(row["doc"])
-            contenders.setdefault(seq, (str(row["id"]), int(row["len"]), {}))[2][
-                row["term"]] = int(row["tf"])
-        weights = term_weights(size, containing, query.tokens)
-        mean_length = average_length(size, total_length)
-        scores: dict[int, float] = {}
-        for seq, (_, length, frequencies) in contenders.items():
-            score = document_score(frequencies, length, query.tokens, weights, mean_length)
-            if score is not None:
-                scores[seq] = score
-        winners = sorted(scores, key=lambda seq: (-scores[seq], contenders[seq][0]))
-        winners = winners[: query.limit]
+        shortlist = rescore(rows, query.tokens, query.limit)
+        winners, scores = shortlist.winners, shortlist.scores
         full = {
             int(row["seq"]): record_from_row(row)
             for row in await self._rows(
@@ -317,7 +302,7 @@ class PostgresTransaction:
         }
         return SearchPage(
             matches=tuple(ScoredRecord(full[seq], scores[seq]) for seq in winners),
-            candidates=candidates,
+            candidates=shortlist.candidates,
         )
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:

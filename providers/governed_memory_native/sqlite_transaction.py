@@ -23,7 +23,7 @@ from governed_memory.records import (
     RecordStatus,
 )
 
-from governed_memory_native.bm25 import K1, B, average_length, document_score, term_weights
+from governed_memory_native.bm25 import K1, B
 from governed_memory_native.port import (
     IdempotencyEntry,
     Removal,
@@ -33,6 +33,7 @@ from governed_memory_native.port import (
     StoredVector,
     VectorQuery,
 )
+from governed_memory_native.shortlist_rescoring import rescore
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.sqlite_errors import translated
 from governed_memory_native.sqlite_rows import (
@@ -254,24 +255,8 @@ class SqliteTransaction:
         )
         if not rows:
             return SearchPage(matches=(), candidates=0)
-        size, total_length, candidates = (int(rows[0][name])
-                                          for name in ("size", "total", "candidates"))
-        containing: dict[str, int] = {}
-        contenders: dict[int, tuple[str, int, dict[str, int]]] = {}
-        for row in rows:
-            containing[row["term"]] = int(row["df"])
-            seq = int(row["doc"])
-            contenders.setdefault(seq, (str(row["id"]), int(row["len"]), {}))[2][
-                row["term"]] = int(row["tf"])
-        weights = term_weights(size, containing, query.tokens)
-        mean_length = average_length(size, total_length)
-        scores: dict[int, float] = {}
-        for seq, (_, length, frequencies) in contenders.items():
-            score = document_score(frequencies, length, query.tokens, weights, mean_length)
-            if score is not None:
-                scores[seq] = score
-        winners = sorted(scores, key=lambda seq: (-scores[seq], contenders[seq][0]))
-        winners = winners[: query.limit]
+        shortlist = rescore(rows, query.tokens, query.limit)
+        winners, scores = shortlist.winners, shortlist.scores
         full = {
             int(row["seq"]): record_from_row(row)
             for row in await self._rows(
@@ -281,7 +266,7 @@ class SqliteTransaction:
         }
         return SearchPage(
             matches=tuple(ScoredRecord(full[seq], scores[seq]) for seq in winners),
-            candidates=candidates,
+            candidates=shortlist.candidates,
         )
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:
