@@ -16,18 +16,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-import attrs
-from governed_memory.errors import MemoryConfigurationError
 from psycopg import AsyncConnection, sql
 
+from governed_memory_native.schema_migrations import Migration, pending
+
 MIGRATIONS_TABLE: Final = "governed_memory_migrations"
-
-
-@attrs.frozen(slots=True)
-class Migration:
-    version: int
-    description: str
-    statements: tuple[str, ...]
 
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
@@ -313,14 +306,7 @@ async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at
             " applied_at double precision NOT NULL)"
         )
         version = await current_version(conn)
-        if version > LATEST_VERSION:
-            raise MemoryConfigurationError(
-                f"schema: the database schema is version {version}, newer than this code "
-                f"supports ({LATEST_VERSION}); upgrade governed-memory"
-            )
-        for migration in MIGRATIONS:
-            if migration.version <= version:
-                continue
+        for migration in pending(MIGRATIONS, version, "schema"):
             for statement in migration.statements:
                 await conn.execute(statement)
             await conn.execute(

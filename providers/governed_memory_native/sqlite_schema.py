@@ -12,19 +12,10 @@ import sqlite3
 from typing import Final
 
 import aiosqlite
-import attrs
-from governed_memory.errors import MemoryConfigurationError
 
 from governed_memory_native.bm25 import idf
+from governed_memory_native.schema_migrations import Migration, pending
 from governed_memory_native.tokens import index_text, word_count
-
-
-@attrs.frozen(slots=True)
-class Migration:
-    version: int
-    description: str
-    statements: tuple[str, ...]
-
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -295,14 +286,7 @@ async def migrate(conn: aiosqlite.Connection, applied_at: float) -> int:
             " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at REAL NOT NULL)"
         )
         version = await current_version(conn)
-        if version > LATEST_VERSION:
-            raise MemoryConfigurationError(
-                f"path: the database schema is version {version}, newer than this code "
-                f"supports ({LATEST_VERSION}); upgrade governed-memory"
-            )
-        for migration in MIGRATIONS:
-            if migration.version <= version:
-                continue
+        for migration in pending(MIGRATIONS, version, "path"):
             for statement in migration.statements:
                 await conn.execute(statement)
             await conn.execute(
