@@ -49,13 +49,17 @@ from governed_memory_native.postgres_rows import (
 from governed_memory_native.shortlist_rescoring import rescore
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.stored_rows import (
+    IDEMPOTENCY_COLUMNS,
     JOB_COLUMNS,
     JOB_FIELDS,
+    PROGRESS_COLUMNS,
     VECTOR_COLUMNS,
     VERSION_COLUMNS,
     event_from_json,
+    idempotency_from_row,
     job_from_row,
     job_value,
+    progress_from_row,
     snapshot_body,
     vector_from_row,
     version_from_row,
@@ -326,21 +330,13 @@ class PostgresTransaction:
         self, scope_hash: str, operation: str, key: str
     ) -> IdempotencyEntry | None:
         rows = await self._rows(
-            "SELECT scope_hash, operation, idem_key, fingerprint, record_id, tenant_id,"
-            " user_id, version, revision, hard, erased, created_at FROM memory_idempotency"
+            f"SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency"
             " WHERE scope_hash = %s AND operation = %s AND idem_key = %s",
             (scope_hash, operation, encode_text(key)),
         )
         if not rows:
             return None
-        row = rows[0]
-        return IdempotencyEntry(
-            scope_hash=row["scope_hash"], operation=row["operation"],
-            key=cast(str, decode_text(row["idem_key"])), fingerprint=row["fingerprint"],
-            record_id=row["record_id"], tenant_id=row["tenant_id"], user_id=row["user_id"],
-            created_at=row["created_at"], version=row["version"], revision=row["revision"],
-            hard=bool(row["hard"]), erased=bool(row["erased"]),
-        )
+        return idempotency_from_row(rows[0], cast(str, decode_text(rows[0]["idem_key"])))
 
     async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
         sql = ("SELECT count(*) AS n, coalesce(sum(octet_length(content)), 0) AS bytes"
@@ -765,17 +761,11 @@ class PostgresTransaction:
                                     user_id: str) -> tuple[Removal, float | None]:
         rows = await self._rows(
             "DELETE FROM erasure_progress WHERE tenant_id = %s AND user_id = %s"
-            " RETURNING records, versions, index_entries, idempotency_entries,"
-            " scope_hashes, started_at",
+            f" RETURNING {PROGRESS_COLUMNS}",
             (tenant_id, user_id))
         if not rows:
             return Removal(), None
-        row = rows[0]
-        return Removal(records=int(row["records"]), versions=int(row["versions"]),
-                       index_entries=int(row["index_entries"]),
-                       idempotency_entries=int(row["idempotency_entries"]),
-                       scope_hashes=frozenset(str(h) for h in row["scope_hashes"]),
-                       ), float(row["started_at"])
+        return progress_from_row(rows[0], rows[0]["scope_hashes"])
 
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False

@@ -43,13 +43,17 @@ from governed_memory_native.sqlite_rows import (
     record_params,
 )
 from governed_memory_native.stored_rows import (
+    IDEMPOTENCY_COLUMNS,
     JOB_COLUMNS,
     JOB_FIELDS,
+    PROGRESS_COLUMNS,
     VECTOR_COLUMNS,
     VERSION_COLUMNS,
     event_from_json,
+    idempotency_from_row,
     job_from_row,
     job_value,
+    progress_from_row,
     snapshot_body,
     vector_from_row,
     version_from_row,
@@ -287,21 +291,11 @@ class SqliteTransaction:
         self, scope_hash: str, operation: str, key: str
     ) -> IdempotencyEntry | None:
         rows = await self._rows(
-            "SELECT scope_hash, operation, idem_key, fingerprint, record_id, tenant_id, user_id,"
-            " version, revision, hard, erased, created_at FROM memory_idempotency"
+            f"SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency"
             " WHERE scope_hash = ? AND operation = ? AND idem_key = ?",
             (scope_hash, operation, key),
         )
-        if not rows:
-            return None
-        row = rows[0]
-        return IdempotencyEntry(
-            scope_hash=row["scope_hash"], operation=row["operation"], key=row["idem_key"],
-            fingerprint=row["fingerprint"], record_id=row["record_id"],
-            tenant_id=row["tenant_id"], user_id=row["user_id"], created_at=row["created_at"],
-            version=row["version"], revision=row["revision"], hard=bool(row["hard"]),
-            erased=bool(row["erased"]),
-        )
+        return idempotency_from_row(rows[0], rows[0]["idem_key"]) if rows else None
 
     async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
         sql = ("SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(content AS BLOB))), 0) "
@@ -625,21 +619,17 @@ class SqliteTransaction:
     async def _erasure_progress(self, tenant_id: str,
                                 user_id: str) -> tuple[Removal, float | None]:
         rows = await self._rows(
-            "SELECT records, versions, index_entries, idempotency_entries, scope_hashes,"
-            " started_at FROM erasure_progress WHERE tenant_id = ? AND user_id = ?",
+            f"SELECT {PROGRESS_COLUMNS} FROM erasure_progress"
+            " WHERE tenant_id = ? AND user_id = ?",
             (tenant_id, user_id))
         if not rows:
             return Removal(), None
         row = rows[0]
         try:
-            hashes = frozenset(str(h) for h in json.loads(row["scope_hashes"]))
+            return progress_from_row(row, json.loads(row["scope_hashes"]))
         except (ValueError, TypeError):
             raise MemoryStorageError("a stored erasure progress row could not be read"
                                      ) from None
-        return Removal(records=int(row["records"]), versions=int(row["versions"]),
-                       index_entries=int(row["index_entries"]),
-                       idempotency_entries=int(row["idempotency_entries"]),
-                       scope_hashes=hashes), float(row["started_at"])
 
     async def purge_snapshots(self, before: float, limit: int) -> int:
         rows = await self._rows(

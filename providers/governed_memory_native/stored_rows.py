@@ -11,7 +11,7 @@ which they pass in already decoded.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from governed_memory.converter import structure
@@ -21,7 +21,7 @@ from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory.records import MemoryVersion, VersionOperation
 
-from governed_memory_native.port import StoredVector
+from governed_memory_native.port import IdempotencyEntry, Removal, StoredVector
 from governed_memory_native.snapshots import record_from_json
 
 JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "state",
@@ -30,6 +30,11 @@ JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "
 JOB_COLUMNS: Final = ", ".join(JOB_FIELDS)
 VECTOR_COLUMNS: Final = "record_id, scope_hash, version, content_hash, vector, created_at"
 VERSION_COLUMNS: Final = "operation, recorded_at, operation_id, snapshot"
+IDEMPOTENCY_COLUMNS: Final = ("scope_hash, operation, idem_key, fingerprint, record_id,"
+                              " tenant_id, user_id, version, revision, hard, erased,"
+                              " created_at")
+PROGRESS_COLUMNS: Final = ("records, versions, index_entries, idempotency_entries,"
+                           " scope_hashes, started_at")
 
 
 def job_value(job: IndexJob, name: str) -> Any:
@@ -88,3 +93,24 @@ def snapshot_body(text: str) -> Mapping[str, Any]:
     if not isinstance(body, dict):
         raise MemoryStorageError("a stored retrieval snapshot could not be read")
     return body
+
+
+def idempotency_from_row(row: Any, key: str) -> IdempotencyEntry:
+    """A row of :data:`IDEMPOTENCY_COLUMNS`; ``key`` comes decoded by the dialect."""
+    return IdempotencyEntry(
+        scope_hash=row["scope_hash"], operation=row["operation"], key=key,
+        fingerprint=row["fingerprint"], record_id=row["record_id"],
+        tenant_id=row["tenant_id"], user_id=row["user_id"], created_at=row["created_at"],
+        version=row["version"], revision=row["revision"], hard=bool(row["hard"]),
+        erased=bool(row["erased"]),
+    )
+
+
+def progress_from_row(row: Any, scope_hashes: Iterable[Any]) -> tuple[Removal, float]:
+    """A row of :data:`PROGRESS_COLUMNS`; ``scope_hashes`` comes decoded by the dialect
+    (a JSON list on SQLite, an array on PostgreSQL)."""
+    return Removal(records=int(row["records"]), versions=int(row["versions"]),
+                   index_entries=int(row["index_entries"]),
+                   idempotency_entries=int(row["idempotency_entries"]),
+                   scope_hashes=frozenset(str(h) for h in scope_hashes),
+                   ), float(row["started_at"])
