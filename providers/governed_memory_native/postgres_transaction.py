@@ -34,7 +34,6 @@ from governed_memory_native.port import (
     ScoredRecord,
     SearchPage,
     SearchQuery,
-    StoredVector,
     VectorQuery,
 )
 from governed_memory_native.postgres_errors import translated
@@ -46,6 +45,7 @@ from governed_memory_native.postgres_rows import (
     record_from_row,
     record_params,
 )
+from governed_memory_native.shared_statements import SharedStatements
 from governed_memory_native.shortlist_rescoring import rescore
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.stored_rows import (
@@ -53,7 +53,6 @@ from governed_memory_native.stored_rows import (
     JOB_COLUMNS,
     JOB_FIELDS,
     PROGRESS_COLUMNS,
-    VECTOR_COLUMNS,
     VERSION_COLUMNS,
     event_from_json,
     idempotency_from_row,
@@ -61,7 +60,6 @@ from governed_memory_native.stored_rows import (
     job_value,
     progress_from_row,
     snapshot_body,
-    vector_from_row,
     version_from_row,
 )
 from governed_memory_native.tokens import words
@@ -197,7 +195,7 @@ def _needs_records(query: SearchQuery) -> bool:
     return bool(query.memory_types or query.entity_ids or query.metadata_filter)
 
 
-class PostgresTransaction:
+class PostgresTransaction(SharedStatements):
     """Runs on a connection inside a transaction the backend opened (and will end).
 
     ``serialize`` (write transactions only) takes the schema's writer lock; it runs
@@ -206,6 +204,8 @@ class PostgresTransaction:
     locks alone make safe: storing and purging retrieval snapshots, acknowledging outbox
     events, leasing index jobs with ``SKIP LOCKED``.
     """
+
+    placeholder = "%s"
 
     def __init__(self, conn: AsyncConnection[Row],
                  serialize: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -235,15 +235,10 @@ class PostgresTransaction:
             cursor = await self._conn.execute(sql, params)
             return cursor.rowcount
 
-    # -- reads ------------------------------------------------------------------------
+    def _record_from_row(self, row: Any) -> MemoryRecord:
+        return record_from_row(row)
 
-    async def record(self, scope_hash: str, record_id: str) -> MemoryRecord | None:
-        rows = await self._rows(
-            f"SELECT {SELECT_RECORD} FROM memory_records AS r"
-            " WHERE r.id = %s AND r.scope_hash = %s",
-            (record_id, scope_hash),
-        )
-        return record_from_row(rows[0]) if rows else None
+    # -- reads ------------------------------------------------------------------------
 
     async def record_by_key(self, scope_hash: str, key: str) -> MemoryRecord | None:
         rows = await self._rows(
@@ -381,21 +376,6 @@ class PostgresTransaction:
             found.extend(record_from_row(row) for row in rows)
         return found
 
-    async def vector_of(self, record_id: str,
-                        identity: EmbedderIdentity) -> StoredVector | None:
-        rows = await self._rows(
-            f"SELECT {VECTOR_COLUMNS} FROM memory_vectors WHERE record_id = %s AND identity = %s",
-            (record_id, str(identity)),
-        )
-        return vector_from_row(rows[0], identity) if rows else None
-
-    async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
-        rows = await self._rows(
-            f"SELECT {JOB_COLUMNS} FROM index_jobs WHERE state = %s ORDER BY seq LIMIT %s",
-            (state.value, limit),
-        )
-        return [job_from_row(row) for row in rows]
-
     async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
         rows = await self._rows("SELECT state, count(*) AS n FROM index_jobs GROUP BY state")
         oldest = await self._rows(
@@ -444,24 +424,6 @@ class PostgresTransaction:
             (scope_hash, after_id or "", limit),
         )
         return [str(row["id"]) for row in rows]
-
-    async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
-        rows = await self._rows(
-            "SELECT id FROM memory_records WHERE tenant_id = %s AND user_id = %s"
-            " ORDER BY id LIMIT %s",
-            (tenant_id, user_id, limit),
-        )
-        return [str(row["id"]) for row in rows]
-
-    async def scan_scope(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[MemoryRecord]:
-        rows = await self._rows(
-            f"SELECT {SELECT_RECORD} FROM memory_records AS r"
-            " WHERE r.scope_hash = %s AND r.id > %s ORDER BY r.id LIMIT %s",
-            (scope_hash, after_id or "", limit),
-        )
-        return [record_from_row(row) for row in rows]
 
     # -- writes -----------------------------------------------------------------------
 
@@ -592,13 +554,6 @@ class PostgresTransaction:
              entry.hard, entry.erased, entry.created_at),
         )
 
-    async def put_event(self, event: MemoryEvent) -> None:
-        await self._write(
-            "INSERT INTO event_outbox (event_id, tenant_id, body) VALUES (%s, %s, %s)"
-            " ON CONFLICT (event_id) DO NOTHING",
-            (event.event_id, event.tenant_id, event.to_json()),
-        )
-
     async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
         removed = 0
         for chunk in _chunks(sorted(set(event_ids))):
@@ -607,23 +562,6 @@ class PostgresTransaction:
                 lock_free=True,
             )
         return removed
-
-    async def put_vector(self, vector: StoredVector) -> None:
-        identity = vector.identity
-        await self._write(
-            "DELETE FROM memory_vectors WHERE record_id = %s AND identity <> %s",
-            (vector.record_id, str(identity)))
-        await self._write(
-            "INSERT INTO memory_vectors (record_id, identity, embedder_id, model_revision,"
-            " dimension, scope_hash, version, content_hash, vector, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (record_id, identity) DO UPDATE SET scope_hash = excluded.scope_hash,"
-            " version = excluded.version, content_hash = excluded.content_hash,"
-            " vector = excluded.vector, created_at = excluded.created_at",
-            (vector.record_id, str(identity), identity.id, identity.model_revision,
-             identity.dimension, vector.scope_hash, vector.version, vector.content_hash,
-             vector.vector, vector.created_at),
-        )
 
     async def remove_vectors(self, record_id: str) -> int:
         return await self._write("DELETE FROM memory_vectors WHERE record_id = %s",
@@ -685,13 +623,6 @@ class PostgresTransaction:
         for chunk in _chunks(sorted(set(job_ids))):
             requeued += await self._write(f"{update} AND job_id = ANY(%s)", (now, list(chunk)))
         return requeued
-
-    async def mark_indexed(self, record_id: str, version: int) -> None:
-        await self._write(
-            "UPDATE memory_records SET index_state = 'indexed'"
-            " WHERE id = %s AND version = %s AND index_state <> 'indexed'",
-            (record_id, version),
-        )
 
     async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
                            *, created_at: float, subjects: Sequence[str]) -> None:

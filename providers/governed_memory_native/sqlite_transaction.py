@@ -30,9 +30,9 @@ from governed_memory_native.port import (
     ScoredRecord,
     SearchPage,
     SearchQuery,
-    StoredVector,
     VectorQuery,
 )
+from governed_memory_native.shared_statements import SharedStatements
 from governed_memory_native.shortlist_rescoring import rescore
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.sqlite_errors import translated
@@ -47,7 +47,6 @@ from governed_memory_native.stored_rows import (
     JOB_COLUMNS,
     JOB_FIELDS,
     PROGRESS_COLUMNS,
-    VECTOR_COLUMNS,
     VERSION_COLUMNS,
     event_from_json,
     idempotency_from_row,
@@ -55,7 +54,6 @@ from governed_memory_native.stored_rows import (
     job_value,
     progress_from_row,
     snapshot_body,
-    vector_from_row,
     version_from_row,
 )
 from governed_memory_native.tokens import words
@@ -169,8 +167,10 @@ def _filter_clause(query: SearchQuery) -> tuple[str, list[Any]]:
     return ("(" + " AND ".join(clauses) + ")" if clauses else "1"), params
 
 
-class SqliteTransaction:
+class SqliteTransaction(SharedStatements):
     """Runs on a connection that already holds ``BEGIN`` (reads) or ``BEGIN IMMEDIATE``."""
+
+    placeholder = "?"
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
@@ -202,14 +202,10 @@ class SqliteTransaction:
             async with self._conn.execute(sql, params) as cursor:
                 return int(cursor.rowcount)
 
-    # -- reads ------------------------------------------------------------------------
+    def _record_from_row(self, row: Any) -> MemoryRecord:
+        return record_from_row(row)
 
-    async def record(self, scope_hash: str, record_id: str) -> MemoryRecord | None:
-        rows = await self._rows(
-            f"SELECT {SELECT_RECORD} FROM memory_records AS r WHERE r.id = ? AND r.scope_hash = ?",
-            (record_id, scope_hash),
-        )
-        return record_from_row(rows[0]) if rows else None
+    # -- reads ------------------------------------------------------------------------
 
     async def record_by_key(self, scope_hash: str, key: str) -> MemoryRecord | None:
         rows = await self._rows(
@@ -337,21 +333,6 @@ class SqliteTransaction:
             found.extend(record_from_row(row) for row in rows)
         return found
 
-    async def vector_of(self, record_id: str,
-                        identity: EmbedderIdentity) -> StoredVector | None:
-        rows = await self._rows(
-            f"SELECT {VECTOR_COLUMNS} FROM memory_vectors WHERE record_id = ? AND identity = ?",
-            (record_id, str(identity)),
-        )
-        return vector_from_row(rows[0], identity) if rows else None
-
-    async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
-        rows = await self._rows(
-            f"SELECT {JOB_COLUMNS} FROM index_jobs WHERE state = ? ORDER BY seq LIMIT ?",
-            (state.value, limit),
-        )
-        return [job_from_row(row) for row in rows]
-
     async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
         rows = await self._rows("SELECT state, count(*) FROM index_jobs GROUP BY state")
         oldest = await self._rows(
@@ -397,23 +378,6 @@ class SqliteTransaction:
             (scope_hash, after_id or "", limit),
         )
         return [str(row[0]) for row in rows]
-
-    async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
-        rows = await self._rows(
-            "SELECT id FROM memory_records WHERE tenant_id = ? AND user_id = ? ORDER BY id LIMIT ?",
-            (tenant_id, user_id, limit),
-        )
-        return [str(row[0]) for row in rows]
-
-    async def scan_scope(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[MemoryRecord]:
-        rows = await self._rows(
-            f"SELECT {SELECT_RECORD} FROM memory_records AS r "
-            "WHERE r.scope_hash = ? AND r.id > ? ORDER BY r.id LIMIT ?",
-            (scope_hash, after_id or "", limit),
-        )
-        return [record_from_row(row) for row in rows]
 
     # -- writes -----------------------------------------------------------------------
 
@@ -474,13 +438,6 @@ class SqliteTransaction:
              int(entry.erased), entry.created_at),
         )
 
-    async def put_event(self, event: MemoryEvent) -> None:
-        await self._write(
-            "INSERT INTO event_outbox (event_id, tenant_id, body) VALUES (?, ?, ?)"
-            " ON CONFLICT (event_id) DO NOTHING",
-            (event.event_id, event.tenant_id, event.to_json()),
-        )
-
     async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
         removed = 0
         for chunk in _chunks(sorted(set(event_ids))):
@@ -488,22 +445,6 @@ class SqliteTransaction:
                 f"DELETE FROM event_outbox WHERE event_id IN ({_marks(len(chunk))})", chunk
             )
         return removed
-
-    async def put_vector(self, vector: StoredVector) -> None:
-        identity = vector.identity
-        await self._write("DELETE FROM memory_vectors WHERE record_id = ? AND identity <> ?",
-                          (vector.record_id, str(identity)))
-        await self._write(
-            "INSERT INTO memory_vectors (record_id, identity, embedder_id, model_revision,"
-            " dimension, scope_hash, version, content_hash, vector, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (record_id, identity) DO UPDATE SET scope_hash = excluded.scope_hash,"
-            " version = excluded.version, content_hash = excluded.content_hash,"
-            " vector = excluded.vector, created_at = excluded.created_at",
-            (vector.record_id, str(identity), identity.id, identity.model_revision,
-             identity.dimension, vector.scope_hash, vector.version, vector.content_hash,
-             vector.vector, vector.created_at),
-        )
 
     async def remove_vectors(self, record_id: str) -> int:
         return await self._write("DELETE FROM memory_vectors WHERE record_id = ?", (record_id,))
@@ -563,13 +504,6 @@ class SqliteTransaction:
             requeued += await self._write(f"{update} AND job_id IN ({_marks(len(chunk))})",
                                           [now, *chunk])
         return requeued
-
-    async def mark_indexed(self, record_id: str, version: int) -> None:
-        await self._write(
-            "UPDATE memory_records SET index_state = 'indexed'"
-            " WHERE id = ? AND version = ? AND index_state <> 'indexed'",
-            (record_id, version),
-        )
 
     async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
                            *, created_at: float, subjects: Sequence[str]) -> None:
