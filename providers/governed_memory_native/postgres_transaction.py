@@ -376,19 +376,6 @@ class PostgresTransaction(SharedStatements):
             found.extend(record_from_row(row) for row in rows)
         return found
 
-    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
-        rows = await self._rows("SELECT state, count(*) AS n FROM index_jobs GROUP BY state")
-        oldest = await self._rows(
-            "SELECT min(created_at) AS first FROM index_jobs WHERE state = 'pending'")
-        first = oldest[0]["first"] if oldest else None
-        return ({str(row["state"]): int(row["n"]) for row in rows},
-                None if first is None else float(first))
-
-    async def vector_counts(self) -> dict[str, int]:
-        rows = await self._rows(
-            "SELECT identity, count(*) AS n FROM memory_vectors GROUP BY identity")
-        return {str(row["identity"]): int(row["n"]) for row in rows}
-
     async def records_missing_vectors(
         self, identity: EmbedderIdentity, after_id: str | None, limit: int, now: float,
     ) -> tuple[list[tuple[str, str, int]], int, str | None]:
@@ -404,26 +391,10 @@ class PostgresTransaction(SharedStatements):
                    for row in rows if row["missing"]]
         return missing, len(rows), (str(rows[-1]["id"]) if rows else None)
 
-    async def live_record_count(self, now: float) -> int:
-        rows = await self._rows(
-            "SELECT count(*) AS n FROM memory_records WHERE status <> 'deleted'"
-            " AND (expires_at IS NULL OR expires_at > %s)", (now,))
-        return int(rows[0]["n"])
-
     async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
         rows = await self._rows(
             "SELECT body FROM retrieval_snapshots WHERE snapshot_id = %s", (snapshot_id,))
         return snapshot_body(rows[0]["body"]) if rows else None
-
-    async def record_ids_in_scope(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[str]:
-        rows = await self._rows(
-            "SELECT id FROM memory_records WHERE scope_hash = %s AND id > %s"
-            " ORDER BY id LIMIT %s",
-            (scope_hash, after_id or "", limit),
-        )
-        return [str(row["id"]) for row in rows]
 
     # -- writes -----------------------------------------------------------------------
 

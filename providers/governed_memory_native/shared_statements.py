@@ -65,6 +65,34 @@ class SharedStatements:
         ), (tenant_id, user_id, limit))
         return [str(row["id"]) for row in rows]
 
+    async def record_ids_in_scope(
+        self, scope_hash: str, after_id: str | None, limit: int
+    ) -> list[str]:
+        rows = await self._rows(self._q(
+            "SELECT id FROM memory_records WHERE scope_hash = ? AND id > ? ORDER BY id LIMIT ?"
+        ), (scope_hash, after_id or "", limit))
+        return [str(row["id"]) for row in rows]
+
+    async def live_record_count(self, now: float) -> int:
+        rows = await self._rows(self._q(
+            "SELECT count(*) AS n FROM memory_records WHERE status <> 'deleted'"
+            " AND (expires_at IS NULL OR expires_at > ?)"
+        ), (now,))
+        return int(rows[0]["n"])
+
+    async def vector_counts(self) -> dict[str, int]:
+        rows = await self._rows(
+            "SELECT identity, count(*) AS n FROM memory_vectors GROUP BY identity")
+        return {str(row["identity"]): int(row["n"]) for row in rows}
+
+    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
+        rows = await self._rows("SELECT state, count(*) AS n FROM index_jobs GROUP BY state")
+        pending = await self._rows(
+            "SELECT min(created_at) AS oldest FROM index_jobs WHERE state = 'pending'")
+        oldest = pending[0]["oldest"] if pending else None
+        return ({str(row["state"]): int(row["n"]) for row in rows},
+                None if oldest is None else float(oldest))
+
     async def vector_of(self, record_id: str,
                         identity: EmbedderIdentity) -> StoredVector | None:
         rows = await self._rows(self._q(

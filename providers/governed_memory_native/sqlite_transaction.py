@@ -333,18 +333,6 @@ class SqliteTransaction(SharedStatements):
             found.extend(record_from_row(row) for row in rows)
         return found
 
-    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
-        rows = await self._rows("SELECT state, count(*) FROM index_jobs GROUP BY state")
-        oldest = await self._rows(
-            "SELECT min(created_at) FROM index_jobs WHERE state = 'pending'")
-        first = oldest[0][0] if oldest else None
-        return ({str(row[0]): int(row[1]) for row in rows},
-                None if first is None else float(first))
-
-    async def vector_counts(self) -> dict[str, int]:
-        rows = await self._rows("SELECT identity, count(*) FROM memory_vectors GROUP BY identity")
-        return {str(row[0]): int(row[1]) for row in rows}
-
     async def records_missing_vectors(
         self, identity: EmbedderIdentity, after_id: str | None, limit: int, now: float,
     ) -> tuple[list[tuple[str, str, int]], int, str | None]:
@@ -359,25 +347,10 @@ class SqliteTransaction(SharedStatements):
         missing = [(str(row[0]), str(row[1]), int(row[2])) for row in rows if row[3]]
         return missing, len(rows), (str(rows[-1][0]) if rows else None)
 
-    async def live_record_count(self, now: float) -> int:
-        rows = await self._rows(
-            "SELECT count(*) FROM memory_records WHERE status <> 'deleted'"
-            " AND (expires_at IS NULL OR expires_at > ?)", (now,))
-        return int(rows[0][0])
-
     async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
         rows = await self._rows("SELECT body FROM retrieval_snapshots WHERE snapshot_id = ?",
                                 (snapshot_id,))
         return snapshot_body(rows[0][0]) if rows else None
-
-    async def record_ids_in_scope(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[str]:
-        rows = await self._rows(
-            "SELECT id FROM memory_records WHERE scope_hash = ? AND id > ? ORDER BY id LIMIT ?",
-            (scope_hash, after_id or "", limit),
-        )
-        return [str(row[0]) for row in rows]
 
     # -- writes -----------------------------------------------------------------------
 
