@@ -908,6 +908,7 @@ def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> 
         visibility=given(request.visibility, current.visibility),
         entity_ids=given(request.entity_ids, current.entity_ids),
         expires_at=expires_at, invalid_at=given(request.invalid_at, current.invalid_at),
+        superseded_by=given(request.superseded_by, current.superseded_by),
         version=current.version + 1, revision=new_revision(), updated_at=now,
         index_state=IndexState.INDEXED,
     )
