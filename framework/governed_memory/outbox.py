@@ -143,6 +143,10 @@ class OutboxDispatcher:
                     log.warning("event outbox: a sink refused an event; %d delivered, the "
                                 "rest stays stored for the next drain", len(done))
                     return Drain(tuple(delivered), stuck)
+                if len(events) < self.batch:
+                    # A short page was everything stored when it was read: no second read
+                    # on every write. Anything stored since is drained by its own write.
+                    return Drain(tuple(delivered))
 
     def _remember(self, event: MemoryEvent) -> None:
         self._delivered[event.event_id] = event
