@@ -29,7 +29,6 @@ from governed_memory.records import (
     MemoryVersion,
     RecordStatus,
 )
-
 from governed_memory_native.bm25 import Document, score_documents
 from governed_memory_native.filters import metadata_matches
 from governed_memory_native.port import (
@@ -40,6 +39,7 @@ from governed_memory_native.port import (
     SearchPage,
     SearchQuery,
     StoredVector,
+    UnitsFromTransactions,
     VectorQuery,
     WriteTransaction,
 )
@@ -490,10 +490,11 @@ def _restore(table: dict[Any, Any], key: Any, previous: Any) -> None:
         table[key] = previous
 
 
-class MemoryBackend:
+class MemoryBackend(UnitsFromTransactions):
     """Process-local storage; everything is lost when the process ends."""
 
     name = "memory"
+    shares_records = True
 
     def __init__(self) -> None:
         self._state = _State()

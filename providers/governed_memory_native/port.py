@@ -38,9 +38,9 @@ Port additions, in the order they arrived (a new backend implements all of them)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 from governed_memory.embedding import EmbedderIdentity
@@ -53,6 +53,8 @@ from governed_memory.records import (
     MemoryVersion,
     Visibility,
 )
+
+T = TypeVar("T")
 
 
 @attrs.frozen(slots=True)
@@ -393,6 +395,60 @@ class StorageBackend(Protocol):
         """A real round trip to storage; returns a short, safe status detail."""
         ...
 
+    shares_records: bool
+    """``True`` when records read back may be the very objects the backend keeps (the
+    in-memory backend): the provider then hands callers copies. A SQL backend decodes
+    fresh values from rows on every read, and frozen values need no defensive copy."""
+
     def reading(self) -> AbstractAsyncContextManager[ReadTransaction]: ...
 
     def writing(self) -> AbstractAsyncContextManager[WriteTransaction]: ...
+
+    async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
+                       point: bool = False) -> T:
+        """Run ``body`` as one read unit of work: one transaction, one trip to storage.
+
+        ``point`` marks a read of a handful of rows by key, which a backend may run
+        without leaving the caller's thread when that is measured to be cheaper.
+        """
+        ...
+
+    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
+        """Run ``body`` as one write unit of work: it commits (one fsync) if ``body``
+        returns, and rolls back if it raises or the caller is cancelled before COMMIT.
+
+        ``body`` must await only the transaction's methods: a backend may drive it to
+        completion on a storage thread, where anything else cannot be awaited.
+        """
+        ...
+
+    async def scrub(self) -> bool:
+        """Make sure bytes of erased rows are gone from every file storage keeps (a
+        write-ahead log, say); ``False`` if that could not be done now."""
+        ...
+
+
+class UnitsFromTransactions:
+    """``run_read``/``run_write`` for a backend whose transactions already are cheap to
+    open from the event loop (in memory, or an async driver with a round trip per
+    statement anyway)."""
+
+    shares_records = False
+
+    def reading(self) -> AbstractAsyncContextManager[ReadTransaction]:
+        raise NotImplementedError
+
+    def writing(self) -> AbstractAsyncContextManager[WriteTransaction]:
+        raise NotImplementedError
+
+    async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
+                       point: bool = False) -> T:
+        async with self.reading() as tx:
+            return await body(tx)
+
+    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
+        async with self.writing() as tx:
+            return await body(tx)
+
+    async def scrub(self) -> bool:
+        return True  # no log of old row images beside the live data

@@ -67,7 +67,7 @@ from governed_memory.records import Capabilities
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from governed_memory_native.port import ReadTransaction, WriteTransaction
+from governed_memory_native.port import ReadTransaction, UnitsFromTransactions, WriteTransaction
 from governed_memory_native.postgres_errors import translate, translated
 from governed_memory_native.postgres_schema import (
     LATEST_VERSION,
@@ -78,7 +78,7 @@ from governed_memory_native.postgres_schema import (
 from governed_memory_native.postgres_transaction import PostgresTransaction, Row
 
 
-class PostgresBackend:
+class PostgresBackend(UnitsFromTransactions):
     name = "postgres"
 
     def __init__(self, dsn: str, *, schema: str, pool_min_size: int, pool_max_size: int,

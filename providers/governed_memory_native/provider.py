@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
-from typing import Final, TypeVar
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Final, TypeVar
 
 import attrs
 from governed_memory.clock import Clock
@@ -18,6 +19,7 @@ from governed_memory.context import OperationContext
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.errors import (
     MemoryConflictError,
+    MemoryError,
     MemoryNotFoundError,
     MemoryUnavailableError,
     MemoryValidationError,
@@ -110,6 +112,10 @@ SNAPSHOT_PURGE_BATCH: Final = 16
 MAX_EVENTS: Final = 1000
 """Outbox events read per ``pending_events`` call, at most."""
 
+ACK_BATCH: Final = 256
+"""Delivered events whose removal from storage may wait for a later write; past this
+many they are removed in a write of their own."""
+
 
 class NativeMemoryProvider:
     """The built-in provider; ``backend`` decides where (and how durably) data lives."""
@@ -123,6 +129,11 @@ class NativeMemoryProvider:
         self._open = False
         self._config = indexing or IndexingConfig()
         self._indexer = Indexer(backend, clock, self._config)
+        # The event outbox as this process knows it (see ``pending_events``).
+        self._committed: deque[MemoryEvent] = deque()
+        self._committed_ids: set[str] = set()
+        self._acks: list[str] = []
+        self._stored_unknown = True
 
     @property
     def backend(self) -> StorageBackend:
@@ -167,11 +178,15 @@ class NativeMemoryProvider:
 
     async def start(self) -> None:
         await self._backend.open()
+        self._stored_unknown = True  # a previous run may have left events undelivered
         self._open = True
 
     async def close(self) -> None:
         self._open = False
-        await self._backend.close()
+        try:
+            await self._flush_acks()
+        finally:
+            await self._backend.close()
         embedder = self._indexer.embedder
         if embedder is not None:
             await embedder.close()
@@ -196,10 +211,10 @@ class NativeMemoryProvider:
         self._require_open()
         scope = request.scope
         prepared = await self._indexer.prepare(request.content)  # outside the write lock
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> MemoryRecord:
             replay = await self._replayed_record(tx, scope.scope_hash, request, ctx)
             if replay is not None:
-                await _store_event(tx, ctx, replay)
                 return replay
             provenance = request.provenance
             if provenance.operation_id is None:
@@ -228,55 +243,57 @@ class NativeMemoryProvider:
                 index_state=self._indexer.state_after_write(None,
                                                             content_hash(request.content)),
             )
-            record = detach(record)  # nothing the caller still holds may alias storage
+            record = self._owned(record)  # nothing the caller holds may alias storage
             await tx.insert_record(record)
             await tx.append_version(
                 MemoryVersion(record, VersionOperation.ADD, ctx.now, ctx.operation_id)
             )
             await self._indexer.after_write(tx, record, None, prepared, ctx.now)
             await self._remember(tx, request, scope, record, ctx)
-            await _store_event(tx, ctx, record)
-        return detach(record)
+            return record
+
+        return self._owned(await self._write(ctx, unit))
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
         prepared = await self._indexer.prepare(request.content)  # outside the write lock
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> MemoryRecord:
             replay = await self._replayed_record(tx, scope_hash, request, ctx)
             if replay is not None:
-                await _store_event(tx, ctx, replay)
                 return replay
             current = await tx.record(scope_hash, request.record_id)
             if current is None or not current.is_visible(ctx.now):
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
             updated = _apply_update(current, request, ctx.now)
-            updated = detach(attrs.evolve(updated, index_state=self._indexer.state_after_write(
-                current, updated.content_hash)))
+            updated = self._owned(attrs.evolve(
+                updated, index_state=self._indexer.state_after_write(current,
+                                                                     updated.content_hash)))
             # The request alone cannot see the stored provenance that shares the budget.
             check_metadata_budget(updated.metadata, updated.provenance.as_dict())
             await _commit_version(tx, current, updated, VersionOperation.UPDATE, ctx)
             await self._indexer.after_write(tx, updated, current, prepared, ctx.now)
             await self._remember(tx, request, request.scope, updated, ctx)
-            await _store_event(tx, ctx, updated)
-        return detach(updated)
+            return updated
+
+        return self._owned(await self._write(ctx, unit))
 
     async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> DeleteResult:
             if request.idempotency_key is not None:
                 entry = await tx.idempotency(scope_hash, request.operation.value,
                                              request.idempotency_key)
                 if entry is not None:
                     _check_fingerprint(entry, _fingerprint(ctx, request))
-                    replayed = DeleteResult(entry.record_id, scope_hash, entry.hard,
-                                            entry.version, entry.revision)
-                    await _store_event(tx, ctx, replayed)
-                    return replayed
+                    return DeleteResult(entry.record_id, scope_hash, entry.hard,
+                                        entry.version, entry.revision)
             current = await tx.record(scope_hash, request.record_id)
             # A tombstone or an expired record stays erasable (a hard delete removes it for
             # good), but a soft delete treats both as gone, exactly like update does.
@@ -307,8 +324,9 @@ class NativeMemoryProvider:
                     user_id=request.scope.user_id, created_at=ctx.now,
                     version=result.version, revision=result.revision, hard=result.hard,
                 ))
-            await _store_event(tx, ctx, result)
-        return result
+            return result
+
+        return await self._write(ctx, unit)
 
     # -- review -----------------------------------------------------------------
 
@@ -317,20 +335,21 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> MemoryRecord:
             replay = await self._replayed_record(tx, scope_hash, request, ctx)
             if replay is not None:
-                await _store_event(tx, ctx, replay)
                 return replay
             current = await _pending(tx, scope_hash, request, ctx)
-            approved = detach(attrs.evolve(
+            approved = self._owned(attrs.evolve(
                 current, status=RecordStatus.ACTIVE, version=current.version + 1,
                 revision=new_revision(), updated_at=ctx.now,
             ))
             await _commit_version(tx, current, approved, VersionOperation.APPROVE, ctx)
             await self._remember(tx, request, request.scope, approved, ctx)
-            await _store_event(tx, ctx, approved)
-        return detach(approved)
+            return approved
+
+        return self._owned(await self._write(ctx, unit))
 
     async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult:
         """A pending record is erased with its history: it was never accepted. Its
@@ -339,15 +358,14 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> DeleteResult:
             if request.idempotency_key is not None:
                 entry = await tx.idempotency(scope_hash, request.operation.value,
                                              request.idempotency_key)
                 if entry is not None:
                     _check_fingerprint(entry, _fingerprint(ctx, request))
-                    replayed = DeleteResult(entry.record_id, scope_hash, hard=True)
-                    await _store_event(tx, ctx, replayed)
-                    return replayed
+                    return DeleteResult(entry.record_id, scope_hash, hard=True)
             current = await _pending(tx, scope_hash, request, ctx)
             await tx.erase_records([current.id], tombstone_idempotency=True)
             if request.idempotency_key is not None:
@@ -357,16 +375,19 @@ class NativeMemoryProvider:
                     record_id=current.id, tenant_id=request.scope.tenant_id,
                     user_id=request.scope.user_id, created_at=ctx.now, hard=True,
                 ))
-            result = DeleteResult(current.id, scope_hash, hard=True)
-            await _store_event(tx, ctx, result)
-        return result
+            return DeleteResult(current.id, scope_hash, hard=True)
+
+        return await self._write(ctx, unit)
 
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
         """Records neither deleted nor expired (pending included) and their content bytes."""
         self._require_open()
         scope_hash = None if query.scope is None else query.scope.scope_hash
-        async with self._backend.reading() as tx:
-            records, size = await tx.usage(query.tenant_id, scope_hash, ctx.now)
+
+        async def unit(tx: ReadTransaction) -> tuple[int, int]:
+            return await tx.usage(query.tenant_id, scope_hash, ctx.now)
+
+        records, size = await self._backend.run_read(unit)
         return Usage(records=records, bytes=size)
 
     # -- event outbox -----------------------------------------------------------
@@ -377,8 +398,27 @@ class NativeMemoryProvider:
             raise MemoryValidationError(f"limit must be an integer from 1 to {MAX_EVENTS}",
                                         field="limit")
         self._require_open()
-        async with self._backend.reading() as tx:
-            return tuple(await tx.pending_events(limit))
+        if self._stored_unknown:
+            await self._absorb_stored_events(limit)
+        return tuple(event for _, event in zip(range(limit), self._committed, strict=False))
+
+    async def _absorb_stored_events(self, limit: int) -> None:
+        """Read what storage holds that this process does not know: events an earlier
+        run (or a write whose outcome was unknown) left undelivered. Once a read comes
+        back short, storage holds nothing more of ours, and later drains read nothing."""
+        acked = set(self._acks)
+        wanted = limit + len(acked)
+
+        async def unit(tx: ReadTransaction) -> Sequence[MemoryEvent]:
+            return await tx.pending_events(wanted)
+
+        stored = [event for event in await self._backend.run_read(unit)
+                  if event.event_id not in acked and event.event_id not in self._committed_ids]
+        # Stored events are older than any this process has not yet seen committed.
+        self._committed.extendleft(reversed(stored))
+        self._committed_ids.update(event.event_id for event in stored)
+        if len(stored) + len(acked) < wanted:
+            self._stored_unknown = False
 
     async def acknowledge_events(self, event_ids: Sequence[str]) -> None:
         """Forget delivered events; unknown (already acknowledged) ids are ignored."""
@@ -388,8 +428,30 @@ class NativeMemoryProvider:
         self._require_open()
         if not event_ids:
             return
-        async with self._backend.writing() as tx:
-            await tx.acknowledge_events(list(event_ids))
+        done = set(event_ids) & self._committed_ids
+        if done:
+            self._committed = deque(event for event in self._committed
+                                    if event.event_id not in done)
+            self._committed_ids -= done
+        # Removal from storage rides along with the next write (sinks deduplicate by
+        # event id, so a crash before then only means a second delivery).
+        self._acks.extend(event_ids)
+        if len(self._acks) >= ACK_BATCH:
+            await self._flush_acks()
+
+    async def _flush_acks(self) -> None:
+        acks, self._acks = self._acks, []
+        if not acks:
+            return
+
+        async def unit(tx: WriteTransaction) -> None:
+            await tx.acknowledge_events(acks)
+
+        try:
+            await self._backend.run_write(unit)
+        except BaseException:
+            self._acks = acks + self._acks
+            raise
 
     # -- reads ------------------------------------------------------------------
 
@@ -397,15 +459,18 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
-        async with self._backend.reading() as tx:
-            if request.record_id is not None:
-                found = await tx.record(scope_hash, request.record_id)
-            else:
-                assert request.key is not None  # validate() guarantees exactly one
-                found = await tx.record_by_key(scope_hash, request.key)
+        record_id, key = request.record_id, request.key
+
+        async def unit(tx: ReadTransaction) -> MemoryRecord | None:
+            if record_id is not None:
+                return await tx.record(scope_hash, record_id)
+            assert key is not None  # validate() guarantees exactly one
+            return await tx.record_by_key(scope_hash, key)
+
+        found = await self._backend.run_read(unit, point=True)
         if found is None or not found.is_visible(ctx.now):
             raise MemoryNotFoundError("no live record with that id or key in this scope")
-        return detach(found)
+        return self._owned(found)
 
     async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]:
         request.validate()
@@ -413,10 +478,12 @@ class NativeMemoryProvider:
         scope_hash = request.scope.scope_hash
         after = (decode_cursor(request.cursor, "list", scope_hash)
                  if request.cursor is not None else None)
-        async with self._backend.reading() as tx:
-            rows = await tx.list_visible(scope_hash, after, request.limit,
+
+        async def unit(tx: ReadTransaction) -> Sequence[MemoryRecord]:
+            return await tx.list_visible(scope_hash, after, request.limit,
                                          request.memory_types, ctx.now)
-        items = tuple(detach(row) for row in rows)
+
+        items = tuple(self._owned(row) for row in await self._backend.run_read(unit))
         cursor = (encode_cursor("list", scope_hash, items[-1].id)
                   if len(items) == request.limit else None)
         return Page(items=items, next_cursor=cursor)
@@ -451,11 +518,15 @@ class NativeMemoryProvider:
             memory_types=request.memory_types, entity_ids=request.entity_ids,
             metadata_filter=dict(request.metadata_filter), valid_at=ctx.now,
         )
-        lexical: list[tuple[str, float]] = []
-        vector: list[tuple[str, float]] = []
-        records: dict[str, MemoryRecord] = {}
-        candidates = 0
-        async with self._backend.reading() as tx:
+
+        async def unit(tx: ReadTransaction) -> tuple[list[retrieval.Fused],
+                                                     dict[str, MemoryRecord], int]:
+            # Runs on a storage thread where the backend has one: the vector math too
+            # stays off the event loop.
+            lexical: list[tuple[str, float]] = []
+            vector: list[tuple[str, float]] = []
+            records: dict[str, MemoryRecord] = {}
+            candidates = 0
             if tokens and "lexical" in ranking.modes:
                 page = await tx.search(filters)
                 candidates = page.candidates
@@ -477,9 +548,11 @@ class NativeMemoryProvider:
                 await _load(tx, filters, records, (item.record_id for item in fused))
                 candidates = len({*dict(lexical), *dict(vector)}) + max(
                     0, candidates - len(lexical))
-        # Only the hits are copied out of storage's values.
+            return fused, records, candidates
+
+        fused, records, candidates = await self._backend.run_read(unit)
         fused = [item for item in fused if item.record_id in records]
-        hits = [item.hit(detach(records[item.record_id]), rank)
+        hits = [item.hit(self._owned(records[item.record_id]), rank)
                 for rank, item in enumerate(fused, start=1)]
         signals = [name for name, used in (("lexical", bool(tokens) and "lexical" in
                                             ranking.modes),
@@ -507,11 +580,14 @@ class NativeMemoryProvider:
             body["degraded"] = [*degraded]
         subjects = sorted({scope.user_id for scope in request.scopes
                            if scope.user_id is not None})
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> None:
             await tx.put_snapshot(snapshot_id, request.scopes[0].tenant_id, body,
                                   created_at=ctx.now, subjects=subjects)
             await tx.purge_snapshots(ctx.now - self._config.snapshot_retention_s,
                                      SNAPSHOT_PURGE_BATCH)
+
+        await self._backend.run_write(unit)
         return snapshot_id
 
     # -- replay (governed_memory.replay.ReplayingProvider) ----------------------
@@ -519,15 +595,19 @@ class NativeMemoryProvider:
     async def snapshot_header(self, snapshot_id: str, tenant_id: str) -> SnapshotHeader:
         """The snapshot's scopes, for the manager to authorize a replay."""
         self._require_open()
-        async with self._backend.reading() as tx:
-            body = await tx.snapshot(snapshot_id)
-        return snapshot_header(snapshot_id, body, tenant_id)
+
+        async def unit(tx: ReadTransaction) -> dict[str, Any] | None:
+            return await tx.snapshot(snapshot_id)
+
+        return snapshot_header(snapshot_id, await self._backend.run_read(unit, point=True),
+                               tenant_id)
 
     async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult:
         request.validate()
         self._require_open()
         tenant_id = request.scopes[0].tenant_id
-        async with self._backend.reading() as tx:
+
+        async def unit(tx: ReadTransaction) -> ReplayResult:
             body = await tx.snapshot(request.snapshot_id)
             found = snapshot_header(request.snapshot_id, body, tenant_id)
             if found.erased:
@@ -537,18 +617,25 @@ class NativeMemoryProvider:
             assert body is not None  # snapshot_header raises for a missing one
             return await replay_snapshot(tx, request.snapshot_id, body)
 
+        return await self._backend.run_read(unit)
+
     async def history(
         self, request: HistoryRequest, ctx: OperationContext
     ) -> tuple[MemoryVersion, ...]:
         request.validate()
         self._require_open()
-        async with self._backend.reading() as tx:
+
+        async def unit(tx: ReadTransaction) -> Sequence[MemoryVersion]:
             current = await tx.record(request.scope.scope_hash, request.record_id)
             # A tombstone's history stays readable (that is how a soft delete is seen);
             # an expired record is gone for every read, its history included.
             if current is None or current.is_expired(ctx.now):
                 raise MemoryNotFoundError("no record with that id in this scope")
-            versions = await tx.versions(current.id)
+            return await tx.versions(current.id)
+
+        versions = await self._backend.run_read(unit)
+        if not self._backend.shares_records:
+            return tuple(versions)
         return tuple(detach_version(version) for version in versions)
 
     # -- maintenance ------------------------------------------------------------
@@ -557,19 +644,51 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
-        removed = Removal()
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> int:
+            removed = Removal()
             while ids := await tx.record_ids_in_scope(scope_hash, None, ERASURE_BATCH):
                 removed += await tx.erase_records(ids)
             removed += await tx.erase_idempotency(scope_hash=scope_hash)
-            await _store_event(tx, ctx, removed.records)
-        return removed.records
+            return removed.records
+
+        return await self._write(ctx, unit)
 
     async def delete_user(
         self, request: DeleteUserRequest, ctx: OperationContext
     ) -> ErasureReceipt:
         request.validate()
         self._require_open()
+
+        async def unit(tx: WriteTransaction) -> ErasureReceipt | None:
+            ids = await tx.record_ids_of_user(request.tenant_id, request.user_id,
+                                              ERASURE_BATCH)
+            batch = await tx.erase_records(ids) if ids else Removal()
+            if len(ids) == ERASURE_BATCH:
+                await tx.add_erasure_progress(request.tenant_id, request.user_id,
+                                              batch, ctx.now)
+                return None
+            removed, began = await tx.take_erasure_progress(request.tenant_id,
+                                                            request.user_id)
+            removed += batch
+            removed += await tx.erase_idempotency(
+                tenant_user=(request.tenant_id, request.user_id)
+            )
+            snapshots = await tx.erase_snapshots_of_user(
+                request.tenant_id, request.user_id,
+                tombstone(request.tenant_id, ctx.now, ctx.operation_id))
+            return ErasureReceipt(
+                request_id=ctx.operation_id, tenant_id=request.tenant_id,
+                user_id=request.user_id,
+                counts={"records": removed.records, "versions": removed.versions,
+                        "index_entries": removed.index_entries,
+                        "idempotency_entries": removed.idempotency_entries,
+                        "retrieval_snapshots": snapshots},
+                scope_hashes=tuple(sorted(removed.scope_hashes)),
+                started_at=ctx.now if began is None else min(began, ctx.now),
+                completed_at=max(ctx.now, self._clock.now()),
+            ).sealed()
+
         while True:
             # Batches commit one by one. Each but the last adds what it removed to the
             # user's stored progress in its own transaction; the last (fewer than a full
@@ -577,35 +696,16 @@ class NativeMemoryProvider:
             # the receipt's event. So the receipt accounts for every committed batch,
             # also those of an earlier run that was interrupted, and a user of fewer
             # than ERASURE_BATCH records is erased atomically with its event.
-            async with self._backend.writing() as tx:
-                ids = await tx.record_ids_of_user(request.tenant_id, request.user_id,
-                                                  ERASURE_BATCH)
-                batch = await tx.erase_records(ids) if ids else Removal()
-                if len(ids) == ERASURE_BATCH:
-                    await tx.add_erasure_progress(request.tenant_id, request.user_id,
-                                                  batch, ctx.now)
-                    continue
-                removed, began = await tx.take_erasure_progress(request.tenant_id,
-                                                                request.user_id)
-                removed += batch
-                removed += await tx.erase_idempotency(
-                    tenant_user=(request.tenant_id, request.user_id)
-                )
-                snapshots = await tx.erase_snapshots_of_user(
-                    request.tenant_id, request.user_id,
-                    tombstone(request.tenant_id, ctx.now, ctx.operation_id))
-                receipt = ErasureReceipt(
-                    request_id=ctx.operation_id, tenant_id=request.tenant_id,
-                    user_id=request.user_id,
-                    counts={"records": removed.records, "versions": removed.versions,
-                            "index_entries": removed.index_entries,
-                            "idempotency_entries": removed.idempotency_entries,
-                            "retrieval_snapshots": snapshots},
-                    scope_hashes=tuple(sorted(removed.scope_hashes)),
-                    started_at=ctx.now if began is None else min(began, ctx.now),
-                    completed_at=max(ctx.now, self._clock.now()),
-                ).sealed()
-                await _store_event(tx, ctx, receipt)
+            receipt = await self._write(ctx, unit)
+            if receipt is None:
+                continue
+            # Erased rows were zeroed in the database file at commit; copies of their
+            # bytes in older WAL frames go only with a checkpoint that truncates the WAL.
+            if not await self._backend.scrub():
+                raise MemoryUnavailableError(
+                    "the user's records are erased, but another connection keeps the "
+                    "write-ahead log in use, so erased bytes may remain in it; retry "
+                    "delete_user to finish")
             return receipt
 
     async def purge_expired(
@@ -623,17 +723,61 @@ class NativeMemoryProvider:
         scope_hash = request.scope.scope_hash
         after = (decode_cursor(request.after, "purge", scope_hash, field="after")
                  if request.after is not None else None)
-        async with self._backend.writing() as tx:
+
+        async def unit(tx: WriteTransaction) -> CleanupPage:
             inspected = await tx.scan_scope(scope_hash, after, request.limit)
             expired = [record.id for record in inspected if record.is_expired(ctx.now)]
             removed = await tx.erase_records(expired) if expired else Removal()
             cursor = (encode_cursor("purge", scope_hash, inspected[-1].id)
                       if len(inspected) == request.limit else None)
-            page = CleanupPage(deleted=removed.records, next_cursor=cursor)
-            await _store_event(tx, ctx, page)
-        return page
+            return CleanupPage(deleted=removed.records, next_cursor=cursor)
+
+        return await self._write(ctx, unit)
 
     # -- helpers ----------------------------------------------------------------
+
+    async def _write(self, ctx: OperationContext,
+                     body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
+        """Run one write as a unit of work, with its bookkeeping in the same transaction.
+
+        Delivered events waiting to be removed from storage are removed here, and the
+        write's ``committed`` event (when the activity port drafted one) is completed
+        from the result and stored, so it commits exactly when the write does: one
+        transaction, one fsync. A ``None`` result is an intermediate batch with no
+        event of its own. An idempotent replay is a new operation with its own event.
+        """
+        acks, self._acks = self._acks, []
+        stored: list[MemoryEvent] = []
+
+        async def unit(tx: WriteTransaction) -> T:
+            if acks:
+                await tx.acknowledge_events(acks)
+            result = await body(tx)
+            if ctx.committed_event is not None and result is not None:
+                event = finish_committed_event(ctx.committed_event, result)
+                await tx.put_event(event)
+                stored.append(event)
+            return result
+
+        try:
+            result = await self._backend.run_write(unit)
+        except BaseException as exc:
+            self._acks = acks + self._acks
+            if not isinstance(exc, MemoryError) or isinstance(exc, MemoryUnavailableError):
+                # Cancelled, or storage failed: the commit may or may not have happened,
+                # so the next drain looks at what storage holds.
+                self._stored_unknown = True
+            raise
+        for event in stored:
+            if event.event_id not in self._committed_ids:
+                self._committed.append(event)
+                self._committed_ids.add(event.event_id)
+        return result
+
+    def _owned(self, record: MemoryRecord) -> MemoryRecord:
+        """``record`` as a caller may hold it: a copy only when the backend keeps the
+        very objects it hands out (a SQL backend decodes fresh ones from rows)."""
+        return detach(record) if self._backend.shares_records else record
 
     def _require_open(self) -> None:
         if not self._open:
@@ -659,7 +803,7 @@ class NativeMemoryProvider:
             verb = ("created" if isinstance(request, AddRequest)
                     else "approved" if isinstance(request, ApproveRequest) else "updated")
             raise MemoryConflictError(f"the record {verb} with this idempotency key was erased")
-        return detach(snapshot.record)
+        return self._owned(snapshot.record)
 
     async def _remember(
         self, tx: WriteTransaction, request: AddRequest | UpdateRequest | ApproveRequest,
@@ -723,14 +867,6 @@ async def _commit_version(tx: WriteTransaction, current: MemoryRecord, new: Memo
     if not await tx.replace_record(new, current.revision):
         raise MemoryConflictError("the record changed concurrently; re-read and retry")
     await tx.append_version(MemoryVersion(new, operation, ctx.now, ctx.operation_id))
-
-
-async def _store_event(tx: WriteTransaction, ctx: OperationContext, result: object) -> None:
-    """Complete and store the write's ``committed`` event in its own transaction, when the
-    activity port drafted one (``governed_memory.outbox``): it then commits exactly when
-    the write does, and an idempotent replay (a new operation) gets its own event."""
-    if ctx.committed_event is not None:
-        await tx.put_event(finish_committed_event(ctx.committed_event, result))
 
 
 async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, MemoryRecord],

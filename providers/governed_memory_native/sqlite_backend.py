@@ -5,30 +5,32 @@ Settings and why:
 - ``journal_mode=WAL``: readers never block the writer and other processes can read
   while one writes, which is what ``multi_process=True`` promises;
 - ``synchronous=FULL``: in WAL mode ``NORMAL`` may lose the last commits on power loss.
-  Memory writes arrive at human or agent pace, so an fsync per commit is cheap, and
-  ``durable=True`` should mean a committed write survives the machine going down;
+  ``durable=True`` means a committed write survives the machine going down;
 - ``busy_timeout``: a writer waits for another process's lock instead of failing at once;
   past the timeout the operation fails as unavailable (safe to retry later);
 - ``BEGIN IMMEDIATE`` for writes: the write lock is taken before the first read, so a
   read-check-write (compare-and-set, key ownership) cannot be raced by another process;
-- ``foreign_keys=ON``: versions cannot outlive their record by accident;
-- ``secure_delete=ON``: erased rows and freed pages are overwritten with zeros, so a
-  hard delete or a user erasure leaves nothing in the file's free space. Some builds
-  (Debian's) default to it; this makes it true on every build.
+- ``foreign_keys=ON``; ``secure_delete=ON``: erased rows and freed pages are overwritten
+  with zeros, and after a commit that erased records the WAL is checkpointed and
+  truncated (:meth:`SqliteBackend.scrub`), so no copy of erased bytes stays in any file.
 
-One connection serves the provider, guarded by an asyncio lock: aiosqlite would
-otherwise interleave statements of concurrent tasks inside one transaction.
+Execution: one thread hop per unit of work. The provider hands a whole unit (its reads,
+decisions and writes) to :meth:`run_write` or :meth:`run_read`; the unit's coroutine
+only awaits the transaction, whose statements run synchronously on the stdlib driver, so
+the coroutine is driven to completion on a storage thread in one trip. Writes go to one
+writer thread and connection; reads to a small pool of reader threads, each with its own
+``query_only`` connection, so in WAL mode reads never wait behind a write. A point read
+(a record by id or key) runs on the caller's thread on a dedicated connection, because
+the statement costs less than the hop would.
 
-Cancellation: aiosqlite runs every statement on its own worker thread, so cancelling
-the awaiting task does not stop a statement that was already queued (a ``BEGIN`` still
-opens its transaction after the caller is gone). A transaction is therefore always
-ended by queueing ``ROLLBACK`` (or the read's ``COMMIT``) behind whatever is in flight
-and waiting for it under ``asyncio.shield``, even while the task is being cancelled;
-the lock is released only once the connection is back in autocommit mode. A cancelled
-operation thus takes as long as its in-flight statement (a ``BEGIN IMMEDIATE`` waiting
-for another process's lock waits at most ``busy_timeout``). A connection that still
-holds a transaction after that is closed and replaced by the next operation, rather
-than left to wedge every later call and lock out other processes.
+Cancellation: a cancelled caller sets the unit's cancel flag and then waits (shielded)
+until the storage thread is done with the unit. The next statement of the unit, or the
+COMMIT, sees the flag and the unit rolls back; a unit already past COMMIT stays
+committed (as a COMMIT in flight always could). A connection still inside a transaction
+after the rollback is closed and replaced, never left to wedge later calls.
+
+``reading()``/``writing()`` keep the statement-at-a-time contexts for tooling and tests:
+they run on the writer thread under the same lock as write units.
 """
 
 from __future__ import annotations
@@ -36,36 +38,80 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, Final, TypeVar
 
-import aiosqlite
+import attrs
 from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.records import Capabilities
 
 from governed_memory_native.port import ReadTransaction, WriteTransaction
 from governed_memory_native.sqlite_errors import logger, translated
-from governed_memory_native.sqlite_schema import (
-    LATEST_VERSION,
-    current_version,
-    migrate,
-    register_functions,
-)
-from governed_memory_native.sqlite_transaction import SqliteTransaction
+from governed_memory_native.sqlite_schema import LATEST_VERSION
+from governed_memory_native.sqlite_setup import connect, current_version, migrate
+from governed_memory_native.sqlite_transaction import SqliteTransaction, UnitCancelled
+
+T = TypeVar("T")
+
+DEFAULT_READERS: Final = 4
+"""Reader threads (and connections). SQLite releases the GIL while it steps, so a few
+readers overlap with each other and with the event loop; more only add contention."""
+
+
+@attrs.define
+class BackendStats:
+    """Counters of what the hot paths cost, for benchmarks and tests to read.
+
+    Each field is written by one thread only (the event loop, or the writer thread for
+    ``commits`` and ``checkpoints``), so no lock is needed.
+    """
+
+    hops: int = 0
+    """Trips to a storage thread (one per unit of work; one per statement in the
+    ``reading()``/``writing()`` contexts)."""
+    reads: int = 0
+    """Read units of work run on a reader thread."""
+    point_reads: int = 0
+    """Read units run on the caller's thread (no hop)."""
+    writes: int = 0
+    """Write units of work (committed or not)."""
+    commits: int = 0
+    """Committed write transactions: with ``synchronous=FULL``, one WAL fsync each."""
+    checkpoints: int = 0
+    """WAL checkpoints that truncated the log after an erasure."""
+
+    def as_dict(self) -> dict[str, int]:
+        return attrs.asdict(self)
 
 
 class SqliteBackend:
     name = "sqlite"
+    shares_records = False
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int) -> None:
+    def __init__(self, path: Path, *, busy_timeout_ms: int,
+                 readers: int = DEFAULT_READERS) -> None:
+        if readers < 1:
+            raise MemoryConfigurationError("readers: at least one reader thread is needed")
         self._path = path
         self._busy_timeout_ms = busy_timeout_ms
-        self._conn: aiosqlite.Connection | None = None
-        self._started = False
-        """Between ``open()`` and ``close()``: a discarded connection is replaced lazily."""
-        self._lock = asyncio.Lock()
+        self._reader_count = readers
+        self.stats = BackendStats()
+        self._writer: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._writer_conn: sqlite3.Connection | None = None
+        """Used on the writer thread only."""
+        self._point_conn: sqlite3.Connection | None = None
+        self._point_lock = threading.Lock()
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._open_lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
 
     @property
     def path(self) -> Path:
@@ -75,154 +121,301 @@ class SqliteBackend:
         return Capabilities(durable=True, transactional=True, multi_process=True, usage=True,
                             event_outbox=True)
 
-    async def open(self) -> None:
-        async with self._lock:
-            if self._conn is None:
-                self._conn = await self._connect()
-            self._started = True
+    # -- lifecycle ------------------------------------------------------------------------
 
-    async def _connect(self) -> aiosqlite.Connection:
+    async def open(self) -> None:
+        async with self._open_lock:
+            if self._writer is not None:
+                return
+            writer = ThreadPoolExecutor(1, thread_name_prefix="gm-sqlite-writer")
+            try:
+                await _settled(asyncio.get_running_loop().run_in_executor(
+                    writer, self._open_sync), threading.Event())
+            except BaseException:
+                writer.shutdown(wait=False)
+                await asyncio.to_thread(self._close_connections)
+                raise
+            self._writer = writer
+            self._readers = ThreadPoolExecutor(self._reader_count,
+                                               thread_name_prefix="gm-sqlite-reader")
+
+    def _open_sync(self) -> None:
         try:
-            await asyncio.to_thread(self._path.parent.mkdir, parents=True, exist_ok=True)
+            self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             raise MemoryConfigurationError(
-                "path: the database directory cannot be created"
-            ) from None
-        with translated("open"):
-            conn = await aiosqlite.connect(
-                self._path, isolation_level=None, timeout=self._busy_timeout_ms / 1000
-            )
+                "path: the database directory cannot be created") from None
+        conn = connect(self._path, self._busy_timeout_ms, writer=True)
         try:
             with translated("open"):
-                await self._configure(conn)
-                await migrate(conn, applied_at=time.time())
+                migrate(conn, applied_at=time.time())
+            self._point_conn = connect(self._path, self._busy_timeout_ms, writer=False)
         except BaseException:
-            await conn.close()
+            conn.close()
             raise
-        return conn
-
-    async def _configure(self, conn: aiosqlite.Connection) -> None:
-        conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
-        async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
-            row = await cursor.fetchone()
-        if row is None or str(row[0]).lower() != "wal":
-            raise MemoryConfigurationError("path: the database cannot use WAL journaling")
-        await conn.execute("PRAGMA synchronous = FULL")
-        await conn.execute("PRAGMA foreign_keys = ON")
-        await conn.execute("PRAGMA secure_delete = ON")
-        await register_functions(conn)
+        self._writer_conn = conn
 
     async def close(self) -> None:
-        async with self._lock:
-            self._started = False
-            conn, self._conn = self._conn, None
+        async with self._open_lock:
+            writer, readers = self._writer, self._readers
+            self._writer = self._readers = None
+            if writer is None:
+                return
+            await asyncio.to_thread(self._shutdown, writer, readers)
+
+    def _shutdown(self, writer: ThreadPoolExecutor, readers: ThreadPoolExecutor | None) -> None:
+        """Let units already handed over finish, then close every connection."""
+        writer.shutdown(wait=True)
+        if readers is not None:
+            readers.shutdown(wait=True)
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        with self._point_lock:
+            conns = [self._writer_conn, self._point_conn]
+            self._writer_conn = self._point_conn = None
+        with self._conns_lock:
+            conns.extend(self._reader_conns)
+            self._reader_conns.clear()
+        self._local = threading.local()
+        for conn in conns:
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
-                    await conn.close()
+                    conn.close()
 
     async def check(self) -> str:
-        async with self._lock:
-            conn = await self._connection()
-            with translated("health check"):
-                async with conn.execute("SELECT 1") as cursor:
-                    await cursor.fetchone()
-                version = await current_version(conn)
+        writer = self._require(self._writer)
+        async with self._write_lock:
+            self.stats.hops += 1
+            version = await _settled(asyncio.get_running_loop().run_in_executor(
+                writer, self._check_sync), threading.Event())
         if version != LATEST_VERSION:
             return f"sqlite schema v{version}, expected v{LATEST_VERSION}"
         return f"sqlite schema v{version}, wal"
 
+    def _check_sync(self) -> int:
+        conn = self._writer_connection()
+        with translated("health check"):
+            conn.execute("SELECT 1").fetchone()
+            return current_version(conn)
+
+    # -- units of work --------------------------------------------------------------------
+
+    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
+        writer = self._require(self._writer)
+        async with self._write_lock:
+            cancel = threading.Event()
+            self.stats.hops += 1
+            self.stats.writes += 1
+            return await _settled(asyncio.get_running_loop().run_in_executor(
+                writer, self._write_unit, body, cancel), cancel)
+
+    def _write_unit(self, body: Callable[[WriteTransaction], Awaitable[T]],
+                    cancel: threading.Event) -> T:
+        if cancel.is_set():
+            raise UnitCancelled
+        conn = self._writer_connection()
+        with translated("write"):
+            conn.execute("BEGIN IMMEDIATE")
+        tx = SqliteTransaction(conn, cancel=cancel)
+        try:
+            result = _drive(body(tx))
+            _drive(tx.seal())
+            tx.check_cancel()
+            with translated("commit"):
+                conn.execute("COMMIT")
+        except BaseException:
+            self._rollback(conn)
+            raise
+        self.stats.commits += 1
+        if tx.erased_any:
+            self._scrub_sync(conn)
+        return result
+
+    async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
+                       point: bool = False) -> T:
+        readers = self._require(self._readers)
+        if point and self._point_lock.acquire(blocking=False):
+            try:
+                conn = self._point_conn
+                if conn is not None:
+                    self.stats.point_reads += 1
+                    return self._read_unit_on(conn, body, None)
+            finally:
+                self._point_lock.release()
+        cancel = threading.Event()
+        self.stats.hops += 1
+        self.stats.reads += 1
+        return await _settled(asyncio.get_running_loop().run_in_executor(
+            readers, self._read_unit, body, cancel), cancel)
+
+    def _read_unit(self, body: Callable[[ReadTransaction], Awaitable[T]],
+                   cancel: threading.Event) -> T:
+        if cancel.is_set():
+            raise UnitCancelled
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self._path, self._busy_timeout_ms, writer=False)
+            with self._conns_lock:
+                self._reader_conns.append(conn)
+            self._local.conn = conn
+        try:
+            return self._read_unit_on(conn, body, cancel)
+        finally:
+            if conn.in_transaction:  # could not even roll back: never reuse it
+                self._local.conn = None
+                with self._conns_lock:
+                    if conn in self._reader_conns:
+                        self._reader_conns.remove(conn)
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+
+    def _read_unit_on(self, conn: sqlite3.Connection,
+                      body: Callable[[ReadTransaction], Awaitable[T]],
+                      cancel: threading.Event | None) -> T:
+        with translated("read"):
+            conn.execute("BEGIN")
+        try:
+            result = _drive(body(SqliteTransaction(conn, cancel=cancel)))
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:  # nothing was written: a failed COMMIT is rolled back
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        return result
+
+    # -- erasure hygiene ------------------------------------------------------------------
+
+    async def scrub(self) -> bool:
+        """Checkpoint the WAL into the database file and truncate it, so bytes that
+        erased rows left in older WAL frames are gone from every file. ``False`` if
+        another connection (another process's reader) kept the WAL in use past
+        ``busy_timeout``."""
+        writer = self._require(self._writer)
+        async with self._write_lock:
+            self.stats.hops += 1
+            return await _settled(asyncio.get_running_loop().run_in_executor(
+                writer, lambda: self._scrub_sync(self._writer_connection())),
+                threading.Event())
+
+    def _scrub_sync(self, conn: sqlite3.Connection) -> bool:
+        try:
+            row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            logger.warning("sqlite wal checkpoint after an erasure failed", exc_info=True)
+            return False
+        if row is None or int(row[0]) != 0:
+            logger.warning("sqlite wal checkpoint after an erasure was blocked by a reader")
+            return False
+        self.stats.checkpoints += 1
+        return True
+
+    # -- statement-at-a-time contexts (tooling, tests) ------------------------------------
+
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[ReadTransaction]:
-        async with self._lock:
-            conn = await self._connection()
-            try:
-                with translated("read"):
-                    await conn.execute("BEGIN")
-                yield SqliteTransaction(conn)
-            except BaseException:
-                await self._finish(conn, "ROLLBACK")
-                raise
-            # Nothing was written: a failed COMMIT is rolled back, never reported.
-            await self._finish(conn, "COMMIT")
+        async with self._statements("BEGIN") as tx:
+            yield tx
 
     @asynccontextmanager
     async def writing(self) -> AsyncIterator[WriteTransaction]:
-        async with self._lock:
-            conn = await self._connection()
+        async with self._statements("BEGIN IMMEDIATE") as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def _statements(self, begin: str) -> AsyncIterator[SqliteTransaction]:
+        writer = self._require(self._writer)
+        loop = asyncio.get_running_loop()
+
+        def hop(call: Callable[[], Any]) -> Awaitable[Any]:
+            self.stats.hops += 1
+            return loop.run_in_executor(writer, call)
+
+        async with self._write_lock:
+            conn: sqlite3.Connection = await hop(self._writer_connection)
             try:
-                with translated("write"):
-                    await conn.execute("BEGIN IMMEDIATE")
-                transaction = SqliteTransaction(conn)
-                yield transaction
-                await transaction.seal()
+                with translated("write" if begin != "BEGIN" else "read"):
+                    await hop(lambda: conn.execute(begin))
+                tx = SqliteTransaction(conn, hop=hop)
+                yield tx
+                if begin != "BEGIN":
+                    await tx.seal()
                 with translated("commit"):
-                    await conn.execute("COMMIT")
+                    await hop(lambda: conn.execute("COMMIT"))
             except BaseException:
-                # Also after a failed or interrupted COMMIT: if the COMMIT did run, the
-                # ROLLBACK queued behind it finds no transaction and changes nothing.
-                await self._finish(conn, "ROLLBACK")
+                # Queued behind whatever statement is in flight on the writer thread;
+                # awaited even while being cancelled, so the lock is never released over
+                # an open transaction.
+                await _settled(hop(lambda: self._rollback(conn)), threading.Event())
                 raise
+            if begin != "BEGIN":
+                self.stats.commits += 1
+                if tx.erased_any:
+                    await hop(lambda: self._scrub_sync(conn))
 
-    async def _finish(self, conn: aiosqlite.Connection, statement: str) -> None:
-        """End the transaction and wait until it has ended, even while being cancelled.
+    # -- connections ----------------------------------------------------------------------
 
-        The ending runs as its own task behind ``asyncio.shield``: a cancellation that
-        arrives meanwhile is held back until the connection is settled (so the lock is
-        never released over an open transaction), then re-raised.
-        """
-        settling = asyncio.ensure_future(self._settle(conn, statement))
-        interrupted = False
-        while not settling.done():
-            try:
-                await asyncio.shield(settling)
-            except asyncio.CancelledError:
-                interrupted = True
-        if interrupted or settling.cancelled():
-            raise asyncio.CancelledError
-        settling.result()
+    def _writer_connection(self) -> sqlite3.Connection:
+        """The writer's connection (on the writer thread); reopened if it was discarded."""
+        if self._writer_conn is None:
+            self._writer_conn = connect(self._path, self._busy_timeout_ms, writer=True)
+        return self._writer_conn
 
-    async def _settle(self, conn: aiosqlite.Connection, statement: str) -> None:
-        """Run ``statement``, fall back to ROLLBACK, and insist on autocommit afterwards."""
-        if not await self._end(conn, statement) and statement != "ROLLBACK":
-            await self._end(conn, "ROLLBACK")
-        if not _in_autocommit(conn):
-            logger.warning("sqlite connection still in a transaction after %s; replacing it",
-                           statement.lower())
-            await self._discard(conn)
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        """End the transaction; a connection that still holds one afterwards is closed and
+        replaced (closing releases its locks)."""
+        self._roll_back(conn)
+        if conn.in_transaction:
+            logger.warning("sqlite connection still in a transaction after rollback; "
+                           "replacing it")
+            if self._writer_conn is conn:
+                self._writer_conn = None
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
-    async def _end(self, conn: aiosqlite.Connection, statement: str) -> bool:
-        """Run COMMIT or ROLLBACK on a path that must not raise; ``False`` if it failed.
-
-        ROLLBACK after a BEGIN that never ran fails harmlessly ("no transaction").
-        """
+    def _roll_back(self, conn: sqlite3.Connection) -> None:
         try:
-            await conn.execute(statement)
-        except Exception:
-            logger.debug("sqlite %s failed", statement.lower(), exc_info=True)
-            return False
-        return True
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:  # e.g. "no transaction is active" after a failed BEGIN
+            logger.debug("sqlite rollback failed", exc_info=True)
 
-    async def _discard(self, conn: aiosqlite.Connection) -> None:
-        """Close a connection that cannot be trusted; closing releases its locks."""
-        if self._conn is conn:
-            self._conn = None
-        try:
-            await conn.close()
-        except Exception:
-            logger.debug("closing a discarded sqlite connection failed", exc_info=True)
-
-    async def _connection(self) -> aiosqlite.Connection:
-        """The open connection; reconnects if the last one had to be discarded."""
-        if self._conn is None:
-            if not self._started:
-                raise MemoryUnavailableError("the sqlite backend is not open")
-            self._conn = await self._connect()
-        return self._conn
+    def _require(self, executor: ThreadPoolExecutor | None) -> ThreadPoolExecutor:
+        if executor is None:
+            raise MemoryUnavailableError("the sqlite backend is not open")
+        return executor
 
 
-def _in_autocommit(conn: aiosqlite.Connection) -> bool:
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run a coroutine that awaits nothing but synchronous statements to its end, here."""
+    steps: Generator[Any, None, T] = awaitable.__await__()
     try:
-        return not conn.in_transaction
-    except Exception:  # the connection is closed or broken: not usable either way
-        return False
+        steps.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    steps.close()
+    raise RuntimeError("a storage unit of work awaited something other than its "
+                       "transaction; compute it before the unit starts")
+
+
+async def _settled(future: Awaitable[T], cancel: threading.Event) -> T:
+    """Await a unit running on a storage thread; if the caller is cancelled, flag the
+    unit to stop and wait until the thread is done with it before re-raising."""
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError as cancelled:
+        cancel.set()
+        waiting = asyncio.ensure_future(future)
+        while not waiting.done():
+            try:
+                await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                continue
+            except BaseException:  # the unit's own outcome no longer matters
+                break
+        if waiting.done() and not waiting.cancelled():
+            waiting.exception()  # retrieved, so it is not reported as never retrieved
+        raise cancelled

@@ -8,10 +8,11 @@ bound parameters; the few pieces spliced into SQL text are placeholders we gener
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import sqlite3
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-import aiosqlite
 from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.events import MemoryEvent
@@ -167,14 +168,30 @@ def _filter_clause(query: SearchQuery) -> tuple[str, list[Any]]:
     return ("(" + " AND ".join(clauses) + ")" if clauses else "1"), params
 
 
+class UnitCancelled(Exception):
+    """The caller of a unit of work was cancelled: stop before the next statement."""
+
+
 class SqliteTransaction(SharedStatements):
     """Runs on a connection that already holds ``BEGIN`` (reads) or ``BEGIN IMMEDIATE``."""
 
     placeholder = "?"
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *,
+                 hop: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+                 cancel: threading.Event | None = None) -> None:
+        """``conn`` already holds the transaction. Without ``hop`` the statements run
+        right here, on the thread driving the unit of work; with it each statement is
+        sent to the connection's thread (the ``reading()``/``writing()`` contexts that
+        tooling uses). ``cancel`` set means the caller is gone: the next statement
+        raises :class:`UnitCancelled` instead of running, so the unit rolls back."""
         self._conn = conn
+        self._hop = hop
+        self._cancel = cancel
         self._erased = False
+        self.erased_any = False
+        """Set once this transaction erased a record, so its commit must also clear the
+        WAL of the erased bytes."""
 
     async def seal(self) -> None:
         """Run just before COMMIT: after an erasure, purge erased terms from the index.
@@ -193,14 +210,38 @@ class SqliteTransaction(SharedStatements):
             self._erased = False
 
     async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
-        with translated("read"):
-            async with self._conn.execute(sql, params) as cursor:
-                return list(await cursor.fetchall())
+        if self._hop is not None:
+            rows: list[Any] = await self._hop(lambda: self._fetch(sql, params))
+            return rows
+        return self._fetch(sql, params)
 
     async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        if self._hop is not None:
+            changed: int = await self._hop(lambda: self._change(sql, params)[0])
+            return changed
+        return self._change(sql, params)[0]
+
+    async def _insert(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
+        """Run an INSERT; returns the new row's rowid."""
+        if self._hop is not None:
+            rowid: int = await self._hop(lambda: self._change(sql, params)[1])
+            return rowid
+        return self._change(sql, params)[1]
+
+    def _fetch(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
+        self.check_cancel()
+        with translated("read"):
+            return self._conn.execute(sql, params).fetchall()
+
+    def _change(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> tuple[int, int]:
+        self.check_cancel()
         with translated("write"):
-            async with self._conn.execute(sql, params) as cursor:
-                return int(cursor.rowcount)
+            cursor = self._conn.execute(sql, params)
+            return int(cursor.rowcount), int(cursor.lastrowid or 0)
+
+    def check_cancel(self) -> None:
+        if self._cancel is not None and self._cancel.is_set():
+            raise UnitCancelled
 
     def _record_from_row(self, row: Any) -> MemoryRecord:
         return record_from_row(row)
@@ -360,13 +401,11 @@ class SqliteTransaction(SharedStatements):
         terms = words(record.content)  # tokenized once: token_count and tokens.index_text
         params = record_params(record)
         params["token_count"] = len(terms)
-        with translated("write"):
-            async with self._conn.execute(
-                f"INSERT INTO memory_records ({columns}, token_count) "
-                f"VALUES ({values}, :token_count)",
-                params,
-            ) as cursor:
-                seq = cursor.lastrowid
+        seq = await self._insert(
+            f"INSERT INTO memory_records ({columns}, token_count) "
+            f"VALUES ({values}, :token_count)",
+            params,
+        )
         if record.status is not RecordStatus.DELETED:
             await self._write("INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
                               (seq, " ".join(terms)))
@@ -563,6 +602,7 @@ class SqliteTransaction(SharedStatements):
             if not rows:
                 continue
             self._erased = True
+            self.erased_any = True
             seqs = [int(row[0]) for row in rows]
             seq_marks = _marks(len(seqs))
             indexed = await self._rows(

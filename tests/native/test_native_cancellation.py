@@ -1,9 +1,10 @@
 """Cancellation never leaves storage in a transaction, locked, or half-written.
 
-aiosqlite runs statements on a worker thread: a cancelled await does not stop a queued
-``BEGIN``, so these tests cancel operations while they wait on each statement in turn
-and then check that the connection is back in autocommit, that another connection can
-take the write lock, and that the next operation works.
+A unit of work runs on a storage thread, which a cancelled caller cannot stop: the
+caller flags the unit and waits for the thread. These tests cancel operations at each
+statement of their unit in turn and then check that every connection is back in
+autocommit, that another connection can take the write lock, and that the next
+operation works.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 from governed_memory import (
     DeleteRequest,
@@ -32,6 +32,7 @@ from governed_memory import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, SqliteBackend, build_native_provider
+from governed_memory_native.sqlite_transaction import SqliteTransaction
 from native_support import USER_SCOPE, make_ctx, note
 
 Operation = Callable[[], Awaitable[Any]]
@@ -73,8 +74,10 @@ def _sqlite(provider: NativeMemoryProvider) -> SqliteBackend:
 
 
 def _in_transaction(provider: NativeMemoryProvider) -> bool:
-    conn = _sqlite(provider)._conn  # the connection the provider will use next
-    return conn is not None and conn.in_transaction
+    """Whether any of the backend's connections is still inside a transaction."""
+    backend = _sqlite(provider)
+    conns = [backend._writer_conn, backend._point_conn, *backend._reader_conns]
+    return any(conn is not None and conn.in_transaction for conn in conns)
 
 
 def _write_lock_is_free(path: Path) -> bool:
@@ -108,26 +111,40 @@ async def _assert_consistent(provider: NativeMemoryProvider, clock: ManualClock)
 @contextlib.contextmanager
 def _cancel_on_statement(victim: asyncio.Task[Any], target: int, *,
                          storm: bool = False) -> Iterator[list[str]]:
-    """Cancel ``victim`` while it awaits its ``target``-th statement (1-based).
+    """Cancel ``victim`` when its unit of work reaches its ``target``-th statement
+    (1-based); the statement runs only after the caller has flagged the unit, as if
+    the cancellation had arrived while it was in flight.
 
-    With ``storm`` it is cancelled again on every later statement of any task, the
-    backend's own ROLLBACK included, so the backend has to hold the cancellation back
-    until the connection is settled.
+    With ``storm`` it is cancelled again on every later statement, so the backend has
+    to hold the cancellation back until its thread is done with the unit.
     """
-    original = aiosqlite.Connection.execute
+    loop = asyncio.get_running_loop()
+    caller = threading.get_ident()
+    fetch, change = SqliteTransaction._fetch, SqliteTransaction._change
     seen: list[str] = []
 
-    def execute(self: aiosqlite.Connection, sql: str, *args: Any, **kwargs: Any) -> Any:
-        if asyncio.current_task() is victim:
-            seen.append(sql.split(None, 1)[0].upper())
-            if len(seen) == target:
-                victim.cancel()
-        if storm and len(seen) >= target:
+    def reached(tx: SqliteTransaction, sql: str) -> None:
+        seen.append(sql.split(None, 1)[0].upper())
+        if len(seen) != target and not (storm and len(seen) > target):
+            return
+        if threading.get_ident() == caller:  # a point read on the caller's thread
             victim.cancel()
-        return original(self, sql, *args, **kwargs)
+            return
+        loop.call_soon_threadsafe(victim.cancel)
+        if len(seen) == target and tx._cancel is not None:
+            assert tx._cancel.wait(5), "the cancelled caller never flagged its unit"
+
+    def patched_fetch(self: SqliteTransaction, sql: str, params: Any) -> Any:
+        reached(self, sql)
+        return fetch(self, sql, params)
+
+    def patched_change(self: SqliteTransaction, sql: str, params: Any) -> Any:
+        reached(self, sql)
+        return change(self, sql, params)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(aiosqlite.Connection, "execute", execute)
+        patch.setattr(SqliteTransaction, "_fetch", patched_fetch)
+        patch.setattr(SqliteTransaction, "_change", patched_change)
         yield seen
 
 
@@ -156,7 +173,7 @@ async def test_cancel_while_awaiting_each_statement(tmp_path: Path, clock: Manua
                 break  # the operation ran past its last statement: every point was hit
             interrupted += 1
             assert target < 100, "the operation never finished"
-        assert interrupted >= 2  # at least BEGIN and one statement inside the transaction
+        assert interrupted >= 1  # at least one statement inside the unit
     finally:
         await provider.close()
 
@@ -240,21 +257,21 @@ async def test_a_connection_stuck_in_a_transaction_is_replaced(
     await provider.start()
     try:
         backend = _sqlite(provider)
-        first = backend._conn
+        first = backend._writer_conn
 
-        async def rollback_fails(self: SqliteBackend, conn: object, statement: str) -> bool:
-            return False  # as if ROLLBACK itself had failed
+        def rollback_fails(self: SqliteBackend, conn: object) -> None:
+            return None  # as if ROLLBACK itself had failed
 
-        monkeypatch.setattr(SqliteBackend, "_end", rollback_fails)
+        monkeypatch.setattr(SqliteBackend, "_roll_back", rollback_fails)
         task = asyncio.create_task(provider.add(note("cancelled"), make_ctx(clock)))
         with (_cancel_on_statement(task, 2),  # inside the transaction
               contextlib.suppress(asyncio.CancelledError)):
             await task
         monkeypatch.undo()
-        assert backend._conn is None  # discarded, and closing it released its lock
+        assert backend._writer_conn is None  # discarded, and closing it released its lock
         assert _write_lock_is_free(path)
         added = await provider.add(note("on a fresh connection"), make_ctx(clock))
-        assert backend._conn is not None and backend._conn is not first
+        assert backend._writer_conn is not None and backend._writer_conn is not first
         page = await provider.list(ListRequest(scope=USER_SCOPE), make_ctx(clock))
         assert [record.id for record in page.items] == [added.id]
     finally:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from governed_memory import (
@@ -131,21 +132,21 @@ async def test_rejected_writes_store_no_event(provider: NativeMemoryProvider,
 
 @contextlib.asynccontextmanager
 async def _failing_commit(provider: NativeMemoryProvider) -> AsyncIterator[None]:
-    """Every write transaction fails after its body ran (the event already stored)."""
+    """Every write unit fails after its body ran (the event already stored)."""
     backend = provider.backend
-    real = backend.writing
+    real = backend.run_write
 
-    @contextlib.asynccontextmanager
-    async def writing() -> AsyncIterator[object]:
-        async with real() as tx:
-            yield tx
+    async def run_write(body: Callable[[Any], Awaitable[Any]]) -> Any:
+        async def failing(tx: Any) -> Any:
+            await body(tx)
             raise MemoryStorageError("injected failure before commit")
+        return await real(failing)
 
-    backend.writing = writing  # type: ignore[method-assign]
+    backend.run_write = run_write  # type: ignore[method-assign]
     try:
         yield
     finally:
-        backend.writing = real  # type: ignore[method-assign]
+        backend.run_write = real  # type: ignore[method-assign]
 
 
 async def test_a_rolled_back_write_leaves_neither_record_nor_event(
@@ -284,25 +285,27 @@ async def test_an_interrupted_erasure_is_accounted_for_by_the_run_that_finishes(
     for n in range(8):
         await provider.add(note(f"fact {n}", idempotency_key=f"i{n}"), make_ctx(clock))
     backend = provider.backend
-    real = backend.writing
+    real = backend.run_write
     calls = 0
 
-    @contextlib.asynccontextmanager
-    async def second_batch_fails() -> AsyncIterator[object]:
+    async def second_batch_fails(body: Callable[[Any], Awaitable[Any]]) -> Any:
         nonlocal calls
         calls += 1
-        async with real() as tx:
-            yield tx
+
+        async def unit(tx: Any) -> Any:
+            result = await body(tx)
             if calls == 2:
                 raise MemoryStorageError("the process died here")
+            return result
+        return await real(unit)
 
     first_ctx = outbox_ctx(clock, "delete_user")
-    backend.writing = second_batch_fails  # type: ignore[method-assign]
+    backend.run_write = second_batch_fails  # type: ignore[method-assign]
     try:
         with pytest.raises(MemoryStorageError):
             await provider.delete_user(DeleteUserRequest("acme", "alice"), first_ctx)
     finally:
-        backend.writing = real  # type: ignore[method-assign]
+        backend.run_write = real  # type: ignore[method-assign]
     left = await provider.list(ListRequest(USER_SCOPE, limit=100), make_ctx(clock))
     assert len(left.items) == 5  # the first batch committed
     assert await provider.pending_events(10) == ()
