@@ -41,6 +41,24 @@ DEFAULT_WEIGHTS: Final[Mapping[str, float]] = {"lexical": 1.0, "vector": 1.0}
 """Weights of a mode the profile enables but does not weigh."""
 
 
+class SnapshotMode(enum.StrEnum):
+    """Mirrors the profile's ``[retrieval] snapshots``: when a search's snapshot (what it
+    returned, for ``replay``) reaches storage."""
+
+    OFF = "off"
+    """No snapshot; searches return ``snapshot_id=None``."""
+    BATCHED = "batched"
+    """Written in batches off the request path (no fsync on a search); a crash can lose
+    the last batch, and ``replay`` then says the snapshot was lost."""
+    SYNC = "sync"
+    """Written and committed before the search returns (one fsync per search)."""
+
+
+def _snapshot_mode(value: object) -> SnapshotMode:
+    """``None`` (the profile left it unset) is the default, ``batched``."""
+    return SnapshotMode.BATCHED if value is None else SnapshotMode(str(value))
+
+
 class IndexingMode(enum.StrEnum):
     """Mirrors the profile's ``[indexing] mode``."""
 
@@ -105,6 +123,8 @@ class IndexingSettings:
     mode: IndexingMode = IndexingMode.SYNC
     embedder: Embedder | None = None
     ranking: RankingConfig = attrs.field(factory=RankingConfig)
+    snapshots: SnapshotMode = attrs.field(default=None, converter=_snapshot_mode)
+    """How retrieval snapshots are stored (the profile's ``[retrieval] snapshots``)."""
 
 
 class JobState(enum.StrEnum):
@@ -259,9 +279,14 @@ def configure_from_profile(provider: object, spec: MemoryProfileSpec,
     embedder = build_embedder(spec, plugins)
     mode = IndexingMode(spec.indexing.mode.value)
     if isinstance(provider, IndexingProvider):
-        provider.configure_indexing(IndexingSettings(mode=mode, embedder=embedder,
-                                                     ranking=ranking_from_profile(spec)))
+        provider.configure_indexing(IndexingSettings(
+            mode=mode, embedder=embedder, ranking=ranking_from_profile(spec),
+            snapshots=spec.retrieval.snapshots))
         return
+    if spec.retrieval.snapshots is not None:
+        raise MemoryConfigurationError(
+            f"retrieval.snapshots: provider {spec.provider.name!r} stores no retrieval "
+            "snapshots")
     if embedder is not None:
         raise MemoryConfigurationError(
             f"stores.embedder: provider {spec.provider.name!r} does not keep vectors")

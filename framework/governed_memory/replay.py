@@ -44,6 +44,15 @@ class SnapshotErasedError(MemoryNotFoundError):
     """The snapshot named a user who has since been erased: nothing of it is replayable."""
 
 
+class SnapshotLostError(MemoryNotFoundError):
+    """The search was answered, but its snapshot never reached storage (it was waiting
+    to be written in a batch when the process stopped): the search cannot be replayed.
+    Profiles that cannot accept this store snapshots with ``[retrieval] snapshots =
+    "sync"``."""
+
+    code = "snapshot_lost"
+
+
 def _check_snapshot_id(snapshot_id: object) -> None:
     if (not isinstance(snapshot_id, str) or not snapshot_id
             or len(snapshot_id) > MAX_SNAPSHOT_ID or not snapshot_id.isascii()):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -33,6 +33,7 @@ from governed_memory.indexing import (
     OutboxStatus,
     RankingConfig,
     ReindexPage,
+    SnapshotMode,
     WorkerReport,
 )
 from governed_memory.limits import check_metadata_budget
@@ -96,6 +97,14 @@ from governed_memory_native.port import (
 from governed_memory_native.retrieval_snapshots import header as snapshot_header
 from governed_memory_native.retrieval_snapshots import replay as replay_snapshot
 from governed_memory_native.retrieval_snapshots import snapshot_body, tombstone
+from governed_memory_native.snapshot_writer import (
+    PendingSnapshot,
+    SnapshotWriter,
+    batched_snapshot_id,
+    sync_snapshot_id,
+)
+from governed_memory_native.snapshot_writer import raise_missing as raise_missing_snapshot
+from governed_memory_native.snapshot_writer import store as store_snapshots
 from governed_memory_native.snapshots import detach, detach_version
 from governed_memory_native.tokens import query_tokens
 from governed_memory_native.vectors import cosine_ranking
@@ -105,9 +114,6 @@ logger = logging.getLogger("governed_memory_native")
 
 ERASURE_BATCH: Final = 500
 """Records erased per transaction, so erasing a large user never holds the write lock long."""
-
-SNAPSHOT_PURGE_BATCH: Final = 16
-"""Expired snapshots removed per stored one: retention costs every search a little."""
 
 MAX_EVENTS: Final = 1000
 """Outbox events read per ``pending_events`` call, at most."""
@@ -134,6 +140,7 @@ class NativeMemoryProvider:
         self._committed_ids: set[str] = set()
         self._acks: list[str] = []
         self._stored_unknown = True
+        self._snapshots = SnapshotWriter(backend, self._config.snapshot_retention_s)
 
     @property
     def backend(self) -> StorageBackend:
@@ -184,6 +191,7 @@ class NativeMemoryProvider:
     async def close(self) -> None:
         self._open = False
         try:
+            await self._snapshots.close()
             await self._flush_acks()
         finally:
             await self._backend.close()
@@ -558,7 +566,7 @@ class NativeMemoryProvider:
                                             ranking.modes),
                                            ("vector", query_vector is not None)) if used]
         try:
-            snapshot_id: str | None = await self._store_snapshot(
+            snapshot_id = await self._store_snapshot(
                 request, ctx, ranking, signals, degraded, hits, candidates)
         except MemoryUnavailableError:
             # Storage is locked or down for writes: the search still answers, without a
@@ -570,8 +578,15 @@ class NativeMemoryProvider:
     async def _store_snapshot(self, request: SearchRequest, ctx: OperationContext,
                               ranking: RankingConfig, signals: Sequence[str],
                               degraded: Sequence[str], hits: Sequence[SearchHit],
-                              candidates: int) -> str:
-        snapshot_id = "snap_" + new_id()
+                              candidates: int) -> str | None:
+        """Store what the search returned, as the profile's ``[retrieval] snapshots``
+        says: not at all, queued for the next batch (the default), or committed now."""
+        mode = self._indexer.settings.snapshots
+        if mode is SnapshotMode.OFF:
+            return None
+        tenant_id = request.scopes[0].tenant_id
+        snapshot_id = (sync_snapshot_id() if mode is SnapshotMode.SYNC
+                       else batched_snapshot_id(tenant_id, ctx.now))
         identity = self._indexer.identity
         body = snapshot_body(snapshot_id, request, ctx, ranking,
                              None if identity is None else str(identity), signals, hits,
@@ -580,32 +595,50 @@ class NativeMemoryProvider:
             body["degraded"] = [*degraded]
         subjects = sorted({scope.user_id for scope in request.scopes
                            if scope.user_id is not None})
+        item = PendingSnapshot(snapshot_id, tenant_id, body, ctx.now, subjects)
+        if mode is SnapshotMode.BATCHED:
+            self._snapshots.submit(item)
+            return snapshot_id
 
         async def unit(tx: WriteTransaction) -> None:
-            await tx.put_snapshot(snapshot_id, request.scopes[0].tenant_id, body,
-                                  created_at=ctx.now, subjects=subjects)
-            await tx.purge_snapshots(ctx.now - self._config.snapshot_retention_s,
-                                     SNAPSHOT_PURGE_BATCH)
+            await store_snapshots(tx, [item], ctx.now - self._config.snapshot_retention_s)
 
         await self._backend.run_write(unit)
         return snapshot_id
+
+    async def flush_snapshots(self) -> None:
+        """Store every retrieval snapshot still queued for a batch (tools, tests)."""
+        await self._snapshots.flush()
+
+    async def _stored_snapshot(self, snapshot_id: str, tenant_id: str
+                               ) -> Mapping[str, Any]:
+        """The stored body (batches still queued are written first), or the error that
+        says why there is none: lost in a crash, or not found."""
+        await self._snapshots.flush()
+
+        async def unit(tx: ReadTransaction) -> Mapping[str, Any] | None:
+            return await tx.snapshot(snapshot_id)
+
+        body = await self._backend.run_read(unit, point=True)
+        if body is None or body.get("tenant_id") != tenant_id:
+            raise_missing_snapshot(snapshot_id, tenant_id, self._clock.now(),
+                                   self._config.snapshot_retention_s)
+        assert body is not None
+        return body
 
     # -- replay (governed_memory.replay.ReplayingProvider) ----------------------
 
     async def snapshot_header(self, snapshot_id: str, tenant_id: str) -> SnapshotHeader:
         """The snapshot's scopes, for the manager to authorize a replay."""
         self._require_open()
-
-        async def unit(tx: ReadTransaction) -> dict[str, Any] | None:
-            return await tx.snapshot(snapshot_id)
-
-        return snapshot_header(snapshot_id, await self._backend.run_read(unit, point=True),
+        return snapshot_header(snapshot_id, await self._stored_snapshot(snapshot_id, tenant_id),
                                tenant_id)
 
     async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult:
         request.validate()
         self._require_open()
         tenant_id = request.scopes[0].tenant_id
+        await self._stored_snapshot(request.snapshot_id, tenant_id)  # lost or missing: say so
 
         async def unit(tx: ReadTransaction) -> ReplayResult:
             body = await tx.snapshot(request.snapshot_id)
@@ -659,6 +692,7 @@ class NativeMemoryProvider:
     ) -> ErasureReceipt:
         request.validate()
         self._require_open()
+        await self._snapshots.flush()  # queued snapshots naming the user are erased too
 
         async def unit(tx: WriteTransaction) -> ErasureReceipt | None:
             ids = await tx.record_ids_of_user(request.tenant_id, request.user_id,

@@ -121,6 +121,7 @@ async def test_a_query_embedding_failure_degrades_to_lexical(tmp_path: Path,
         result = await provider.search(_search("green tea"), make_ctx(clock))
         assert [hit.record.id for hit in result.hits] == [record.id]
         assert [s.name for s in result.hits[0].explanation.signals] == ["lexical_bm25"]
+        await provider.flush_snapshots()
         async with provider.backend.reading() as tx:
             body = await tx.snapshot(result.snapshot_id or "")
         assert body is not None and body["degraded"] == ["vector"]

@@ -157,16 +157,23 @@ async def test_replay_through_the_search_cache(tmp_path: Path) -> None:
         assert [h.record.id for h in replayed.hits] == [h.record.id for h in first.hits]
 
 
-async def test_a_locked_database_still_answers_without_a_snapshot(
-        tmp_path: Path, clock: ManualClock) -> None:
+@pytest.mark.parametrize("mode", ["sync", "batched"])
+async def test_a_locked_database_still_answers(tmp_path: Path, clock: ManualClock,
+                                               mode: str) -> None:
+    """Another process holding the write lock never fails a search. With ``sync``
+    snapshots the search answers without one (``snapshot_id=None``); with ``batched``
+    ones the snapshot waits in the queue and is stored once the lock is free."""
     import asyncio
 
     from governed_memory import SearchRequest
+    from governed_memory.indexing import IndexingSettings, SnapshotMode
+    from governed_memory.replay import ReplayRequest
     from native_support import USER_SCOPE, make_ctx, note
     from test_native_cancellation import _hold_write_lock
 
     path = tmp_path / "memory.db"
     provider = build_native_provider({"path": str(path), "busy_timeout_ms": 50}, clock)
+    provider.configure_indexing(IndexingSettings(snapshots=SnapshotMode(mode)))
     await provider.start()
     try:
         record = await provider.add(note("green tea"), make_ctx(clock))
@@ -175,9 +182,15 @@ async def test_a_locked_database_still_answers_without_a_snapshot(
                                        make_ctx(clock))
         await asyncio.to_thread(holder.join)
         assert [hit.record.id for hit in result.hits] == [record.id]
-        assert result.snapshot_id is None
-        again = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
-                                      make_ctx(clock))
-        assert again.snapshot_id is not None
+        if mode == "sync":
+            assert result.snapshot_id is None
+            again = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+                                          make_ctx(clock))
+            assert again.snapshot_id is not None
+        else:
+            assert result.snapshot_id is not None
+            replayed = await provider.replay(
+                ReplayRequest(result.snapshot_id, (USER_SCOPE,)), make_ctx(clock))
+            assert [hit.record.id for hit in replayed.hits] == [record.id]
     finally:
         await provider.close()

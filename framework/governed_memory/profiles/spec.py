@@ -147,6 +147,12 @@ class RetrievalMode(enum.StrEnum):
     VECTOR = "vector"
 
 
+class SnapshotStorage(enum.StrEnum):
+    OFF = "off"
+    BATCHED = "batched"
+    SYNC = "sync"
+
+
 SIGNALS: Final = ("lexical", "vector", "recency", "importance")
 _MODE_NAMES: Final = frozenset(mode.value for mode in RetrievalMode)
 
@@ -158,6 +164,10 @@ class RetrievalSection:
     """The default number of hits a search returns when the caller does not say."""
     weights: Mapping[str, float] = attrs.field(factory=dict, converter=_frozen_dict)
     recency_half_life_s: float | None = None
+    snapshots: SnapshotStorage | None = None
+    """How retrieval snapshots are stored: ``off``, ``batched`` (the provider default
+    when unset: off the request path, no fsync per search) or ``sync`` (committed
+    before the search returns)."""
 
     def __attrs_post_init__(self) -> None:
         if not self.modes:
