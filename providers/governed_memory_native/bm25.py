@@ -1,13 +1,29 @@
 """Okapi BM25, written once and used by every backend.
 
-Both backends score with these functions, on statistics taken from the same corpus:
-the visible (active, unexpired) records of the requested scopes. The in-memory backend
-counts them in Python; SQLite counts them in SQL and hands the counts over. Scoring in
-one place, with the same operations in the same order, is what makes the two backends
-return identical scores (not merely close ones), so ties break the same way too.
+Every backend scores with these functions on statistics taken from the same corpus, and
+:mod:`lexical_topk` (the one top-k search all backends run) calls them with the same
+operations in the same order; that is what makes memory, SQLite and PostgreSQL return
+identical scores (not merely close ones), so ties break the same way too.
 
-The constants are FTS5's (k1=1.2, b=0.75, idf floored at 1e-6), so scores keep the
-scale SQLite's ``bm25()`` had before statistics were restricted to the caller's scopes.
+**The corpus** of a search is the *visible* records of the requested scopes: status
+``active`` and not expired at the search's ``now`` (``MemoryRecord.is_visible``).
+Statistics are strictly per scope: a search over several scopes sums their document
+counts, total lengths and document frequencies, and nothing of any other scope (another
+user, another tenant) ever enters them, so another tenant's words never move your
+scores. Each backend keeps, per scope and on every write, the statistics of its
+*active* records (count, total length in words, document frequency per word) with the
+postings; expiry depends on the time of the search, so a search subtracts the active
+records of its scopes that have expired by ``now`` (they are few: ``purge_expired``
+erases them). The result is exact and the same on every backend. Filters (type, entity,
+metadata, validity, visibility) restrict which records may be returned, never the
+statistics.
+
+The constants are k1 = 1.2 and b = 0.75, and the idf is Lucene's
+``ln(1 + (N - n + 0.5) / (n + 0.5))``, which is positive for every ``n <= N``: a word
+found in half (or all) of a small scope still adds to a record's score, so a tiny store
+ranks real matches above nothing and never falls back to ordering by id. (Until schema
+v9 / PostgreSQL v6 the idf was the classic ``ln((N - n + 0.5) / (n + 0.5))`` floored
+at 1e-6, which scored such words zero.)
 """
 
 from __future__ import annotations
@@ -21,7 +37,6 @@ import attrs
 
 K1: Final = 1.2
 B: Final = 0.75
-_IDF_FLOOR: Final = 1e-6
 
 
 @attrs.frozen(slots=True)
@@ -32,12 +47,14 @@ class Document:
 
 
 def idf(corpus_size: int, containing: int) -> float:
-    value = math.log((corpus_size - containing + 0.5) / (containing + 0.5))
-    return value if value > 0 else _IDF_FLOOR
+    """Lucene's BM25 idf: never zero or negative while ``containing <= corpus_size``."""
+    return math.log(1 + (corpus_size - containing + 0.5) / (containing + 0.5))
 
 
 def average_length(corpus_size: int, total_length: int) -> float:
-    """Mean document length in words; 1.0 for a corpus of empty documents."""
+    """Mean document length in words; 1.0 for an empty corpus or one of empty documents."""
+    if corpus_size <= 0:
+        return 1.0
     return total_length / corpus_size or 1.0
 
 
@@ -46,6 +63,16 @@ def term_weights(
 ) -> dict[str, float]:
     """The idf of each query term, from how many corpus documents contain it."""
     return {term: idf(corpus_size, containing.get(term, 0)) for term in terms}
+
+
+def saturation(frequency: int, length: int, mean_length: float) -> float:
+    """The term-frequency part of one term's score in one document (idf excluded)."""
+    norm = K1 * (1 - B + B * length / mean_length)
+    return frequency * (K1 + 1) / (frequency + norm)
+
+
+UPPER_SATURATION: Final = K1 + 1
+""":func:`saturation` never reaches this, whatever the frequency and length."""
 
 
 def document_score(
@@ -70,13 +97,15 @@ def score_documents(
 ) -> dict[str, float]:
     """Scores of the documents containing at least one term; higher is better.
 
-    ``corpus`` is the whole collection the statistics come from; documents that match
-    no term are absent from the result rather than scored zero.
+    The exhaustive reference: ``corpus`` is the whole collection the statistics come
+    from; documents that match no term are absent from the result rather than scored
+    zero. :mod:`lexical_topk` must return exactly the best of these.
     """
     if not corpus or not terms:
         return {}
     mean_length = average_length(len(corpus), sum(doc.length for doc in corpus))
-    containing = Counter(term for doc in corpus for term in terms if term in doc.term_counts)
+    containing = Counter(term for doc in corpus for term in dict.fromkeys(terms)
+                         if term in doc.term_counts)
     weights = term_weights(len(corpus), containing, terms)
     scores: dict[str, float] = {}
     for doc in corpus:

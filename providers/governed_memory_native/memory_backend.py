@@ -29,8 +29,10 @@ from governed_memory.records import (
     MemoryVersion,
     RecordStatus,
 )
-from governed_memory_native.bm25 import Document, score_documents
+
+from governed_memory_native.bm25 import Document
 from governed_memory_native.filters import metadata_matches
+from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
 from governed_memory_native.port import (
     IdempotencyEntry,
     ReadTransaction,
@@ -50,14 +52,48 @@ from governed_memory_native.tokens import words
 class _Row:
     record: MemoryRecord
     document: Document | None
-    """The lexical index entry; ``None`` once the record is deleted."""
+    """The lexical index entry: only an active record has one (see :mod:`bm25`)."""
 
 
 def _row(record: MemoryRecord) -> _Row:
-    if record.status is RecordStatus.DELETED:
+    if record.status is not RecordStatus.ACTIVE:
         return _Row(record, None)
     terms = words(record.content)
     return _Row(record, Document(record.id, Counter(terms), len(terms)))
+
+
+@attrs.define(slots=True)
+class _ScopeLexicon:
+    """One scope's lexical index: the statistics and postings of its active records,
+    kept on every write like the SQL backends' ``lexical_*`` tables."""
+
+    documents: int = 0
+    total_length: int = 0
+    postings: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    """term to (record id to frequency); a term no record has any more is removed."""
+    lengths: dict[str, int] = attrs.field(factory=dict)
+    expiring: set[str] = attrs.field(factory=set)
+    """Indexed records with an ``expires_at``: the only ones a search may find expired."""
+
+    def add(self, document: Document, expires: bool) -> None:
+        self.documents += 1
+        self.total_length += document.length
+        self.lengths[document.doc_id] = document.length
+        if expires:
+            self.expiring.add(document.doc_id)
+        for term, frequency in document.term_counts.items():
+            self.postings.setdefault(term, {})[document.doc_id] = frequency
+
+    def remove(self, document: Document) -> None:
+        self.documents -= 1
+        self.total_length -= document.length
+        del self.lengths[document.doc_id]
+        self.expiring.discard(document.doc_id)
+        for term in document.term_counts:
+            holders = self.postings[term]
+            del holders[document.doc_id]
+            if not holders:
+                del self.postings[term]
 
 
 _IdemKey = tuple[str, str, str]
@@ -77,6 +113,8 @@ class _State:
     jobs: dict[str, IndexJob] = attrs.field(factory=dict)
     snapshots: dict[str, _Snapshot] = attrs.field(factory=dict)
     erasures: dict[tuple[str, str], tuple[Removal, float]] = attrs.field(factory=dict)
+    lexicon: dict[str, _ScopeLexicon] = attrs.field(factory=dict)
+    """scope hash to that scope's lexical index."""
 
 
 @attrs.frozen(slots=True)
@@ -157,18 +195,12 @@ class _MemoryTransaction:
         return found[:limit]
 
     async def search(self, query: SearchQuery) -> SearchPage:
-        scopes = set(query.scope_hashes)
-        visible = [row for row in self._state.rows.values()
-                   if row.record.scope_hash in scopes and row.record.is_visible(query.now)
-                   and row.document is not None]
-        corpus = [row.document for row in visible if row.document is not None]
-        scores = score_documents(corpus, query.tokens)
-        matches = [
-            ScoredRecord(row.record, scores[row.record.id]) for row in visible
-            if row.record.id in scores and passes_filters(row.record, query)
-        ]
-        matches.sort(key=lambda match: (-match.score, match.record.id))
-        return SearchPage(matches=tuple(matches[: query.limit]), candidates=len(matches))
+        """:func:`lexical_topk.top_k` over the requested scopes' :class:`_ScopeLexicon`."""
+        found = await top_k(_MemoryPostings(self._state, query), query.tokens, query.limit)
+        rows = self._state.rows
+        return SearchPage(
+            matches=tuple(ScoredRecord(rows[doc].record, score) for doc, score in found.ranked),
+            candidates=found.candidates)
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:
         return list(self._state.versions.get(record_id, ()))
@@ -284,7 +316,9 @@ class _MemoryTransaction:
         if record.id in self._state.rows:
             raise MemoryConflictError("a record with this id already exists")
         self._claim_key(record)
-        self._set(self._state.rows, record.id, _row(record))
+        row = _row(record)
+        self._set(self._state.rows, record.id, row)
+        self._index(row)
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
         current = self._state.rows.get(record.id)
@@ -292,7 +326,10 @@ class _MemoryTransaction:
             return False
         self._release_key(current.record)
         self._claim_key(record)
-        self._set(self._state.rows, record.id, _row(record))
+        self._unindex(current)
+        row = _row(record)
+        self._set(self._state.rows, record.id, row)
+        self._index(row)
         return True
 
     async def append_version(self, version: MemoryVersion) -> None:
@@ -434,6 +471,7 @@ class _MemoryTransaction:
             if row is None:
                 continue
             self._release_key(row.record)
+            self._unindex(row)
             self._pop(self._state.rows, record_id)
             versions = len(self._state.versions.get(record_id, ()))
             self._pop(self._state.versions, record_id)
@@ -468,6 +506,33 @@ class _MemoryTransaction:
         return Removal(idempotency_entries=len(stale),
                        scope_hashes=frozenset(entry.scope_hash for _, entry in stale))
 
+    def _index(self, row: _Row) -> None:
+        """Count an active record in its scope's statistics and postings."""
+        document = row.document
+        if document is None:
+            return
+        scope_hash = row.record.scope_hash
+        lexicon = self._state.lexicon.get(scope_hash)
+        if lexicon is None:
+            lexicon = _ScopeLexicon()
+            self._set(self._state.lexicon, scope_hash, lexicon)
+        lexicon.add(document, row.record.expires_at is not None)
+        self._log(lambda: lexicon.remove(document))
+
+    def _unindex(self, row: _Row) -> None:
+        """Take a record out of its scope's statistics and postings (exactly: a scope
+        left with no record has no lexicon at all)."""
+        document = row.document
+        if document is None:
+            return
+        scope_hash = row.record.scope_hash
+        lexicon = self._state.lexicon[scope_hash]
+        expires = row.record.expires_at is not None
+        lexicon.remove(document)
+        self._log(lambda: lexicon.add(document, expires))
+        if not lexicon.documents:
+            self._pop(self._state.lexicon, scope_hash)
+
     def _claim_key(self, record: MemoryRecord) -> None:
         if record.key is None or record.status is RecordStatus.DELETED:
             return
@@ -481,6 +546,54 @@ class _MemoryTransaction:
         slot = (record.scope_hash, record.key) if record.key is not None else None
         if slot is not None and self._state.keys.get(slot) == record.id:
             self._pop(self._state.keys, slot)
+
+
+class _MemoryPostings:
+    """:class:`lexical_topk.PostingsSource` over the in-memory lexicons of one search;
+    a document is its record id."""
+
+    def __init__(self, state: _State, query: SearchQuery) -> None:
+        self._rows = state.rows
+        self._query = query
+        self._lexicons = [state.lexicon[scope_hash]
+                          for scope_hash in dict.fromkeys(query.scope_hashes)
+                          if scope_hash in state.lexicon]
+
+    async def statistics(self, terms: Sequence[str]) -> Statistics[str]:
+        now = self._query.now
+        expired = [
+            ExpiredDocument(record_id, lexicon.lengths[record_id], {
+                term: lexicon.postings[term][record_id] for term in terms
+                if record_id in lexicon.postings.get(term, {})})
+            for lexicon in self._lexicons for record_id in sorted(lexicon.expiring)
+            if self._rows[record_id].record.is_expired(now)
+        ]
+        return Statistics(
+            documents=sum(lexicon.documents for lexicon in self._lexicons),
+            total_length=sum(lexicon.total_length for lexicon in self._lexicons),
+            containing={term: sum(len(lexicon.postings.get(term, {}))
+                                  for lexicon in self._lexicons) for term in terms},
+            expired=expired)
+
+    async def postings(self, term: str) -> list[tuple[str, int, int]]:
+        query, rows = self._query, self._rows
+        return [(record_id, frequency, lexicon.lengths[record_id])
+                for lexicon in self._lexicons
+                for record_id, frequency in lexicon.postings.get(term, {}).items()
+                if passes_filters(rows[record_id].record, query)]
+
+    async def probe(self, term: str, docs: Sequence[str]) -> dict[str, int]:
+        holders = [lexicon.postings.get(term, {}) for lexicon in self._lexicons]
+        found: dict[str, int] = {}
+        for doc in docs:
+            for held in holders:
+                frequency = held.get(doc)
+                if frequency:
+                    found[doc] = frequency
+        return found
+
+    async def identify(self, docs: Sequence[str]) -> dict[str, str]:
+        return {doc: doc for doc in docs}
 
 
 def _restore(table: dict[Any, Any], key: Any, previous: Any) -> None:

@@ -257,6 +257,87 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=6,
+        description="scope-local lexical index: per-scope statistics, terms and postings "
+                    "of active records, kept on write (replaces memory_postings)",
+        statements=(
+            # A scope's statistics are kept with its postings on every write, so a search
+            # reads a few rows per (scope, term) instead of counting the corpus, and never
+            # reads or counts a record of another scope (see bm25 and lexical_topk). The
+            # integer scope_id keeps the 64-character scope hash out of every posting.
+            """
+            CREATE TABLE lexical_scopes (
+                scope_id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                scope_hash text COLLATE "C" NOT NULL UNIQUE,
+                documents bigint NOT NULL,
+                total_length bigint NOT NULL
+            )
+            """,
+            # One row per counted (active) record: which scope counts it and its length.
+            """
+            CREATE TABLE lexical_docs (
+                doc bigint PRIMARY KEY,
+                scope_id integer NOT NULL,
+                length integer NOT NULL
+            )
+            """,
+            # Document frequency of each word in each scope; a word no record of the
+            # scope has any more has no row (erasure leaves no word behind).
+            """
+            CREATE TABLE lexical_terms (
+                scope_id integer NOT NULL,
+                term text COLLATE "C" NOT NULL,
+                documents integer NOT NULL,
+                PRIMARY KEY (scope_id, term)
+            )
+            """,
+            # The postings of a word in a scope are one B-tree range; validity and
+            # visibility are copied in (every write of a record rewrites its postings) so
+            # the filters every search applies need no join with memory_records.
+            """
+            CREATE TABLE lexical_postings (
+                scope_id integer NOT NULL,
+                term text COLLATE "C" NOT NULL,
+                doc bigint NOT NULL,
+                tf integer NOT NULL,
+                length integer NOT NULL,
+                visibility text NOT NULL,
+                valid_from double precision,
+                invalid_at double precision,
+                PRIMARY KEY (scope_id, term, doc)
+                    INCLUDE (tf, length, visibility, valid_from, invalid_at)
+            )
+            """,
+            "CREATE INDEX lexical_postings_doc ON lexical_postings (doc)",
+            # Backfill from the records and the old postings (the same tokenizer wrote
+            # them): only active records are counted and indexed.
+            """
+            INSERT INTO lexical_scopes (scope_hash, documents, total_length)
+                SELECT scope_hash, count(*), sum(token_count) FROM memory_records
+                WHERE status = 'active' GROUP BY scope_hash ORDER BY scope_hash
+            """,
+            """
+            INSERT INTO lexical_docs (doc, scope_id, length)
+                SELECT r.seq, s.scope_id, r.token_count FROM memory_records AS r
+                JOIN lexical_scopes AS s USING (scope_hash) WHERE r.status = 'active'
+            """,
+            """
+            INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,
+                                          valid_from, invalid_at)
+                SELECT s.scope_id, p.term, p.seq, p.tf, p.len, r.visibility, r.valid_from,
+                       r.invalid_at
+                FROM memory_postings AS p JOIN memory_records AS r ON r.seq = p.seq
+                JOIN lexical_scopes AS s ON s.scope_hash = r.scope_hash
+                WHERE r.status = 'active'
+            """,
+            """
+            INSERT INTO lexical_terms (scope_id, term, documents)
+                SELECT scope_id, term, count(*) FROM lexical_postings GROUP BY scope_id, term
+            """,
+            "DROP TABLE memory_postings",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

@@ -5,8 +5,9 @@ record of another scope is never even fetched into Python. Statements only take 
 parameters; the few pieces spliced into SQL text are clauses and names we generate.
 
 Lexical search scores exactly as the other backends do (see :meth:`search`): the
-postings table holds the shared tokenizer's words, PostgreSQL computes the corpus
-statistics and a BM25 shortlist, and :mod:`bm25` rescores the shortlist in Python.
+``lexical_*`` tables hold each scope's statistics and the shared tokenizer's words, kept
+on every write, and :mod:`lexical_topk` ranks over them, reading postings by
+``(scope, term)`` through the primary key.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from governed_memory.records import (
 )
 from psycopg import AsyncConnection
 
-from governed_memory_native.bm25 import K1, B
+from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
 from governed_memory_native.port import (
     IdempotencyEntry,
     Removal,
@@ -46,7 +47,6 @@ from governed_memory_native.postgres_rows import (
     record_params,
 )
 from governed_memory_native.shared_statements import SharedStatements
-from governed_memory_native.shortlist_rescoring import rescore
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.stored_rows import (
     IDEMPOTENCY_COLUMNS,
@@ -74,57 +74,68 @@ _JOB_RETURNING: Final = ", ".join(f"j.{name}" for name in JOB_FIELDS)
 
 _VISIBLE: Final = ("r.status = 'active'"
                    " AND (r.expires_at IS NULL OR r.expires_at > %(now)s)")
-_CORPUS: Final = "r.scope_hash = ANY(%(scopes)s) AND " + _VISIBLE
 
-_IDF_FLOOR: Final = 1e-6
-""":func:`bm25.idf`'s floor, for the SQL shortlist only (Python rescoring uses bm25)."""
-
-_NEAR_CUTOFF: Final = 1 - 1e-9
-"""How close to the ``limit``-th SQL score a candidate must be to get rescored in Python.
-
-PostgreSQL sums a document's per-term parts in whatever order the plan meets them, so
-its score can differ from :func:`bm25.document_score` in the last bits; that is enough to
-reorder exact ties. SQL only shortlists; every document within this (far wider) relative
-band of the cutoff is rescored in Python exactly as the memory backend scores it, with
-the id breaking true ties."""
-
-_SEARCH: Final = (
-    "WITH corpus AS MATERIALIZED ("
-    " SELECT count(*) AS size, coalesce(sum(r.token_count), 0)::bigint AS total"
-    " FROM memory_records AS r WHERE " + _CORPUS + "),"
-    # tf of each query term in each corpus document, and whether it passes the filters
-    " postings AS MATERIALIZED ("
-    " SELECT p.term AS term, p.seq AS doc, p.tf AS tf, p.len AS len, {wanted} AS wanted"
-    " FROM memory_postings AS p {join}"
-    " WHERE p.term = ANY(%(terms)s) AND p.scope_hash = ANY(%(scopes)s)"
-    " AND p.status = 'active' AND (p.expires_at IS NULL OR p.expires_at > %(now)s)),"
-    # df counts every corpus document, filtered out or not, as the memory backend does
-    " df AS MATERIALIZED ("
-    " SELECT term, count(*) AS df,"
-    " ln(((SELECT size FROM corpus) - count(*) + 0.5)::float8 / (count(*) + 0.5)::float8)"
-    " AS raw FROM postings GROUP BY term),"
-    " weights AS (SELECT term, df, CASE WHEN raw > 0 THEN raw ELSE %(floor)s END AS weight"
-    " FROM df),"
-    " mean AS (SELECT CASE WHEN total = 0 THEN 1.0::float8"
-    " ELSE total::float8 / size END AS length FROM corpus),"
-    " scored AS MATERIALIZED ("
-    " SELECT p.doc AS doc, sum(w.weight * p.tf * %(k1p1)s / (p.tf + %(k1)s * (%(one_b)s"
-    " + %(b)s * p.len / (SELECT length FROM mean)))) AS score"
-    " FROM postings AS p JOIN weights AS w USING (term) WHERE p.wanted GROUP BY p.doc),"
-    " cutoff AS (SELECT score * %(near)s AS score FROM scored"
-    " ORDER BY score DESC LIMIT 1 OFFSET %(offset)s)"
-    # every posting of every document near or above the limit-th score
-    " SELECT p.doc AS doc, r.id AS id, p.len AS len, p.term AS term, p.tf AS tf,"
-    " w.df AS df, corpus.size AS size, corpus.total AS total,"
-    " (SELECT count(*) FROM scored) AS candidates"
-    " FROM scored AS s JOIN postings AS p ON p.doc = s.doc"
-    " JOIN weights AS w USING (term) JOIN memory_records AS r ON r.seq = s.doc"
-    " CROSS JOIN corpus"
-    " WHERE s.score >= coalesce((SELECT score FROM cutoff), 0)"
+_STATISTICS: Final = (
+    "WITH s AS (SELECT scope_id, documents, total_length FROM lexical_scopes"
+    " WHERE scope_hash = ANY(%(scopes)s))"
+    " SELECT 'scope' AS kind, NULL::text AS term, s.scope_id::bigint AS a,"
+    " s.documents AS b, s.total_length AS c FROM s"
+    " UNION ALL SELECT 'term', t.term, NULL, sum(t.documents)::bigint, NULL"
+    " FROM lexical_terms AS t JOIN s USING (scope_id)"
+    " WHERE t.term = ANY(%(terms)s) GROUP BY t.term"
+    # active records of the scopes that expired by now: counted, but not in the corpus
+    " UNION ALL SELECT 'expired', p.term, r.seq, r.token_count::bigint, p.tf::bigint"
+    " FROM memory_records AS r LEFT JOIN lexical_postings AS p"
+    " ON p.doc = r.seq AND p.term = ANY(%(terms)s)"
+    " WHERE r.scope_hash = ANY(%(scopes)s) AND r.status = 'active'"
+    " AND r.expires_at <= %(now)s"
 )
-"""The corpus statistics, the postings of the query terms and a BM25 shortlist, in one
-statement; ``{wanted}`` is a clause we generate (joining ``memory_records`` only when a
-type, entity or metadata filter needs its columns), every value is bound."""
+"""A search's statistics in one round trip: each scope's id, record count and total
+length, each query term's document frequency summed over the scopes, and the expired
+records the stored statistics still count (with their query-term frequencies)."""
+
+_INDEX: Final = (
+    "WITH s AS (INSERT INTO lexical_scopes AS l (scope_hash, documents, total_length)"
+    " VALUES (%(scope)s, 1, %(length)s) ON CONFLICT (scope_hash) DO UPDATE"
+    " SET documents = l.documents + 1, total_length = l.total_length + excluded.total_length"
+    " RETURNING scope_id),"
+    " d AS (INSERT INTO lexical_docs (doc, scope_id, length)"
+    " SELECT %(doc)s, scope_id, %(length)s FROM s),"
+    " p AS (INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,"
+    " valid_from, invalid_at) SELECT s.scope_id, t.term, %(doc)s, t.tf, %(length)s,"
+    " %(visibility)s, %(valid_from)s, %(invalid_at)s"
+    " FROM s, unnest(%(terms)s::text[], %(tfs)s::int[]) AS t (term, tf))"
+    " INSERT INTO lexical_terms AS lt (scope_id, term, documents)"
+    " SELECT s.scope_id, t.term, 1 FROM s, unnest(%(terms)s::text[]) AS t (term)"
+    " ON CONFLICT (scope_id, term) DO UPDATE SET documents = lt.documents + 1"
+)
+"""Count one active record in its scope: statistics, document row, postings and term
+frequencies, in one statement."""
+
+_UNINDEX: Final = (
+    "WITH gone AS (DELETE FROM lexical_docs WHERE doc = ANY(%(docs)s)"
+    " RETURNING doc, scope_id, length),"
+    " per_scope AS (SELECT scope_id, count(*) AS n, sum(length) AS total FROM gone"
+    " GROUP BY scope_id),"
+    " shrunk AS (UPDATE lexical_scopes AS l SET documents = l.documents - g.n,"
+    " total_length = l.total_length - g.total FROM per_scope AS g"
+    " WHERE l.scope_id = g.scope_id AND l.documents > g.n),"
+    " emptied AS (DELETE FROM lexical_scopes AS l USING per_scope AS g"
+    " WHERE l.scope_id = g.scope_id AND l.documents <= g.n),"
+    " postings AS (DELETE FROM lexical_postings WHERE doc = ANY(%(docs)s)"
+    " RETURNING scope_id, term),"
+    " per_term AS (SELECT scope_id, term, count(*) AS n FROM postings"
+    " GROUP BY scope_id, term),"
+    " fewer AS (UPDATE lexical_terms AS t SET documents = t.documents - c.n"
+    " FROM per_term AS c WHERE t.scope_id = c.scope_id AND t.term = c.term"
+    " AND t.documents > c.n),"
+    " unused AS (DELETE FROM lexical_terms AS t USING per_term AS c"
+    " WHERE t.scope_id = c.scope_id AND t.term = c.term AND t.documents <= c.n)"
+    " SELECT count(*) AS n FROM gone"
+)
+"""Take records out of the lexical index exactly, in one statement: their postings and
+document rows go, statistics shrink, and a term (or scope) left with no record loses its
+row, so an erased word leaves nothing behind. Returns how many records were indexed."""
 
 
 def _chunks(items: Sequence[T]) -> Iterable[Sequence[T]]:
@@ -265,33 +276,20 @@ class PostgresTransaction(SharedStatements):
         return [record_from_row(row) for row in await self._rows(" ".join(sql), params)]
 
     async def search(self, query: SearchQuery) -> SearchPage:
-        """BM25 over the requested scopes' visible records, ``memory_postings`` as the
-        term index.
+        """BM25 over the requested scopes' visible records: :func:`lexical_topk.top_k`
+        over :class:`_PostgresPostings`, so scores and order equal the other backends'.
 
-        Every statistic comes from the corpus (the requested scopes' visible records):
-        its size and total length from ``token_count``, document frequencies from the
-        postings of the query terms joined with ``memory_records`` so every filter stays
-        in SQL. PostgreSQL's own text search is not used for ranking: its parsers and
+        PostgreSQL's own text search is not used for ranking: its parsers and
         dictionaries split and stem words differently from :mod:`tokens`, and
         ``ts_rank`` is not BM25, so neither matches nor scores would equal the other
-        backends'. SQL ranks all candidates; Python rescores the few near the top with
-        :mod:`bm25` (see :data:`_SEARCH`) and reads full rows for the winners only.
+        backends'. Full rows are read for the winners only.
         """
         if not query.tokens or not query.scope_hashes:
             return SearchPage(matches=(), candidates=0)
-        wanted, params = _filter_clause(query, copied="p")
-        params.update(
-            scopes=list(query.scope_hashes), now=query.now, terms=list(query.tokens),
-            floor=_IDF_FLOOR,
-            k1p1=K1 + 1, k1=K1, one_b=1 - B, b=B, near=_NEAR_CUTOFF,
-            offset=query.limit - 1,
-        )
-        join = "JOIN memory_records AS r ON r.seq = p.seq" if _needs_records(query) else ""
-        rows = await self._rows(_SEARCH.format(wanted=wanted, join=join), params)
-        if not rows:
-            return SearchPage(matches=(), candidates=0)
-        shortlist = rescore(rows, query.tokens, query.limit)
-        winners, scores = shortlist.winners, shortlist.scores
+        found = await top_k(_PostgresPostings(self, query), query.tokens, query.limit)
+        if not found.ranked:
+            return SearchPage(matches=(), candidates=found.candidates)
+        winners = [doc for doc, _ in found.ranked]
         full = {
             int(row["seq"]): record_from_row(row)
             for row in await self._rows(
@@ -300,8 +298,8 @@ class PostgresTransaction(SharedStatements):
             )
         }
         return SearchPage(
-            matches=tuple(ScoredRecord(full[seq], scores[seq]) for seq in winners),
-            candidates=shortlist.candidates,
+            matches=tuple(ScoredRecord(full[doc], score) for doc, score in found.ranked),
+            candidates=found.candidates,
         )
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:
@@ -399,21 +397,21 @@ class PostgresTransaction(SharedStatements):
     # -- writes -----------------------------------------------------------------------
 
     async def _index(self, seq: int, record: MemoryRecord) -> None:
-        if record.status is RecordStatus.DELETED:
+        """Count an active record in its scope's lexical index (see :data:`_INDEX`)."""
+        if record.status is not RecordStatus.ACTIVE:
             return
         terms = words(record.content)
         counts = Counter(terms)
-        if not counts:
-            return
-        await self._write(
-            "INSERT INTO memory_postings (term, scope_hash, seq, tf, len, status, expires_at,"
-            " visibility, valid_from, invalid_at)"
-            " SELECT t.term, %s, %s, t.tf, %s, %s, %s, %s, %s, %s"
-            " FROM unnest(%s::text[], %s::int[]) AS t (term, tf)",
-            (record.scope_hash, seq, len(terms), record.status.value, record.expires_at,
-             record.visibility.value, record.valid_from, record.invalid_at,
-             list(counts), list(counts.values())),
-        )
+        await self._write(_INDEX, {
+            "scope": record.scope_hash, "doc": seq, "length": len(terms),
+            "visibility": record.visibility.value, "valid_from": record.valid_from,
+            "invalid_at": record.invalid_at, "terms": list(counts),
+            "tfs": list(counts.values())})
+
+    async def _unindex(self, seqs: Sequence[int]) -> int:
+        """Take records out of the lexical index; how many of them it held."""
+        rows = await self._rows_written(_UNINDEX, {"docs": list(seqs)})
+        return int(rows[0]["n"])
 
     async def insert_record(self, record: MemoryRecord) -> None:
         columns = ", ".join(RECORD_COLUMNS)
@@ -450,20 +448,9 @@ class PostgresTransaction(SharedStatements):
                     "SELECT seq, id FROM memory_records WHERE id = ANY(%s)",
                     ([version.record.id for version in versions],))
                 seqs = {str(row["id"]): int(row["seq"]) for row in await cursor.fetchall()}
-                async with cursor.copy(
-                        "COPY memory_postings (term, scope_hash, seq, tf, len, status,"
-                        " expires_at, visibility, valid_from, invalid_at) FROM STDIN") as copy:
-                    for version in versions:
-                        record = version.record
-                        if record.status is RecordStatus.DELETED:
-                            continue
-                        terms = words(record.content)
-                        for term, tf in Counter(terms).items():
-                            await copy.write_row([
-                                term, record.scope_hash, seqs[record.id], tf, len(terms),
-                                record.status.value, record.expires_at,
-                                record.visibility.value, record.valid_from,
-                                record.invalid_at])
+                await self._bulk_index(cursor, [
+                    (seqs[version.record.id], version.record) for version in versions
+                    if version.record.status is RecordStatus.ACTIVE])
                 async with cursor.copy(
                         "COPY memory_versions (record_id, version, operation, recorded_at,"
                         " operation_id, snapshot) FROM STDIN") as copy:
@@ -472,6 +459,54 @@ class PostgresTransaction(SharedStatements):
                             version.record.id, version.record.version,
                             version.operation.value, version.recorded_at,
                             encode_text(version.operation_id), record_to_json(version.record)])
+
+    async def _bulk_index(self, cursor: Any, indexed: Sequence[tuple[int, MemoryRecord]]
+                          ) -> None:
+        """:data:`_INDEX` for many records: statistics and term frequencies summed per
+        scope in Python, documents and postings by COPY."""
+        if not indexed:
+            return
+        documents: Counter[str] = Counter()
+        lengths: Counter[str] = Counter()
+        frequencies: dict[tuple[str, str], int] = Counter()
+        tokenized = []
+        for seq, record in indexed:
+            counts = Counter(words(record.content))
+            length = sum(counts.values())
+            documents[record.scope_hash] += 1
+            lengths[record.scope_hash] += length
+            for term in counts:
+                frequencies[record.scope_hash, term] += 1
+            tokenized.append((seq, record, counts, length))
+        scopes = sorted(documents)
+        await cursor.execute(
+            "INSERT INTO lexical_scopes AS l (scope_hash, documents, total_length)"
+            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[])"
+            " ON CONFLICT (scope_hash) DO UPDATE SET"
+            " documents = l.documents + excluded.documents,"
+            " total_length = l.total_length + excluded.total_length"
+            " RETURNING scope_id, scope_hash",
+            (scopes, [documents[h] for h in scopes], [lengths[h] for h in scopes]))
+        ids = {str(row["scope_hash"]): int(row["scope_id"]) for row in await cursor.fetchall()}
+        async with cursor.copy("COPY lexical_docs (doc, scope_id, length) FROM STDIN") as copy:
+            for seq, record, _, length in tokenized:
+                await copy.write_row([seq, ids[record.scope_hash], length])
+        async with cursor.copy(
+                "COPY lexical_postings (scope_id, term, doc, tf, length, visibility,"
+                " valid_from, invalid_at) FROM STDIN") as copy:
+            for seq, record, counts, length in tokenized:
+                for term, tf in counts.items():
+                    await copy.write_row([ids[record.scope_hash], term, seq, tf, length,
+                                          record.visibility.value, record.valid_from,
+                                          record.invalid_at])
+        keys = sorted(frequencies)
+        await cursor.execute(
+            "INSERT INTO lexical_terms AS t (scope_id, term, documents)"
+            " SELECT * FROM unnest(%s::int[], %s::text[], %s::int[])"
+            " ON CONFLICT (scope_id, term) DO UPDATE"
+            " SET documents = t.documents + excluded.documents",
+            ([ids[h] for h, _ in keys], [term for _, term in keys],
+             [frequencies[key] for key in keys]))
 
     async def _rows_written(self, sql: str, params: dict[str, Any]) -> list[Row]:
         await self._serialized()
@@ -495,7 +530,7 @@ class PostgresTransaction(SharedStatements):
         if len(rows) != 1:
             return False
         seq = int(rows[0]["seq"])
-        await self._write("DELETE FROM memory_postings WHERE seq = %s", (seq,))
+        await self._unindex([seq])
         await self._index(seq, record)
         return True
 
@@ -680,12 +715,7 @@ class PostgresTransaction(SharedStatements):
             )
             if not rows:
                 continue
-            seqs = [int(row["seq"]) for row in rows]
-            indexed = await self._rows(
-                "SELECT count(DISTINCT seq) AS n FROM memory_postings WHERE seq = ANY(%s)",
-                (seqs,),
-            )
-            await self._write("DELETE FROM memory_postings WHERE seq = ANY(%s)", (seqs,))
+            indexed = await self._unindex([int(row["seq"]) for row in rows])
             vectors = await self._write(
                 "DELETE FROM memory_vectors WHERE record_id = ANY(%s)", (ids,))
             await self._write("DELETE FROM index_jobs WHERE record_id = ANY(%s)", (ids,))
@@ -705,7 +735,7 @@ class PostgresTransaction(SharedStatements):
             records = await self._write("DELETE FROM memory_records WHERE id = ANY(%s)", (ids,))
             removal += Removal(
                 records=records, versions=versions,
-                index_entries=int(indexed[0]["n"]) + vectors,
+                index_entries=indexed + vectors,
                 idempotency_entries=entries,
                 scope_hashes=frozenset(str(row["scope_hash"]) for row in rows),
             )
@@ -726,3 +756,64 @@ class PostgresTransaction(SharedStatements):
         )
         return Removal(idempotency_entries=len(rows),
                        scope_hashes=frozenset(str(row["scope_hash"]) for row in rows))
+
+
+class _PostgresPostings:
+    """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
+    a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or
+    by key through an index; none counts or scans the corpus."""
+
+    def __init__(self, tx: PostgresTransaction, query: SearchQuery) -> None:
+        self._tx = tx
+        self._query = query
+        self._scope_ids: list[int] = []
+        wanted, self._params = _filter_clause(query, copied="p")
+        join = "JOIN memory_records AS r ON r.seq = p.doc" if _needs_records(query) else ""
+        self._postings = ("SELECT p.doc AS doc, p.tf AS tf, p.length AS length"
+                          f" FROM lexical_postings AS p {join}"
+                          " WHERE p.scope_id = ANY(%(ids)s) AND p.term = %(term)s"
+                          f" AND {wanted}")
+
+    async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
+        rows = await self._tx._rows(_STATISTICS, {
+            "scopes": list(dict.fromkeys(self._query.scope_hashes)), "terms": list(terms),
+            "now": self._query.now})
+        documents = total = 0
+        containing: dict[str, int] = {}
+        expired: dict[int, tuple[int, dict[str, int]]] = {}
+        for row in rows:
+            if row["kind"] == "scope":
+                self._scope_ids.append(int(row["a"]))
+                documents += int(row["b"])
+                total += int(row["c"])
+            elif row["kind"] == "term":
+                containing[str(row["term"])] = int(row["b"])
+            else:
+                found = expired.setdefault(int(row["a"]), (int(row["b"]), {}))[1]
+                if row["term"] is not None:
+                    found[str(row["term"])] = int(row["c"])
+        return Statistics(documents, total, containing, [
+            ExpiredDocument(doc, length, found)
+            for doc, (length, found) in sorted(expired.items())])
+
+    async def postings(self, term: str) -> list[tuple[int, int, int]]:
+        rows = await self._tx._rows(self._postings,
+                                    {**self._params, "ids": self._scope_ids, "term": term})
+        return [(int(row["doc"]), int(row["tf"]), int(row["length"])) for row in rows]
+
+    async def probe(self, term: str, docs: Sequence[int]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        for chunk in _chunks(list(docs)):
+            rows = await self._tx._rows(
+                "SELECT doc, tf FROM lexical_postings WHERE scope_id = ANY(%s)"
+                " AND term = %s AND doc = ANY(%s)", (self._scope_ids, term, list(chunk)))
+            found.update((int(row["doc"]), int(row["tf"])) for row in rows)
+        return found
+
+    async def identify(self, docs: Sequence[int]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for chunk in _chunks(list(docs)):
+            rows = await self._tx._rows(
+                "SELECT seq, id FROM memory_records WHERE seq = ANY(%s)", (list(chunk),))
+            found.update((int(row["seq"]), str(row["id"])) for row in rows)
+        return found

@@ -211,15 +211,19 @@ async def test_erasure_leaves_no_row_that_names_the_record(tmp_path: Path,
                               make_ctx(clock))
         await provider.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
         for table in ("memory_records", "memory_versions", "memory_idempotency",
-                      "memory_postings", "event_outbox"):
+                      "lexical_postings", "lexical_terms", "event_outbox"):
             rows = _sql(schema, f"SELECT t::text FROM {table} AS t")
             text = " ".join(row[0] for row in rows)
             assert MARKER not in text and MARKER.encode().hex() not in text, table
             assert doomed.id not in text and other.id not in text, table
         assert _sql(schema, "SELECT count(*) FROM memory_records WHERE id = ANY(%s)",
                     [doomed.id, other.id]) == [(0,)]
-        assert _sql(schema, "SELECT count(*) FROM memory_postings WHERE term = %s",
-                    MARKER) == [(0,)]
+        for table in ("lexical_postings", "lexical_terms"):
+            assert _sql(schema, f"SELECT count(*) FROM {table} WHERE term = %s",
+                        MARKER) == [(0,)], table
+        # only the kept record of the other user is still counted, in its own scope
+        assert _sql(schema, "SELECT count(*), sum(documents) FROM lexical_scopes") == [(1, 1)]
+        assert _sql(schema, "SELECT count(*) FROM lexical_docs") == [(1,)]
         assert _sql(schema, "SELECT id FROM memory_records") == [(kept.id,)]
     finally:
         await provider.close()

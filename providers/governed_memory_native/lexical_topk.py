@@ -1,0 +1,264 @@
+"""The one lexical top-k search every backend runs: exact BM25 with MaxScore pruning.
+
+Why one module: memory, SQLite and PostgreSQL return the same ranking, the same scores
+and the same ``candidates`` *by construction* when the same algorithm runs on the same
+data. A backend only provides a :class:`PostingsSource`: the scope-local statistics,
+and the postings of one term in the searched scopes (read by ``(scope, term)`` through
+an index, or probed for given documents). Scoring, pruning and tie-breaking live here.
+
+The algorithm is MaxScore, term at a time. Each query term's contribution to a score is
+bounded by ``idf * (k1 + 1)``. Terms are taken from the highest bound (the rarest word)
+down. A term's postings are *read* only while it is *essential*: while a document that
+none of the terms read so far contains could still reach the top ``limit``, i.e. while
+the sum of the bounds of the remaining terms is not below ``theta``, the ``limit``-th
+best exact score known. After each read, the most promising documents are completed
+(their remaining terms probed) so ``theta`` rises quickly. Once the rest are
+non-essential, common words are only *probed* for the documents still able to reach
+the top, and never walked; documents that cannot are dropped. Pruning only drops what
+is provably below ``theta`` (with a relative margin far wider than rounding), so the
+result is exactly the exhaustive BM25 top ``limit`` with ties broken by record id.
+
+``candidates`` (``SearchPage.candidates``) counts the matching records the search
+examined: every match when all query terms were read; when pruning skipped the
+postings of the commonest terms, the matches among the terms read (records containing
+only skipped words are not counted). It is never below the number of hits, exact
+whenever nothing was pruned, and identical on every backend.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Final, Generic, Protocol, TypeVar
+
+import attrs
+
+from governed_memory_native.bm25 import (
+    K1,
+    UPPER_SATURATION,
+    B,
+    average_length,
+    document_score,
+    term_weights,
+)
+
+Doc = TypeVar("Doc", bound=Hashable)
+
+_MARGIN: Final = 1e-9
+"""Relative slack on every pruning comparison: a bound must be below ``theta`` by more
+than this to prune. Float sums in a different order differ in the last bits only."""
+
+_COMPLETE_AT_MOST: Final = 4
+"""Complete early at most this many times ``limit`` documents (a larger tie waits)."""
+
+_PROBE_SHARE: Final = 4
+"""Probe a term for the surviving documents while they are fewer than its document
+frequency divided by this; otherwise read its postings once (one range scan)."""
+
+
+@attrs.frozen(slots=True)
+class ExpiredDocument(Generic[Doc]):
+    """A record counted in the stored statistics (active) but expired at ``now``."""
+
+    doc: Doc
+    length: int
+    frequencies: Mapping[str, int]
+    """The record's frequency of each query term it contains."""
+
+
+@attrs.frozen(slots=True)
+class Statistics(Generic[Doc]):
+    """The stored statistics of the searched scopes, summed: active records, their total
+    length in words, how many contain each query term; and the ones expired by now."""
+
+    documents: int
+    total_length: int
+    containing: Mapping[str, int]
+    expired: Sequence[ExpiredDocument[Doc]] = ()
+
+
+class PostingsSource(Protocol[Doc]):
+    """One search's view of a backend's scope-local index (scopes, filters and ``now``
+    are bound in). ``Doc`` is the backend's document handle."""
+
+    async def statistics(self, terms: Sequence[str]) -> Statistics[Doc]: ...
+
+    async def postings(self, term: str) -> Sequence[tuple[Doc, int, int]]:
+        """``(doc, frequency, length)`` of every record of the searched scopes that
+        contains ``term`` and passes the search's filters (expired ones may be
+        included: they are dropped here)."""
+        ...
+
+    async def probe(self, term: str, docs: Sequence[Doc]) -> Mapping[Doc, int]:
+        """The frequency of ``term`` in those of ``docs`` that contain it."""
+        ...
+
+    async def identify(self, docs: Sequence[Doc]) -> Mapping[Doc, str]:
+        """The record id of each doc: ties are broken by it."""
+        ...
+
+
+@attrs.frozen(slots=True)
+class TopK(Generic[Doc]):
+    """The winners in rank order with their exact scores, and ``candidates``."""
+
+    ranked: tuple[tuple[Doc, float], ...]
+    candidates: int
+
+
+async def top_k(source: PostingsSource[Doc], tokens: Sequence[str],
+                limit: int) -> TopK[Doc]:
+    """The best ``limit`` records for ``tokens`` by BM25, ties by record id."""
+    terms = tuple(dict.fromkeys(tokens))
+    if not terms or limit <= 0:
+        return TopK((), 0)
+    stats = await source.statistics(terms)
+    expired = {item.doc for item in stats.expired}
+    size = stats.documents - len(expired)
+    if size <= 0:
+        return TopK((), 0)
+    total = stats.total_length - sum(item.length for item in stats.expired)
+    containing = Counter({term: stats.containing.get(term, 0) for term in terms})
+    for item in stats.expired:
+        containing.subtract(term for term in terms if item.frequencies.get(term))
+    mean = average_length(size, total)
+    weights = term_weights(size, containing, tokens)
+    repeats = Counter(tokens)
+    search = _Search(source, tuple(tokens), weights, repeats, mean, limit, expired)
+    order = sorted((term for term in terms if containing[term] > 0),
+                   key=lambda term: (-search.bound(term), term))
+    return await search.run(order, containing)
+
+
+class _Search(Generic[Doc]):
+    """One run of the algorithm. Every decision depends on values only, never on the
+    order a backend returns postings in, so all backends prune alike."""
+
+    def __init__(self, source: PostingsSource[Doc], tokens: tuple[str, ...],
+                 weights: Mapping[str, float], repeats: Counter[str], mean: float,
+                 limit: int, expired: set[Doc]) -> None:
+        self.source = source
+        self.tokens = tokens
+        self.weights = weights
+        self.repeats = repeats
+        self.mean = mean
+        self.limit = limit
+        self.expired = expired
+        self.frequencies: dict[Doc, dict[str, int]] = {}
+        self.lengths: dict[Doc, int] = {}
+        self.partial: dict[Doc, float] = {}
+        """Each candidate's score over the terms read or probed so far (a lower bound)."""
+        self.exact: dict[Doc, float] = {}
+        """Candidates whose every term is known, with their exact score."""
+        self.theta: float | None = None
+        """The ``limit``-th best lower bound: at least ``limit`` records score this much."""
+
+    def bound(self, term: str) -> float:
+        return self.weights[term] * UPPER_SATURATION * self.repeats[term]
+
+    def below(self, bound: float) -> bool:
+        """Whether a document bounded by ``bound`` provably misses the top ``limit``."""
+        return self.theta is not None and bound * (1 + _MARGIN) < self.theta
+
+    def _add(self, term: str, found: Iterable[tuple[Doc, int]]) -> None:
+        """Record ``term``'s frequency in documents whose length is known, and its part
+        of their score (the bound arithmetic; exact scores come from bm25)."""
+        weight = self.weights[term] * self.repeats[term] * UPPER_SATURATION
+        flat = K1 * (1 - B)
+        slope = K1 * B / self.mean
+        lengths, partial, frequencies = self.lengths, self.partial, self.frequencies
+        for doc, frequency in found:
+            frequencies[doc][term] = frequency
+            partial[doc] += weight * frequency / (frequency + flat + slope * lengths[doc])
+
+    def _raise_theta(self) -> None:
+        if len(self.partial) >= self.limit:
+            lower = (self.exact.get(doc, value) for doc, value in self.partial.items())
+            self.theta = heapq.nlargest(self.limit, lower)[-1]
+
+    async def run(self, order: list[str], containing: Mapping[str, int]) -> TopK[Doc]:
+        rest = [0.0] * (len(order) + 1)
+        for index in range(len(order) - 1, -1, -1):
+            rest[index] = rest[index + 1] + self.bound(order[index])
+        read = 0
+        while read < len(order) and not self.below(rest[read]):
+            await self._read(order[read])
+            read += 1
+            self._raise_theta()
+            if read < len(order):
+                await self._complete_best(order[read:])
+        candidates = len(self.partial)
+        await self._finish(order[read:], rest[read:], containing)
+        return await self._ranked(candidates)
+
+    async def _read(self, term: str) -> None:
+        """Read every posting of ``term``: new candidates join, others gain its part."""
+        fresh: list[tuple[Doc, int]] = []
+        for doc, frequency, length in await self.source.postings(term):
+            if doc in self.expired:
+                continue
+            if doc not in self.partial:
+                self.partial[doc] = 0.0
+                self.frequencies[doc] = {}
+                self.lengths[doc] = length
+            fresh.append((doc, frequency))
+        self._add(term, fresh)
+
+    async def _complete_best(self, unread: Sequence[str]) -> None:
+        """Probe the unread terms for the best incomplete candidates (all those tied at
+        the ``limit``-th best partial score, unless that tie is large), so ``theta`` is
+        a real score early and the common words become non-essential sooner."""
+        open_scores = {doc: value for doc, value in self.partial.items()
+                       if doc not in self.exact}
+        if not open_scores:
+            return
+        floor = heapq.nlargest(self.limit, open_scores.values())[-1]
+        best = [doc for doc, value in open_scores.items() if value >= floor]
+        if len(best) > _COMPLETE_AT_MOST * self.limit:
+            return
+        for term in unread:
+            self._add(term, (await self.source.probe(term, best)).items())
+        for doc in best:
+            self._settle(doc)
+        self._raise_theta()
+
+    def _settle(self, doc: Doc) -> None:
+        score = document_score(self.frequencies[doc], self.lengths[doc], self.tokens,
+                               self.weights, self.mean)
+        self.exact[doc] = score if score is not None else 0.0
+
+    async def _finish(self, unread: Sequence[str], rest: Sequence[float],
+                      containing: Mapping[str, int]) -> None:
+        """Complete the candidates that can still reach the top, one unread term at a
+        time, dropping those whose bound falls below ``theta`` before each step."""
+        open_docs = [doc for doc in self.partial if doc not in self.exact]
+        for index, term in enumerate(unread):
+            open_docs = [doc for doc in open_docs
+                         if not self.below(self.partial[doc] + rest[index])]
+            if not open_docs:
+                break
+            if len(open_docs) * _PROBE_SHARE < containing[term]:
+                found: Mapping[Doc, int] = await self.source.probe(term, open_docs)
+            else:
+                wanted = set(open_docs)
+                found = {doc: frequency
+                         for doc, frequency, _ in await self.source.postings(term)
+                         if doc in wanted}
+            self._add(term, found.items())
+            self._raise_theta()
+        for doc in open_docs:
+            if not self.below(self.partial[doc]):
+                self._settle(doc)
+
+    async def _ranked(self, candidates: int) -> TopK[Doc]:
+        scores = self.exact
+        ordered = sorted(scores, key=scores.__getitem__, reverse=True)
+        if len(ordered) > self.limit:
+            cutoff = scores[ordered[self.limit - 1]]
+            ordered = [doc for doc in ordered if scores[doc] >= cutoff]
+        if not ordered:
+            return TopK((), candidates)
+        ids = await self.source.identify(ordered)
+        ordered.sort(key=lambda doc: (-scores[doc], ids[doc]))
+        return TopK(tuple((doc, scores[doc]) for doc in ordered[: self.limit]), candidates)
