@@ -1,21 +1,17 @@
 """The SQLite schema as an ordered list of migrations, applied on start.
 
-Each migration runs once, inside a ``BEGIN IMMEDIATE`` transaction, so two processes
-starting on one fresh file cannot both apply it. A file whose schema is newer than this
-code knows is refused rather than written with stale assumptions.
+:mod:`sqlite_setup` applies them (and registers the SQL functions they call, such
+as ``gm_index_text``). Each migration runs once, inside a ``BEGIN IMMEDIATE``
+transaction, so two processes starting on one fresh file cannot both apply it. A file
+whose schema is newer than this code knows is refused rather than written with stale
+assumptions.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from typing import Final
 
-import aiosqlite
-
-from governed_memory_native.bm25 import idf
-from governed_memory_native.schema_migrations import Migration, pending
-from governed_memory_native.tokens import index_text, word_count
+from governed_memory_native.schema_migrations import Migration
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -244,59 +240,98 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=9,
+        description="scope-local lexical index: per-scope statistics, terms and postings "
+                    "of active records, kept on write; the FTS5 index is dropped",
+        statements=(
+            # A scope's statistics are kept with its postings on every write, so a search
+            # reads a few rows per (scope, term) through the keys below instead of
+            # counting the corpus (linear in the whole file with FTS5's global vocab
+            # table), and never reads or counts a record of another scope (see bm25 and
+            # lexical_topk). The integer scope_id keeps the scope hash out of postings.
+            """
+            CREATE TABLE lexical_scopes (
+                scope_id INTEGER PRIMARY KEY,
+                scope_hash TEXT NOT NULL UNIQUE,
+                documents INTEGER NOT NULL,
+                total_length INTEGER NOT NULL
+            )
+            """,
+            # One row per counted (active) record: which scope counts it and its length.
+            """
+            CREATE TABLE lexical_docs (
+                doc INTEGER PRIMARY KEY,
+                scope_id INTEGER NOT NULL,
+                length INTEGER NOT NULL
+            )
+            """,
+            # Document frequency of each word in each scope; a word no record of the
+            # scope has any more has no row (erasure leaves no word behind).
+            """
+            CREATE TABLE lexical_terms (
+                scope_id INTEGER NOT NULL,
+                term TEXT NOT NULL,
+                documents INTEGER NOT NULL,
+                PRIMARY KEY (scope_id, term)
+            ) WITHOUT ROWID
+            """,
+            # The postings of a word in a scope are one B-tree range. Validity and
+            # visibility are copied in (every write of a record rewrites its postings):
+            # the filters every search applies need no lookup in memory_records.
+            """
+            CREATE TABLE lexical_postings (
+                scope_id INTEGER NOT NULL,
+                term TEXT NOT NULL,
+                doc INTEGER NOT NULL,
+                tf INTEGER NOT NULL,
+                length INTEGER NOT NULL,
+                visibility TEXT NOT NULL,
+                valid_from REAL,
+                invalid_at REAL,
+                PRIMARY KEY (scope_id, term, doc)
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX lexical_postings_doc ON lexical_postings (doc)",
+            # Backfill: active records are counted and indexed, with the words of
+            # tokens.index_text (the tokenizer every write uses), split and counted here.
+            """
+            INSERT INTO lexical_scopes (scope_hash, documents, total_length)
+                SELECT scope_hash, count(*), sum(token_count) FROM memory_records
+                WHERE status = 'active' GROUP BY scope_hash ORDER BY scope_hash
+            """,
+            """
+            INSERT INTO lexical_docs (doc, scope_id, length)
+                SELECT r.seq, s.scope_id, r.token_count FROM memory_records AS r
+                JOIN lexical_scopes AS s ON s.scope_hash = r.scope_hash
+                WHERE r.status = 'active'
+            """,
+            """
+            INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,
+                                          valid_from, invalid_at)
+                WITH RECURSIVE split (doc, rest, word) AS (
+                    SELECT d.doc, gm_index_text(r.content) || ' ', ''
+                    FROM lexical_docs AS d JOIN memory_records AS r ON r.seq = d.doc
+                    UNION ALL
+                    SELECT doc, substr(rest, instr(rest, ' ') + 1),
+                           substr(rest, 1, instr(rest, ' ') - 1)
+                    FROM split WHERE rest <> ''
+                )
+                SELECT d.scope_id, w.word, w.doc, count(*), d.length, r.visibility,
+                       r.valid_from, r.invalid_at
+                FROM split AS w JOIN lexical_docs AS d ON d.doc = w.doc
+                JOIN memory_records AS r ON r.seq = w.doc
+                WHERE w.word <> '' GROUP BY w.doc, w.word
+            """,
+            """
+            INSERT INTO lexical_terms (scope_id, term, documents)
+                SELECT scope_id, term, count(*) FROM lexical_postings GROUP BY scope_id, term
+            """,
+            # No FTS5 any more: erasure no longer rewrites a global index ('optimize').
+            "DROP TABLE memory_fts_terms",
+            "DROP TABLE memory_fts",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
-
-
-async def register_functions(conn: aiosqlite.Connection) -> None:
-    """SQL functions that call the Python the other backend runs, so results agree.
-
-    Migrations rebuild derived data with the tokenizer the writes use, and search
-    weighs terms with the memory backend's idf. Registered on every connection.
-    """
-    await conn.create_function("gm_index_text", 1, index_text, deterministic=True)
-    await conn.create_function("gm_word_count", 1, word_count, deterministic=True)
-    await conn.create_function("gm_bm25_idf", 2, idf, deterministic=True)
-
-
-async def current_version(conn: aiosqlite.Connection) -> int:
-    async with conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ) as cursor:
-        row = await cursor.fetchone()
-    if row is None or row[0] == 0:
-        return 0
-    async with conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations") as cursor:
-        row = await cursor.fetchone()
-    return int(row[0]) if row is not None else 0
-
-
-async def migrate(conn: aiosqlite.Connection, applied_at: float) -> int:
-    """Bring the schema to ``LATEST_VERSION``; the caller holds no transaction.
-
-    ``BEGIN`` sits inside the ``try``: if the await is cancelled the statement still runs
-    on aiosqlite's thread, and the ROLLBACK queued behind it must undo it.
-    """
-    await register_functions(conn)
-    try:
-        await conn.execute("BEGIN IMMEDIATE")
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at REAL NOT NULL)"
-        )
-        version = await current_version(conn)
-        for migration in pending(MIGRATIONS, version, "path"):
-            for statement in migration.statements:
-                await conn.execute(statement)
-            await conn.execute(
-                "INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.description, applied_at),
-            )
-        await conn.execute(f"PRAGMA user_version = {LATEST_VERSION:d}")
-        await conn.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            await conn.execute("ROLLBACK")
-        raise
-    return LATEST_VERSION

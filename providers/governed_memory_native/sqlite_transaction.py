@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
@@ -24,7 +25,7 @@ from governed_memory.records import (
     RecordStatus,
 )
 
-from governed_memory_native.bm25 import K1, B
+from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
 from governed_memory_native.port import (
     IdempotencyEntry,
     Removal,
@@ -34,7 +35,6 @@ from governed_memory_native.port import (
     VectorQuery,
 )
 from governed_memory_native.shared_statements import SharedStatements
-from governed_memory_native.shortlist_rescoring import rescore
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.sqlite_errors import translated
 from governed_memory_native.sqlite_rows import (
@@ -96,55 +96,36 @@ def _metadata_clause(name: str, value: Any) -> tuple[str, list[Any]]:
                                 field=f"metadata_filter.{name}")
 
 
-_CORPUS: Final = ("r.scope_hash IN ({scopes}) AND r.status = 'active'"
-                  " AND (r.expires_at IS NULL OR r.expires_at > ?)")
-
-_NEAR_CUTOFF: Final = 1 - 1e-9
-"""How close to the ``limit``-th SQL score a candidate must be to get rescored in Python.
-
-SQL adds a document's per-term parts in whatever order it meets them (and SQLite 3.43+
-compensates its sums), so its score can differ from :func:`bm25.document_score` in the
-last bits. Those bits are all that separate the backends, yet they can reorder exact
-ties; so SQL only shortlists, and every document within this (far wider) relative band
-of the cutoff is rescored in Python, exactly as the memory backend scores it, with the
-id breaking true ties."""
-
-_SEARCH: Final = (
-    "WITH corpus AS MATERIALIZED ("
-    " SELECT count(*) AS size, coalesce(sum(r.token_count), 0) AS total"
-    " FROM memory_records AS r WHERE " + _CORPUS + "),"
-    # tf of each query term in each corpus document, and whether it passes the filters
-    " postings AS MATERIALIZED ("
-    " SELECT t.term AS term, t.doc AS doc, count(*) AS tf, r.token_count AS len,"
-    " {wanted} AS wanted"
-    " FROM memory_fts_terms AS t JOIN memory_records AS r ON r.seq = t.doc"
-    " WHERE t.term IN ({terms}) AND " + _CORPUS + " GROUP BY t.term, t.doc),"
-    # df counts every corpus document, filtered out or not, as the memory backend does
-    " df AS MATERIALIZED ("
-    " SELECT term, count(*) AS df,"
-    " gm_bm25_idf((SELECT size FROM corpus), count(*)) AS weight"
-    " FROM postings GROUP BY term),"
-    " scored AS MATERIALIZED ("
-    " SELECT p.doc AS doc, sum(df.weight * p.tf * ? / (p.tf + ? * (? + ? * p.len"
-    " / (SELECT CASE WHEN total = 0 THEN 1.0 ELSE CAST(total AS REAL) / size END"
-    " FROM corpus)))) AS score"
-    " FROM postings AS p JOIN df USING (term) WHERE p.wanted GROUP BY p.doc),"
-    " cutoff AS (SELECT score * ? AS score FROM scored ORDER BY score DESC LIMIT 1 OFFSET ?)"
-    # every posting of every document near or above the limit-th score
-    " SELECT p.doc AS doc, r.id AS id, p.len AS len, p.term AS term, p.tf AS tf,"
-    " df.df AS df, corpus.size AS size, corpus.total AS total,"
-    " (SELECT count(*) FROM scored) AS candidates"
-    " FROM scored AS s JOIN postings AS p ON p.doc = s.doc JOIN df USING (term)"
-    " JOIN memory_records AS r ON r.seq = s.doc, corpus"
-    " WHERE s.score >= coalesce((SELECT score FROM cutoff), 0)"
-)
-"""The corpus statistics, the postings of the query terms and a BM25 shortlist, in one
-statement; ``{scopes}``, ``{terms}`` and ``{wanted}`` are placeholders and a clause we
-generate, every value is bound."""
+def _statistics_sql(scopes: int, terms: int) -> str:
+    """A search's statistics in one statement: each scope's id, record count and total
+    length; each query term's document frequency summed over the scopes; and the
+    expired records the stored statistics still count, with their query-term
+    frequencies. Binds the scope hashes, the terms, the terms, the scope hashes, now."""
+    return (
+        "WITH s AS (SELECT scope_id, documents, total_length FROM lexical_scopes"
+        f" WHERE scope_hash IN ({_marks(scopes)}))"
+        " SELECT 'scope' AS kind, NULL AS term, scope_id AS a, documents AS b,"
+        " total_length AS c FROM s"
+        " UNION ALL SELECT 'term', t.term, NULL, sum(t.documents), NULL"
+        " FROM lexical_terms AS t JOIN s USING (scope_id)"
+        f" WHERE t.term IN ({_marks(terms)}) GROUP BY t.term"
+        " UNION ALL SELECT 'expired', p.term, r.seq, r.token_count, p.tf"
+        " FROM memory_records AS r LEFT JOIN lexical_postings AS p"
+        f" ON p.doc = r.seq AND p.term IN ({_marks(terms)})"
+        f" WHERE r.scope_hash IN ({_marks(scopes)}) AND r.status = 'active'"
+        " AND r.expires_at <= ?"
+    )
 
 
-def _filter_clause(query: SearchQuery) -> tuple[str, list[Any]]:
-    """The type, entity and metadata filters as one SQL boolean (``1`` when none)."""
+def _needs_records(query: SearchQuery) -> bool:
+    """Whether a lexical search's filters read columns only ``memory_records`` has."""
+    return bool(query.memory_types or query.entity_ids or query.metadata_filter)
+
+
+def _filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, list[Any]]:
+    """The type, entity, metadata, validity and visibility filters as one SQL boolean
+    (``1`` when none). Validity and visibility are read from the ``copied`` alias: ``p``
+    (the lexical postings carry copies of them) in a lexical search, ``r`` elsewhere."""
     clauses: list[str] = []
     params: list[Any] = []
     if query.memory_types:
@@ -159,11 +140,11 @@ def _filter_clause(query: SearchQuery) -> tuple[str, list[Any]]:
         clauses.append(clause)
         params.extend(values)
     if query.valid_at is not None:
-        clauses.append("(r.valid_from IS NULL OR r.valid_from <= ?)"
-                       " AND (r.invalid_at IS NULL OR r.invalid_at > ?)")
+        clauses.append(f"({copied}.valid_from IS NULL OR {copied}.valid_from <= ?)"
+                       f" AND ({copied}.invalid_at IS NULL OR {copied}.invalid_at > ?)")
         params.extend([query.valid_at, query.valid_at])
     if query.visibilities:
-        clauses.append(f"r.visibility IN ({_marks(len(query.visibilities))})")
+        clauses.append(f"{copied}.visibility IN ({_marks(len(query.visibilities))})")
         params.extend(visibility.value for visibility in query.visibilities)
     return ("(" + " AND ".join(clauses) + ")" if clauses else "1"), params
 
@@ -188,26 +169,14 @@ class SqliteTransaction(SharedStatements):
         self._conn = conn
         self._hop = hop
         self._cancel = cancel
-        self._erased = False
         self.erased_any = False
         """Set once this transaction erased a record, so its commit must also clear the
         WAL of the erased bytes."""
 
     async def seal(self) -> None:
-        """Run just before COMMIT: after an erasure, purge erased terms from the index.
-
-        Deleting an FTS5 row only appends a delete marker; the erased document's terms
-        stay in the older segments of ``memory_fts_data`` until a merge happens to
-        rewrite them, and this SQLite (3.40) has no FTS5 secure-delete. ``optimize``
-        merges every segment into one without them, inside the erasing transaction, so
-        the commit that erases a record is also the one that drops its terms. It costs
-        a rewrite of the whole index, which only erasures pay: a soft delete or an
-        update keeps the old content in the record's history by design, so leftover
-        terms in segments reveal nothing that is not stored anyway.
-        """
-        if self._erased:
-            await self._write("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
-            self._erased = False
+        """Run just before COMMIT. Nothing is left to do here since schema v9: the
+        lexical index is plain tables whose erased rows ``secure_delete`` zeroes, so
+        erasure no longer merges (rewrites) a global FTS5 index of every tenant."""
 
     async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         if self._hop is not None:
@@ -274,30 +243,20 @@ class SqliteTransaction(SharedStatements):
         return [record_from_row(row) for row in await self._rows(" ".join(sql), params)]
 
     async def search(self, query: SearchQuery) -> SearchPage:
-        """BM25 over the requested scopes' visible records, FTS5 as the term index.
+        """BM25 over the requested scopes' visible records: :func:`lexical_topk.top_k`
+        over :class:`_SqlitePostings`, so scores and order equal the other backends'.
 
-        FTS5's own ``bm25()`` takes N, mean length and document frequencies from the
-        whole table (every tenant, expired and pending rows), which leaks other tenants'
-        term statistics into scores and disagrees with the memory backend. Here every
-        statistic comes from the corpus (the requested scopes' visible records): its size
-        and total length from ``token_count``, and the postings of the query terms from
-        the ``memory_fts_terms`` view of the index joined with ``memory_records``, so
-        every filter stays in SQL. SQL ranks all candidates; Python then rescores the
-        few near the top with :mod:`bm25` (see :data:`_SEARCH`) and reads full rows for
-        the winners only.
+        Every statistic is scope-local and read from ``lexical_scopes`` and
+        ``lexical_terms``; postings are read by ``(scope, term)`` through the primary
+        key of ``lexical_postings``. Nothing counts or scans the corpus, and no row of
+        another scope is read. Full rows are read for the winners only.
         """
-        wanted, wanted_params = _filter_clause(query)
-        corpus = [*query.scope_hashes, query.now]
-        scopes = _marks(len(query.scope_hashes))
-        rows = await self._rows(
-            _SEARCH.format(scopes=scopes, terms=_marks(len(query.tokens)), wanted=wanted),
-            [*corpus, *wanted_params, *query.tokens, *corpus,
-             K1 + 1, K1, 1 - B, B, _NEAR_CUTOFF, query.limit - 1],
-        )
-        if not rows:
+        if not query.tokens or not query.scope_hashes:
             return SearchPage(matches=(), candidates=0)
-        shortlist = rescore(rows, query.tokens, query.limit)
-        winners, scores = shortlist.winners, shortlist.scores
+        found = await top_k(_SqlitePostings(self, query), query.tokens, query.limit)
+        if not found.ranked:
+            return SearchPage(matches=(), candidates=found.candidates)
+        winners = [doc for doc, _ in found.ranked]
         full = {
             int(row["seq"]): record_from_row(row)
             for row in await self._rows(
@@ -306,8 +265,8 @@ class SqliteTransaction(SharedStatements):
             )
         }
         return SearchPage(
-            matches=tuple(ScoredRecord(full[seq], scores[seq]) for seq in winners),
-            candidates=shortlist.candidates,
+            matches=tuple(ScoredRecord(full[doc], score) for doc, score in found.ranked),
+            candidates=found.candidates,
         )
 
     async def versions(self, record_id: str) -> list[MemoryVersion]:
@@ -398,7 +357,7 @@ class SqliteTransaction(SharedStatements):
     async def insert_record(self, record: MemoryRecord) -> None:
         columns = ", ".join(RECORD_COLUMNS)
         values = ", ".join(f":{name}" for name in RECORD_COLUMNS)
-        terms = words(record.content)  # tokenized once: token_count and tokens.index_text
+        terms = words(record.content)  # tokenized once: token_count and the postings
         params = record_params(record)
         params["token_count"] = len(terms)
         seq = await self._insert(
@@ -406,9 +365,7 @@ class SqliteTransaction(SharedStatements):
             f"VALUES ({values}, :token_count)",
             params,
         )
-        if record.status is not RecordStatus.DELETED:
-            await self._write("INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
-                              (seq, " ".join(terms)))
+        await self._index(seq, record, terms)
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
         assignments = ", ".join(f"{name} = :{name}" for name in RECORD_COLUMNS if name != "id")
@@ -425,11 +382,68 @@ class SqliteTransaction(SharedStatements):
             return False
         rows = await self._rows("SELECT seq FROM memory_records WHERE id = ?", (record.id,))
         seq = int(rows[0][0])
-        await self._write("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
-        if record.status is not RecordStatus.DELETED:
-            await self._write("INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
-                              (seq, " ".join(terms)))
+        await self._unindex([seq])
+        await self._index(seq, record, terms)
         return True
+
+    async def _index(self, seq: int, record: MemoryRecord, terms: list[str]) -> None:
+        """Count an active record in its scope's lexical index: statistics, document
+        row, postings (validity and visibility copied in) and term frequencies."""
+        if record.status is not RecordStatus.ACTIVE:
+            return
+        scope = await self._rows(
+            "INSERT INTO lexical_scopes (scope_hash, documents, total_length) VALUES (?, 1, ?)"
+            " ON CONFLICT (scope_hash) DO UPDATE SET documents = documents + 1,"
+            " total_length = total_length + excluded.total_length RETURNING scope_id",
+            (record.scope_hash, len(terms)))
+        scope_id = int(scope[0][0])
+        await self._write("INSERT INTO lexical_docs (doc, scope_id, length) VALUES (?, ?, ?)",
+                          (seq, scope_id, len(terms)))
+        if not terms:
+            return
+        counts = json.dumps(Counter(terms))
+        await self._write(
+            "INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,"
+            " valid_from, invalid_at) SELECT ?, key, ?, value, ?, ?, ?, ? FROM json_each(?)",
+            (scope_id, seq, len(terms), record.visibility.value, record.valid_from,
+             record.invalid_at, counts))
+        await self._write(
+            "INSERT INTO lexical_terms (scope_id, term, documents)"
+            " SELECT ?, key, 1 FROM json_each(?) WHERE true"
+            " ON CONFLICT (scope_id, term) DO UPDATE SET documents = documents + 1",
+            (scope_id, counts))
+
+    async def _unindex(self, seqs: Sequence[int]) -> int:
+        """Take records out of the lexical index exactly; how many of them it held.
+
+        Term frequencies and scope statistics shrink by what the records contributed,
+        and a term (or scope) left with no record loses its row, so an erased word
+        leaves nothing behind (``secure_delete`` zeroes the freed pages).
+        """
+        docs = _marks(len(seqs))
+        terms_of = f"SELECT scope_id, term FROM lexical_postings WHERE doc IN ({docs})"
+        await self._write(
+            "UPDATE lexical_terms SET documents = documents - (SELECT count(*)"
+            f" FROM lexical_postings AS p WHERE p.doc IN ({docs})"
+            " AND p.scope_id = lexical_terms.scope_id AND p.term = lexical_terms.term)"
+            f" WHERE (scope_id, term) IN ({terms_of})", [*seqs, *seqs])
+        await self._write(
+            f"DELETE FROM lexical_terms WHERE documents <= 0 AND (scope_id, term) IN ({terms_of})",
+            seqs)
+        await self._write(f"DELETE FROM lexical_postings WHERE doc IN ({docs})", seqs)
+        scopes_of = f"SELECT scope_id FROM lexical_docs WHERE doc IN ({docs})"
+        await self._write(
+            "UPDATE lexical_scopes SET"
+            " documents = documents - (SELECT count(*) FROM lexical_docs AS d"
+            f" WHERE d.doc IN ({docs}) AND d.scope_id = lexical_scopes.scope_id),"
+            " total_length = total_length - (SELECT coalesce(sum(d.length), 0)"
+            f" FROM lexical_docs AS d WHERE d.doc IN ({docs})"
+            " AND d.scope_id = lexical_scopes.scope_id)"
+            f" WHERE scope_id IN ({scopes_of})", [*seqs, *seqs, *seqs])
+        await self._write(
+            f"DELETE FROM lexical_scopes WHERE documents <= 0 AND scope_id IN ({scopes_of})",
+            seqs)
+        return await self._write(f"DELETE FROM lexical_docs WHERE doc IN ({docs})", seqs)
 
     async def append_version(self, version: MemoryVersion) -> None:
         await self._write(
@@ -601,14 +615,8 @@ class SqliteTransaction(SharedStatements):
             )
             if not rows:
                 continue
-            self._erased = True
             self.erased_any = True
-            seqs = [int(row[0]) for row in rows]
-            seq_marks = _marks(len(seqs))
-            indexed = await self._rows(
-                f"SELECT count(*) FROM memory_fts WHERE rowid IN ({seq_marks})", seqs
-            )
-            await self._write(f"DELETE FROM memory_fts WHERE rowid IN ({seq_marks})", seqs)
+            indexed = await self._unindex([int(row[0]) for row in rows])
             vectors = await self._write(
                 f"DELETE FROM memory_vectors WHERE record_id IN ({marks})", chunk)
             await self._write(f"DELETE FROM index_jobs WHERE record_id IN ({marks})", chunk)
@@ -628,7 +636,7 @@ class SqliteTransaction(SharedStatements):
             records = await self._write(f"DELETE FROM memory_records WHERE id IN ({marks})", chunk)
             removal += Removal(
                 records=records, versions=versions,
-                index_entries=int(indexed[0][0]) + vectors,
+                index_entries=indexed + vectors,
                 idempotency_entries=entries,
                 scope_hashes=frozenset(str(row[1]) for row in rows),
             )
@@ -650,3 +658,68 @@ class SqliteTransaction(SharedStatements):
         removed = await self._write(f"DELETE FROM memory_idempotency WHERE {where}", params)
         return Removal(idempotency_entries=removed,
                        scope_hashes=frozenset(str(row[0]) for row in hashes))
+
+
+class _SqlitePostings:
+    """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
+    a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or by
+    key through an index; none counts or scans the corpus."""
+
+    def __init__(self, tx: SqliteTransaction, query: SearchQuery) -> None:
+        self._tx = tx
+        self._query = query
+        self._scope_ids: list[int] = []
+        self._wanted, self._wanted_params = _filter_clause(query, copied="p")
+        self._join = ("JOIN memory_records AS r ON r.seq = p.doc"
+                      if _needs_records(query) else "")
+
+    async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
+        scopes = list(dict.fromkeys(self._query.scope_hashes))
+        rows = await self._tx._rows(_statistics_sql(len(scopes), len(terms)),
+                                    [*scopes, *terms, *terms, *scopes, self._query.now])
+        documents = total = 0
+        containing: dict[str, int] = {}
+        expired: dict[int, tuple[int, dict[str, int]]] = {}
+        for row in rows:
+            if row["kind"] == "scope":
+                self._scope_ids.append(int(row["a"]))
+                documents += int(row["b"])
+                total += int(row["c"])
+            elif row["kind"] == "term":
+                containing[str(row["term"])] = int(row["b"])
+            else:
+                found = expired.setdefault(int(row["a"]), (int(row["b"]), {}))[1]
+                if row["term"] is not None:
+                    found[str(row["term"])] = int(row["c"])
+        return Statistics(documents, total, containing, [
+            ExpiredDocument(doc, length, found)
+            for doc, (length, found) in sorted(expired.items())])
+
+    async def postings(self, term: str) -> list[tuple[int, int, int]]:
+        if not self._scope_ids:
+            return []
+        rows = await self._tx._rows(
+            f"SELECT p.doc, p.tf, p.length FROM lexical_postings AS p {self._join}"
+            f" WHERE p.scope_id IN ({_marks(len(self._scope_ids))}) AND p.term = ?"
+            f" AND {self._wanted}", [*self._scope_ids, term, *self._wanted_params])
+        return [(int(row[0]), int(row[1]), int(row[2])) for row in rows]
+
+    async def probe(self, term: str, docs: Sequence[int]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        scopes = _marks(len(self._scope_ids))
+        for chunk in _chunks(list(docs)):
+            rows = await self._tx._rows(
+                f"SELECT doc, tf FROM lexical_postings WHERE scope_id IN ({scopes})"
+                f" AND term = ? AND doc IN ({_marks(len(chunk))})",
+                [*self._scope_ids, term, *chunk])
+            found.update((int(row[0]), int(row[1])) for row in rows)
+        return found
+
+    async def identify(self, docs: Sequence[int]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for chunk in _chunks(list(docs)):
+            rows = await self._tx._rows(
+                f"SELECT seq, id FROM memory_records WHERE seq IN ({_marks(len(chunk))})",
+                chunk)
+            found.update((int(row[0]), str(row[1])) for row in rows)
+        return found

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from governed_memory import ManualClock, SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.sqlite_schema import MIGRATIONS
-from governed_memory_native.tokens import index_text, words
+from governed_memory_native.sqlite_setup import register_functions
+from governed_memory_native.tokens import words
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_support import USER_SCOPE, make_ctx, note
@@ -55,20 +57,39 @@ async def test_final_sigma_is_not_merged_with_sigma(provider: NativeMemoryProvid
         assert [hit.record.id for hit in result.hits] == [expected.id], query
 
 
-_DB_TERMS = "SELECT term FROM temp.terms WHERE doc = ? ORDER BY \"offset\""
-_FTS_TABLE = [statement for migration in MIGRATIONS for statement in migration.statements
-              if "CREATE VIRTUAL TABLE memory_fts " in statement][-1]
+def _postings(conn: sqlite3.Connection, seq: int) -> dict[str, int]:
+    return dict(conn.execute("SELECT term, tf FROM lexical_postings WHERE doc = ?", (seq,)))
 
 
-@settings(max_examples=300, deadline=None)
-@given(content=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80))
-def test_sqlite_index_holds_exactly_the_shared_words(content: str) -> None:
-    """Whatever the text, the FTS5 index holds ``words(content)``: same tokens, same count."""
+def _schema_before(version: int) -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:")
-    conn.execute(_FTS_TABLE)  # the index exactly as the latest migration defines it
-    conn.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, memory_fts, 'instance')")
-    conn.execute("INSERT INTO memory_fts (rowid, content) VALUES (1, ?)", (index_text(content),))
-    assert [row[0] for row in conn.execute(_DB_TERMS, (1,))] == words(content)
+    register_functions(conn)
+    for migration in MIGRATIONS:
+        if migration.version < version:
+            for statement in migration.statements:
+                conn.execute(statement)
+    return conn
+
+
+@settings(max_examples=150, deadline=None)
+@given(content=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_sqlite_backfill_indexes_exactly_the_shared_words(content: str) -> None:
+    """Whatever the text, the v9 migration's backfill (words split in SQL) indexes
+    ``words(content)`` with their counts, as every write does."""
+    conn = _schema_before(9)
+    conn.execute(
+        "INSERT INTO memory_records (id, scope_hash, tenant_id, scope, content, memory_type,"
+        " status, version, revision, content_hash, metadata, provenance, visibility,"
+        " importance, entity_ids, created_at, updated_at, index_state, token_count)"
+        " VALUES ('r1', 'h', 't', '{}', ?, 'note', 'active', 1, 'v', 'c', '{}', '{}',"
+        " 'private', 0.5, '[]', 0, 0, 'indexed', gm_word_count(?))", (content, content))
+    for statement in MIGRATIONS[8].statements:
+        conn.execute(statement)
+    assert _postings(conn, 1) == dict(Counter(words(content)))
+    assert conn.execute("SELECT documents, total_length FROM lexical_scopes").fetchall() == [
+        (1, len(words(content)))]
+    assert dict(conn.execute("SELECT term, documents FROM lexical_terms")) == {
+        word: 1 for word in words(content)}
     conn.close()
 
 
@@ -85,10 +106,8 @@ async def test_sqlite_stores_the_shared_words_in_its_index(tmp_path: Path,
         await provider.close()
     conn = sqlite3.connect(path)
     try:
-        conn.execute(
-            "CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, memory_fts, 'instance')")
         rows = conn.execute("SELECT seq, content FROM memory_records ORDER BY seq").fetchall()
         for seq, content in rows:
-            assert [row[0] for row in conn.execute(_DB_TERMS, (seq,))] == words(content)
+            assert _postings(conn, seq) == dict(Counter(words(content)))
     finally:
         conn.close()
