@@ -3,13 +3,14 @@
 A word is a run of letters and digits (underscores and punctuation separate) after
 NFKD normalization, with combining marks dropped and case folded: the ``ﬁ`` ligature is
 ``fi``, fullwidth letters are ASCII ones, ``x²`` is ``x2`` and ``Café`` is ``cafe``. Both
-sides of a search go through it: the in-memory backend scores these words directly, and
-SQLite indexes :func:`index_text` (the words joined by spaces) with FTS5's ``ascii``
-tokenizer, which splits on the spaces and leaves every word as it is, so both backends
-see exactly the same tokens. (FTS5's ``unicode61`` over raw text folds differently: it
-misses ligatures and fullwidth forms, and even over normalized words it merges the Greek
-final sigma with the medial one.) Query words reach SQLite as bound parameters compared
-with index terms, never as an FTS5 query, so user text can never be parsed as syntax.
+sides of a search go through it: every backend's lexical index (memory, SQLite and
+PostgreSQL postings alike) holds :func:`words` of each record's content, and queries are
+cut into the same words, so all backends see exactly the same tokens. (A database's own
+tokenizer would differ: FTS5's ``unicode61`` misses ligatures and fullwidth forms and
+merges the Greek final sigma with the medial one; PostgreSQL's parsers stem.) Query words
+reach SQL as bound parameters compared with stored terms, never as a query language, so
+user text can never be parsed as syntax. :func:`index_text` (the words joined by spaces)
+is what the SQLite schema migrations split to rebuild postings of stored records.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def words(text: str) -> list[str]:
 
 
 def index_text(content: str) -> str:
-    """What SQLite's FTS5 index stores for ``content``: its words, space-separated."""
+    """``content``'s words, space-separated (SQLite migrations split it in SQL)."""
     return " ".join(words(content))
 
 
