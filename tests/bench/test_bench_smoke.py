@@ -64,7 +64,8 @@ def test_scale_tiny_writes_every_section(tmp_path: Path) -> None:
     run("scale.py", "--sections", "lexical", "crowd", "hybrid", "readers",
         "--backends", "sqlite", "--sizes", "100", "300", "--searches", "3",
         "--scope-size", "50", "--crowd", "200", "--hybrid-sizes", "100",
-        "--hybrid-searches", "3", "--reader-records", "100", "--reader-ops", "16",
+        "--hybrid-searches", "3", "--recall-queries", "3", "--reader-records", "100",
+        "--reader-ops", "16",
         "--out", str(out))
 
     data = json.loads(Path(f"{out}.json").read_text())
@@ -77,6 +78,7 @@ def test_scale_tiny_writes_every_section(tmp_path: Path) -> None:
     hybrid = sections["hybrid"]["rows"][0]
     assert hybrid["mean_hits"] > 0
     assert hybrid["lag_max_ms"] >= 0
+    assert 0 <= hybrid["vector_recall_at_10"] <= 1
     readers = sections["readers"]["rows"][0]
     for call in ("get", "search"):
         assert readers[call]["ratio"] > 0
