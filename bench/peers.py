@@ -43,7 +43,8 @@ Systems (``--systems``; names as in the tables):
 
 Seeding is not timed into the operations: peers seed through their own batch APIs
 (one transaction for FTS5, ``batch`` of puts for LangGraph, ``add`` per memory for mem0,
-which has no batch write); governed systems through ``bench/seeding.py``.
+which has no batch write); governed systems through ``bench/seeding.py``, a durable
+store (SQLite, PostgreSQL) before the manager opens it, as an application finds it.
 
 Every (system, round) runs in a fresh subprocess; rounds are interleaved (each system's
 round 1, then each system's round 2, ...) so machine drift lands on all alike; the
@@ -154,6 +155,7 @@ class System:
     note = ""
     files: list[Path]
     backend: Any = None
+    started = False
 
     async def open(self, base: Path) -> None: ...
     async def seed(self, texts: list[str]) -> list[str]: ...
@@ -385,6 +387,19 @@ def hybrid_profile(config: dict[str, Any]) -> Any:
     })
 
 
+async def seed_closed(config: dict[str, Any], texts: list[str], embedder: Any) -> list[str]:
+    """Seed a durable store through a provider of its own, closed before the system under
+    test opens the store."""
+    from governed_memory_native import build_native_provider
+
+    provider = build_native_provider(config, SystemClock())
+    await provider.start()
+    try:
+        return await seed_texts(provider.backend, SCOPE, texts, embedder=embedder)
+    finally:
+        await provider.close()
+
+
 class Governed(System):
     def __init__(self, backend: str, mode: str) -> None:
         self.kind, self.mode = backend, mode
@@ -398,17 +413,26 @@ class Governed(System):
             except ImportError:
                 raise Skip("psycopg is not installed") from None
         self.stack = ExitStack()
-        config = self.stack.enter_context(storage(self.kind))
-        self.files = [Path(config["path"])] if "path" in config else []
-        self.manager = (GovernedMemoryManager.from_profile(hybrid_profile(config))
+        self.config = self.stack.enter_context(storage(self.kind))
+        self.files = [Path(self.config["path"])] if "path" in self.config else []
+        self.manager = (GovernedMemoryManager.from_profile(hybrid_profile(self.config))
                         if self.mode == "hybrid"
-                        else GovernedMemoryManager.from_plugins("native", config))
-        await self.manager.start()
-        self.backend = self.manager.provider.backend  # type: ignore[attr-defined]
+                        else GovernedMemoryManager.from_plugins("native", self.config))
 
     async def seed(self, texts: list[str]) -> list[str]:
+        """A durable store is seeded before the manager opens it, as an application finds
+        it (indexes built on open see every record); the memory backend only lives inside
+        the open provider, so it is seeded through the started manager's backend."""
         embedder = hashing_embedder() if self.mode == "hybrid" else None
-        return await seed_texts(self.backend, SCOPE, texts, embedder=embedder)
+        ids = None
+        if self.kind != "memory":
+            ids = await seed_closed(self.config, texts, embedder)
+        await self.manager.start()
+        self.started = True
+        self.backend = self.manager.provider.backend  # type: ignore[attr-defined]
+        if ids is None:
+            ids = await seed_texts(self.backend, SCOPE, texts, embedder=embedder)
+        return ids
 
     async def add(self, text: str) -> str:
         return (await self.manager.add(PRINCIPAL, SCOPE, text)).id
@@ -427,7 +451,8 @@ class Governed(System):
 
     async def close(self) -> None:
         try:
-            await self.manager.close()
+            if self.started:
+                await self.manager.close()
         finally:
             self.stack.close()
 
@@ -440,16 +465,18 @@ class NativeDirect(System):
 
         self.files = [base / "native.db"]
         self.clock = SystemClock()
-        self.provider = build_native_provider(
-            {"backend": "sqlite", "path": str(self.files[0])}, self.clock)
-        await self.provider.start()
-        self.backend = self.provider.backend
+        self.config = {"backend": "sqlite", "path": str(self.files[0])}
+        self.provider = build_native_provider(self.config, self.clock)
 
     def ctx(self) -> OperationContext:
         return OperationContext("op_bench", PRINCIPAL, self.clock.now())
 
     async def seed(self, texts: list[str]) -> list[str]:
-        return await seed_texts(self.backend, SCOPE, texts)
+        ids = await seed_closed(self.config, texts, None)
+        await self.provider.start()
+        self.started = True
+        self.backend = self.provider.backend
+        return ids
 
     async def add(self, text: str) -> str:
         return (await self.provider.add(AddRequest(SCOPE, text), self.ctx())).id
@@ -469,7 +496,8 @@ class NativeDirect(System):
         return await self.provider.delete(DeleteRequest(SCOPE, record_id), self.ctx())
 
     async def close(self) -> None:
-        await self.provider.close()
+        if self.started:
+            await self.provider.close()
 
 
 def build(name: str) -> System:
