@@ -173,9 +173,10 @@ class _Search(Generic[Doc]):
             partial[doc] += weight * frequency / (frequency + flat + slope * lengths[doc])
 
     def _raise_theta(self) -> None:
+        """``partial`` holds every candidate's sum over the terms known for it (the
+        full sum, in bound arithmetic, once a document is complete)."""
         if len(self.partial) >= self.limit:
-            lower = (self.exact.get(doc, value) for doc, value in self.partial.items())
-            self.theta = heapq.nlargest(self.limit, lower)[-1]
+            self.theta = heapq.nlargest(self.limit, self.partial.values())[-1]
 
     async def run(self, order: list[str], containing: Mapping[str, int]) -> TopK[Doc]:
         rest = [0.0] * (len(order) + 1)
@@ -194,16 +195,23 @@ class _Search(Generic[Doc]):
 
     async def _read(self, term: str) -> None:
         """Read every posting of ``term``: new candidates join, others gain its part."""
-        fresh: list[tuple[Doc, int]] = []
+        weight = self.weights[term] * self.repeats[term] * UPPER_SATURATION
+        flat = K1 * (1 - B)
+        slope = K1 * B / self.mean
+        partial, frequencies, lengths = self.partial, self.frequencies, self.lengths
+        expired = self.expired
         for doc, frequency, length in await self.source.postings(term):
-            if doc in self.expired:
+            if expired and doc in expired:
                 continue
-            if doc not in self.partial:
-                self.partial[doc] = 0.0
-                self.frequencies[doc] = {}
-                self.lengths[doc] = length
-            fresh.append((doc, frequency))
-        self._add(term, fresh)
+            part = weight * frequency / (frequency + flat + slope * length)
+            known = frequencies.get(doc)
+            if known is None:
+                frequencies[doc] = {term: frequency}
+                lengths[doc] = length
+                partial[doc] = part
+            else:
+                known[term] = frequency
+                partial[doc] += part
 
     async def _complete_best(self, unread: Sequence[str]) -> None:
         """Probe the unread terms for the best incomplete candidates (all those tied at
@@ -234,8 +242,7 @@ class _Search(Generic[Doc]):
         time, dropping those whose bound falls below ``theta`` before each step."""
         open_docs = [doc for doc in self.partial if doc not in self.exact]
         for index, term in enumerate(unread):
-            open_docs = [doc for doc in open_docs
-                         if not self.below(self.partial[doc] + rest[index])]
+            open_docs = self._able(open_docs, rest[index])
             if not open_docs:
                 break
             if len(open_docs) * _PROBE_SHARE < containing[term]:
@@ -247,9 +254,15 @@ class _Search(Generic[Doc]):
                          if doc in wanted}
             self._add(term, found.items())
             self._raise_theta()
-        for doc in open_docs:
-            if not self.below(self.partial[doc]):
-                self._settle(doc)
+        for doc in self._able(open_docs, 0.0):
+            self._settle(doc)
+
+    def _able(self, docs: list[Doc], rest: float) -> list[Doc]:
+        """Those of ``docs`` not :meth:`below` ``theta`` with ``rest`` still to add."""
+        theta, partial = self.theta, self.partial
+        if theta is None:
+            return docs
+        return [doc for doc in docs if (partial[doc] + rest) * (1 + _MARGIN) >= theta]
 
     async def _ranked(self, candidates: int) -> TopK[Doc]:
         scores = self.exact
