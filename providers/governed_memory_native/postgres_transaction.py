@@ -27,6 +27,7 @@ from governed_memory.records import (
     RecordStatus,
 )
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 
 from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
 from governed_memory_native.port import (
@@ -236,6 +237,15 @@ class PostgresTransaction(SharedStatements):
             await self._serialized()
         with translated("read"):
             cursor = await self._conn.execute(sql, params, binary=binary)
+            return await cursor.fetchall()
+
+    async def _tuples(self, sql: str, params: Sequence[Any] | dict[str, Any]
+                      ) -> list[tuple[Any, ...]]:
+        """Like :meth:`_rows`, as plain tuples: postings come by the ten thousand."""
+        await self._serialized()
+        with translated("read"):
+            cursor = self._conn.cursor(row_factory=tuple_row)
+            await cursor.execute(sql, params)
             return await cursor.fetchall()
 
     async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
@@ -797,17 +807,15 @@ class _PostgresPostings:
             for doc, (length, found) in sorted(expired.items())])
 
     async def postings(self, term: str) -> list[tuple[int, int, int]]:
-        rows = await self._tx._rows(self._postings,
-                                    {**self._params, "ids": self._scope_ids, "term": term})
-        return [(int(row["doc"]), int(row["tf"]), int(row["length"])) for row in rows]
+        return await self._tx._tuples(self._postings,
+                                      {**self._params, "ids": self._scope_ids, "term": term})
 
     async def probe(self, term: str, docs: Sequence[int]) -> dict[int, int]:
         found: dict[int, int] = {}
         for chunk in _chunks(list(docs)):
-            rows = await self._tx._rows(
+            found.update(await self._tx._tuples(
                 "SELECT doc, tf FROM lexical_postings WHERE scope_id = ANY(%s)"
-                " AND term = %s AND doc = ANY(%s)", (self._scope_ids, term, list(chunk)))
-            found.update((int(row["doc"]), int(row["tf"])) for row in rows)
+                " AND term = %s AND doc = ANY(%s)", (self._scope_ids, term, list(chunk))))
         return found
 
     async def identify(self, docs: Sequence[int]) -> dict[int, str]:
