@@ -47,6 +47,8 @@ def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
 
 
 def _structure_scope(value: Any, _: type[Any]) -> Scope:
+    if isinstance(value, Scope):
+        return value  # frozen and validated when it was built: nothing to check again
     if not isinstance(value, Mapping):
         raise TypeError(f"expected a mapping of scope dimensions, got {type(value).__name__}")
     return Scope.from_dimensions(value)

@@ -9,6 +9,7 @@ converter, so a corrupted row becomes a storage error instead of a half-valid re
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, Final
@@ -16,6 +17,7 @@ from typing import Any, Final
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.records import MemoryRecord
+from governed_memory.scope import Scope
 
 from governed_memory_native.snapshots import dumps
 
@@ -56,6 +58,13 @@ def record_params(record: MemoryRecord,
     return params
 
 
+@functools.lru_cache(maxsize=4096)
+def _scope(text: str) -> Scope:
+    """A stored scope, decoded once per distinct value: a store holds few scopes and
+    each read would otherwise validate and hash the same dimensions again."""
+    return Scope.from_dimensions(json.loads(text))
+
+
 def record_from_row(row: Any, decode_text: Callable[[Any], Any] = _same) -> MemoryRecord:
     data: dict[str, Any] = {}
     try:
@@ -64,7 +73,9 @@ def record_from_row(row: Any, decode_text: Callable[[Any], Any] = _same) -> Memo
                 continue
             value = row[column]
             name = "key" if column == "record_key" else column
-            if column in JSON_COLUMNS:
+            if column == "scope" and isinstance(value, str):
+                value = _scope(value)
+            elif column in JSON_COLUMNS:
                 value = json.loads(value)
             elif column in TEXT_COLUMNS:
                 value = decode_text(value)
