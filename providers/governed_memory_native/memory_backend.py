@@ -635,7 +635,8 @@ class MemoryBackend(UnitsFromTransactions):
             yield _MemoryTransaction(self._state, None)
 
     @asynccontextmanager
-    async def writing(self) -> AsyncIterator[WriteTransaction]:
+    async def writing(self, *, tenant_id: str | None = None
+                      ) -> AsyncIterator[WriteTransaction]:
         self._require_open()
         async with self._lock:
             undo: list[Callable[[], None]] = []

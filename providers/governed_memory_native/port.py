@@ -402,7 +402,11 @@ class StorageBackend(Protocol):
 
     def reading(self) -> AbstractAsyncContextManager[ReadTransaction]: ...
 
-    def writing(self) -> AbstractAsyncContextManager[WriteTransaction]: ...
+    def writing(self, *, tenant_id: str | None = None
+                ) -> AbstractAsyncContextManager[WriteTransaction]:
+        """A statement-at-a-time write transaction (tooling, tests); ``tenant_id`` as
+        in :meth:`run_write`."""
+        ...
 
     async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
                        point: bool = False) -> T:
@@ -413,9 +417,16 @@ class StorageBackend(Protocol):
         """
         ...
 
-    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
+    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]], *,
+                        tenant_id: str | None = None) -> T:
         """Run ``body`` as one write unit of work: it commits (one fsync) if ``body``
         returns, and rolls back if it raises or the caller is cancelled before COMMIT.
+
+        ``tenant_id`` names the one tenant whose rows the unit reads to decide and
+        writes: a backend may then serialise it against that tenant's writers only
+        (PostgreSQL does). ``None`` means the unit may touch any tenant's rows and is
+        serialised against every writer. A single-writer backend (SQLite, memory)
+        serialises every unit anyway and may ignore it.
 
         ``body`` must await only the transaction's methods: a backend may drive it to
         completion on a storage thread, where anything else cannot be awaited.
@@ -438,7 +449,8 @@ class UnitsFromTransactions:
     def reading(self) -> AbstractAsyncContextManager[ReadTransaction]:
         raise NotImplementedError
 
-    def writing(self) -> AbstractAsyncContextManager[WriteTransaction]:
+    def writing(self, *, tenant_id: str | None = None
+                ) -> AbstractAsyncContextManager[WriteTransaction]:
         raise NotImplementedError
 
     async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
@@ -446,8 +458,9 @@ class UnitsFromTransactions:
         async with self.reading() as tx:
             return await body(tx)
 
-    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
-        async with self.writing() as tx:
+    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]], *,
+                        tenant_id: str | None = None) -> T:
+        async with self.writing(tenant_id=tenant_id) as tx:
             return await body(tx)
 
     async def scrub(self) -> bool:

@@ -165,7 +165,8 @@ class PostgresBackend(UnitsFromTransactions):
             yield transaction
 
     @asynccontextmanager
-    async def writing(self) -> AsyncIterator[WriteTransaction]:
+    async def writing(self, *, tenant_id: str | None = None
+                      ) -> AsyncIterator[WriteTransaction]:
         async with self._transaction("write", write=True) as transaction:
             yield transaction
 

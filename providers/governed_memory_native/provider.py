@@ -260,7 +260,7 @@ class NativeMemoryProvider:
             await self._remember(tx, request, scope, record, ctx)
             return record
 
-        return self._owned(await self._write(ctx, unit))
+        return self._owned(await self._write(ctx, unit, request.scope.tenant_id))
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
         request.validate()
@@ -287,7 +287,7 @@ class NativeMemoryProvider:
             await self._remember(tx, request, request.scope, updated, ctx)
             return updated
 
-        return self._owned(await self._write(ctx, unit))
+        return self._owned(await self._write(ctx, unit, request.scope.tenant_id))
 
     async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
         request.validate()
@@ -334,7 +334,7 @@ class NativeMemoryProvider:
                 ))
             return result
 
-        return await self._write(ctx, unit)
+        return await self._write(ctx, unit, request.scope.tenant_id)
 
     # -- review -----------------------------------------------------------------
 
@@ -357,7 +357,7 @@ class NativeMemoryProvider:
             await self._remember(tx, request, request.scope, approved, ctx)
             return approved
 
-        return self._owned(await self._write(ctx, unit))
+        return self._owned(await self._write(ctx, unit, request.scope.tenant_id))
 
     async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult:
         """A pending record is erased with its history: it was never accepted. Its
@@ -385,7 +385,7 @@ class NativeMemoryProvider:
                 ))
             return DeleteResult(current.id, scope_hash, hard=True)
 
-        return await self._write(ctx, unit)
+        return await self._write(ctx, unit, request.scope.tenant_id)
 
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
         """Records neither deleted nor expired (pending included) and their content bytes."""
@@ -685,7 +685,7 @@ class NativeMemoryProvider:
             removed += await tx.erase_idempotency(scope_hash=scope_hash)
             return removed.records
 
-        return await self._write(ctx, unit)
+        return await self._write(ctx, unit, request.scope.tenant_id)
 
     async def delete_user(
         self, request: DeleteUserRequest, ctx: OperationContext
@@ -730,7 +730,7 @@ class NativeMemoryProvider:
             # the receipt's event. So the receipt accounts for every committed batch,
             # also those of an earlier run that was interrupted, and a user of fewer
             # than ERASURE_BATCH records is erased atomically with its event.
-            receipt = await self._write(ctx, unit)
+            receipt = await self._write(ctx, unit, request.tenant_id)
             if receipt is None:
                 continue
             # Erased rows were zeroed in the database file at commit; copies of their
@@ -766,12 +766,13 @@ class NativeMemoryProvider:
                       if len(inspected) == request.limit else None)
             return CleanupPage(deleted=removed.records, next_cursor=cursor)
 
-        return await self._write(ctx, unit)
+        return await self._write(ctx, unit, request.scope.tenant_id)
 
     # -- helpers ----------------------------------------------------------------
 
     async def _write(self, ctx: OperationContext,
-                     body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
+                     body: Callable[[WriteTransaction], Awaitable[T]],
+                     tenant_id: str | None) -> T:
         """Run one write as a unit of work, with its bookkeeping in the same transaction.
 
         Delivered events waiting to be removed from storage are removed here, and the
@@ -794,7 +795,7 @@ class NativeMemoryProvider:
             return result
 
         try:
-            result = await self._backend.run_write(unit)
+            result = await self._backend.run_write(unit, tenant_id=tenant_id)
         except BaseException as exc:
             self._acks = acks + self._acks
             if not isinstance(exc, MemoryError) or isinstance(exc, MemoryUnavailableError):

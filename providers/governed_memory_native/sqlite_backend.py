@@ -201,7 +201,9 @@ class SqliteBackend:
 
     # -- units of work --------------------------------------------------------------------
 
-    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]]) -> T:
+    async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]], *,
+                        tenant_id: str | None = None) -> T:
+        """One writer serves every tenant: ``tenant_id`` changes nothing here."""
         writer = self._require(self._writer)
         async with self._write_lock:
             cancel = threading.Event()
@@ -322,7 +324,8 @@ class SqliteBackend:
             yield tx
 
     @asynccontextmanager
-    async def writing(self) -> AsyncIterator[WriteTransaction]:
+    async def writing(self, *, tenant_id: str | None = None
+                      ) -> AsyncIterator[WriteTransaction]:
         async with self._statements("BEGIN IMMEDIATE") as tx:
             yield tx
 

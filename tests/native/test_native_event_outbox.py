@@ -136,11 +136,11 @@ async def _failing_commit(provider: NativeMemoryProvider) -> AsyncIterator[None]
     backend = provider.backend
     real = backend.run_write
 
-    async def run_write(body: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def run_write(body: Callable[[Any], Awaitable[Any]], **hints: Any) -> Any:
         async def failing(tx: Any) -> Any:
             await body(tx)
             raise MemoryStorageError("injected failure before commit")
-        return await real(failing)
+        return await real(failing, **hints)
 
     backend.run_write = run_write  # type: ignore[method-assign]
     try:
@@ -288,7 +288,7 @@ async def test_an_interrupted_erasure_is_accounted_for_by_the_run_that_finishes(
     real = backend.run_write
     calls = 0
 
-    async def second_batch_fails(body: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def second_batch_fails(body: Callable[[Any], Awaitable[Any]], **hints: Any) -> Any:
         nonlocal calls
         calls += 1
 
@@ -297,7 +297,7 @@ async def test_an_interrupted_erasure_is_accounted_for_by_the_run_that_finishes(
             if calls == 2:
                 raise MemoryStorageError("the process died here")
             return result
-        return await real(unit)
+        return await real(unit, **hints)
 
     first_ctx = outbox_ctx(clock, "delete_user")
     backend.run_write = second_batch_fails  # type: ignore[method-assign]
