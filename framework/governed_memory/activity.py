@@ -12,11 +12,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, cast
 
 import attrs
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, Tracer
 
 from governed_memory import telemetry as tm
 from governed_memory.clock import Clock
@@ -145,9 +146,15 @@ class ActivityPort:
         """Set when the provider stores committed events transactionally (the
         ``event_outbox`` capability): writes hand it a drafted event instead of
         emitting one, and this dispatcher delivers what the provider stored."""
-        if self._declares("event_outbox") and isinstance(provider, EventOutboxProvider):
+        if (events.listening and self._declares("event_outbox")
+                and isinstance(provider, EventOutboxProvider)):
+            # With nobody to deliver to, storing each write's event only to acknowledge
+            # it would cost every write two statements; events an earlier run stored
+            # stay stored for a manager that has sinks.
             self.outbox = OutboxDispatcher(provider, events,
                                            content_hashes=content_hashes_in_events)
+        self._usage_reporting = (self._declares("usage")
+                                 and isinstance(provider, UsageReportingProvider))
 
     def _declares(self, capability: str) -> bool:
         if self._capabilities is None:
@@ -212,24 +219,12 @@ class ActivityPort:
         operation = request.operation
         started = time.perf_counter()
         ctx = OperationContext("op_" + new_id(), principal, self.clock.now(), self.profile)
-        attributes: dict[str, Any] = {
-            tm.ATTR_OPERATION_NAME: operation.gen_ai_name,
-            tm.ATTR_OPERATION: operation.value,
-            tm.ATTR_OPERATION_ID: ctx.operation_id,
-            tm.ATTR_PROFILE: str(self.profile),
-            tm.ATTR_PROFILE_ID: self.profile.id,
-            tm.ATTR_PROFILE_VERSION: self.profile.version,
-            tm.ATTR_PROFILE_REVISION: self.profile.revision,
-            tm.ATTR_PROVIDER: self._provider_name,
-        }
         outcome = "failed"
         try:
-            with self.tracer.start_as_current_span(
-                tm.span_name(operation, self._provider_name), kind=SpanKind.INTERNAL,
-                attributes=attributes, record_exception=False, set_status_on_exception=False,
-            ) as span:
+            with self._operation_span(operation, ctx) as span:
                 trace_id, span_id = tm.span_ids(span)
-                ctx = attrs.evolve(ctx, trace_id=trace_id, span_id=span_id)
+                if trace_id is not None:
+                    ctx = attrs.evolve(ctx, trace_id=trace_id, span_id=span_id)
                 try:
                     result = await self._run(operation, request, ctx, span, started)
                 except MemoryError as exc:
@@ -248,6 +243,24 @@ class ActivityPort:
             self.metrics.record(operation, self._provider_name, outcome,
                                 time.perf_counter() - started)
 
+    def _operation_span(self, operation: Operation,
+                        ctx: OperationContext) -> AbstractContextManager[Span]:
+        if not tm.may_record(self.tracer):
+            return nullcontext(INVALID_SPAN)
+        attributes: dict[str, Any] = {
+            tm.ATTR_OPERATION_NAME: operation.gen_ai_name,
+            tm.ATTR_OPERATION: operation.value,
+            tm.ATTR_OPERATION_ID: ctx.operation_id,
+            tm.ATTR_PROFILE: str(self.profile),
+            tm.ATTR_PROFILE_ID: self.profile.id,
+            tm.ATTR_PROFILE_VERSION: self.profile.version,
+            tm.ATTR_PROFILE_REVISION: self.profile.revision,
+            tm.ATTR_PROVIDER: self._provider_name,
+        }
+        return self.tracer.start_as_current_span(
+            tm.span_name(operation, self._provider_name), kind=SpanKind.INTERNAL,
+            attributes=attributes, record_exception=False, set_status_on_exception=False)
+
     async def _run(self, operation: Operation, request: MemoryRequest, ctx: OperationContext,
                    span: Any, started: float) -> Any:
         try:
@@ -264,7 +277,8 @@ class ActivityPort:
         if scopes:
             span.set_attribute(tm.ATTR_SCOPE_HASH, scopes[0].scope_hash)
         # Fail-closed trails raise here, before any policy or provider sees the request.
-        await self.events.emit(self._event("requested", operation, ctx, request))
+        if self.events.listening:
+            await self.events.emit(self._event("requested", operation, ctx, request))
 
         decision = await self._decide(operation, request, ctx)
         span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
@@ -319,6 +333,8 @@ class ActivityPort:
             span.set_attribute(tm.ATTR_RECORD_ID, summary.record_ids[0])
         if summary.count is not None:
             span.set_attribute(tm.ATTR_RECORD_COUNT, summary.count)
+        if draft is None and not self.events.listening:
+            return result  # nobody to tell: the outcome event would go nowhere
         done = "committed" if operation.kind is OperationKind.WRITE else "completed"
         event = self._event(done, operation, ctx, request, decision=decision,
                             summary=summary, started=started, outcome=done)
@@ -331,14 +347,15 @@ class ActivityPort:
                       ctx: OperationContext) -> PolicyDecision:
         """The policy decision, in a child span of its own: how long governance took
         and what it decided, apart from the provider's time."""
-        with self.tracer.start_as_current_span(
+        spans: AbstractContextManager[Span] = (self.tracer.start_as_current_span(
             tm.DECISION_SPAN, kind=SpanKind.INTERNAL, record_exception=False,
             attributes={tm.ATTR_OPERATION: operation.value,
                         tm.ATTR_PROFILE: str(self.profile),
                         tm.ATTR_PROFILE_ID: self.profile.id,
                         tm.ATTR_PROFILE_VERSION: self.profile.version,
                         tm.ATTR_PROFILE_REVISION: self.profile.revision},
-        ) as span:
+        ) if tm.may_record(self.tracer) else nullcontext(INVALID_SPAN))
+        with spans as span:
             decision = await self.policies.decide(PolicyCheck(
                 operation, ctx.principal, request, ctx.operation_id, ctx.now,
                 usage=self._usage_probe(ctx)))
@@ -413,9 +430,10 @@ class ActivityPort:
     def _usage_probe(self, ctx: OperationContext) -> UsageProbe | None:
         """Usage of the operation's own tenant, read from the provider within the
         operation's deadline; ``None`` if the provider cannot report it."""
-        if not (self._declares("usage") and isinstance(self.provider, UsageReportingProvider)):
+        if not self._usage_reporting:
             return None
-        provider = self.provider
+        # Checked once at construction: a runtime protocol check costs more than a get.
+        provider = cast(UsageReportingProvider, self.provider)
 
         async def probe(query: UsageQuery) -> Usage:
             if query.tenant_id != ctx.principal.tenant_id:

@@ -9,6 +9,7 @@ auditor as it is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -34,6 +35,7 @@ the search cache, has added its count)."""
 _SUBJECT_DOMAIN: Final = b"governed-memory/subject\x00"
 
 
+@functools.lru_cache(maxsize=4096)
 def subject_hash(tenant_id: str, user_id: str) -> str:
     """The data subject (a user of a tenant) as events name it: ``su1:`` + a SHA-256 of
     the pair, so ``audit report --tenant T --user U`` finds every event about U without
@@ -211,6 +213,13 @@ class EventBus:
     def __init__(self, sinks: Sequence[EventSink] = (), *, strict: bool = False) -> None:
         self.sinks = tuple(sinks)
         self.strict = strict
+
+    @property
+    def listening(self) -> bool:
+        """Whether an event emitted now could be recorded or refused by anyone: with no
+        sink and a lenient bus, emitting is a no-op, so the hot path skips building the
+        event at all."""
+        return bool(self.sinks) or self.strict
 
     async def emit(self, event: MemoryEvent) -> None:
         if await self.deliver(event) or not self.strict:

@@ -57,6 +57,22 @@ def get_tracer(tracer_provider: TracerProvider | None = None) -> Tracer:
     return trace.get_tracer(TRACER_NAME, __version__, tracer_provider=tracer_provider)
 
 
+def may_record(tracer: Tracer) -> bool:
+    """Whether a span started on ``tracer`` now could be recorded anywhere.
+
+    ``False`` for the API's no-op tracer and for the global proxy while no tracer
+    provider is installed; such spans are ``INVALID_SPAN`` whatever one does, so the
+    hot path need not pay for starting them (two context managers and an attribute
+    map per operation). Asked per operation: a provider installed later is seen at
+    once, as the proxy itself would see it.
+    """
+    if isinstance(tracer, trace.NoOpTracer):
+        return False
+    if isinstance(tracer, trace.ProxyTracer):
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return True
+
+
 def span_name(operation: Operation, provider: str) -> str:
     """``{gen_ai.operation.name} {provider}``, the GenAI span naming pattern."""
     return f"{operation.gen_ai_name} {provider}"

@@ -1,15 +1,20 @@
-"""Records as JSON text: the storage form of version snapshots and detached copies.
+"""Records as JSON text (the storage form of version snapshots), and detached copies.
 
-Going through JSON (not ``copy``) guarantees that a value handed to a caller shares no
-nested list or dict with storage, and that what the SQLite and in-memory backends keep
-is the same thing.
+A record is frozen, and so is everything it holds (a scope, provenance, tuples,
+strings, numbers) except what sits *inside* its metadata: the top-level mapping is a
+read-only view, but a nested list or dict stays mutable. So a record handed to a
+caller is shared as it is unless its metadata nests a container, and only then is the
+metadata copied: a caller can never reach storage's state, and a get no longer pays a
+JSON round trip of the whole record.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
+import attrs
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.records import MemoryRecord, MemoryVersion
@@ -42,8 +47,14 @@ def record_from_json(text: str) -> MemoryRecord:
 
 
 def detach(record: MemoryRecord) -> MemoryRecord:
-    """A deep, independent copy of ``record``."""
-    return record_from_json(record_to_json(record))
+    """``record`` as a caller may hold it: nothing in it can change what storage keeps.
+
+    Frozen values need no copy; metadata nesting a list or dict gets a private copy
+    (``MemoryRecord`` deep-copies a plain mapping it is given)."""
+    metadata = record.metadata
+    if not any(isinstance(value, Mapping | list | tuple) for value in metadata.values()):
+        return record
+    return attrs.evolve(record, metadata=dict(metadata))
 
 
 def detach_version(version: MemoryVersion) -> MemoryVersion:
