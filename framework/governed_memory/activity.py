@@ -280,7 +280,27 @@ class ActivityPort:
         if self.events.listening:
             await self.events.emit(self._event("requested", operation, ctx, request))
 
-        decision = await self._decide(operation, request, ctx)
+        # One deadline covers the decision and the provider call: a slow policy spends
+        # the operation's time, it does not extend it.
+        deadline = (None if self.timeout_s is None
+                    else asyncio.get_running_loop().time() + self.timeout_s)
+        try:
+            async with asyncio.timeout_at(deadline):
+                decision = await self._decide(operation, request, ctx)
+        except TimeoutError:
+            late = MemoryUnavailableError(
+                "policy evaluation did not finish within the deadline; nothing was done")
+            await self._close_trail(self._event("failed", operation, ctx, request, error=late,
+                                                started=started, outcome="failed"))
+            raise late from None
+        except BaseException as exc:
+            # Cancelled (or a wait_for timeout) while policies ran: the trail still
+            # closes the operation, so no ``requested`` event is left without an outcome.
+            error = _Cancelled() if isinstance(exc, asyncio.CancelledError) else exc
+            await self._close_trail(self._event(
+                "failed", operation, ctx, request, error=error, started=started,
+                outcome="cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"))
+            raise
         span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
         span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
         if not decision.allowed:
@@ -314,7 +334,7 @@ class ActivityPort:
                                 outcome="committed")
             ctx = attrs.evolve(ctx, committed_event=draft)
         try:
-            result = await self._call_provider(operation, request, ctx)
+            result = await self._call_provider(operation, request, ctx, deadline)
             result, summary = await self._verify(operation, request, result, ctx)
         except MemoryError as exc:
             kind = "rejected" if isinstance(exc, REFUSALS) else "failed"
@@ -447,7 +467,7 @@ class ActivityPort:
         return probe
 
     async def _call_provider(self, operation: Operation, request: MemoryRequest,
-                             ctx: OperationContext) -> Any:
+                             ctx: OperationContext, deadline: float | None) -> Any:
         capability = _CAPABILITY_OF.get(operation)
         if capability is not None and not (self._declares(capability)
                                            and hasattr(self.provider, operation.value)):
@@ -457,7 +477,7 @@ class ActivityPort:
             )
         handler: Callable[..., Any] = getattr(self.provider, operation.value)
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout_at(deadline):
                 return await handler(request, ctx)
         except MemoryError:
             raise

@@ -457,3 +457,76 @@ async def test_malformed_arguments_are_validation_errors_naming_the_field(
     assert len(sink.events) == 1 and sink.events[0].type.endswith(".rejected")
     assert sink.events[0].error_code == "validation"
     assert (await manager.list(ADMIN, ALICE_SCOPE)).items == ()
+
+
+class SlowPolicy:
+    """A policy that takes its time (a remote check, a stuck lock)."""
+
+    name = "slow"
+    revision = "1"
+
+    def __init__(self, seconds: float, started: asyncio.Event | None = None) -> None:
+        self.seconds = seconds
+        self.started = started
+
+    async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
+        if self.started is not None:
+            self.started.set()
+        await asyncio.sleep(self.seconds)
+        return PolicyVerdict.allow()
+
+
+async def test_the_deadline_covers_policy_evaluation(clock: ManualClock) -> None:
+    sink = InMemoryEventSink()
+    inner = native(clock)
+    async with GovernedMemoryManager(inner, clock=clock, sinks=[sink], timeout_s=0.05,
+                                     policies=[SlowPolicy(5)]) as manager:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        with pytest.raises(MemoryUnavailableError, match="deadline"):
+            await manager.add(ALICE, ALICE_SCOPE, "too slow to decide")
+        assert loop.time() - began < 4  # refused at the deadline, not after the policy
+        assert types(sink) == ["memory.write.requested", "memory.write.failed"]
+        assert sink.events[-1].error_code == "unavailable"
+        assert (await inner.list(  # nothing reached storage
+            ListRequest(ALICE_SCOPE), OperationContext("op_check", ALICE, clock.now()))).items == ()
+
+
+async def test_a_policy_and_the_provider_share_one_deadline(clock: ManualClock) -> None:
+    inner = native(clock)
+    calls = 0
+
+    async def slowish(request: AddRequest, ctx: OperationContext) -> Any:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.3)
+
+    async with GovernedMemoryManager(Wrapped(inner, add=slowish), clock=clock,  # type: ignore[arg-type]
+                                     timeout_s=0.4, policies=[SlowPolicy(0.2)]) as manager:
+        with pytest.raises(MemoryUnavailableError, match="not retried"):
+            await manager.add(ALICE, ALICE_SCOPE, "x")  # 0.2 + 0.3 > 0.4
+    assert calls == 1
+
+
+@pytest.mark.parametrize("how", ["cancel", "wait_for"])
+async def test_cancelled_during_policy_evaluation_still_closes_its_trail(
+        clock: ManualClock, how: str) -> None:
+    sink = InMemoryEventSink()
+    started = asyncio.Event()
+    inner = native(clock)
+    async with GovernedMemoryManager(inner, clock=clock, sinks=[sink],
+                                     policies=[SlowPolicy(10, started)]) as manager:
+        if how == "cancel":
+            task = asyncio.create_task(manager.add(ALICE, ALICE_SCOPE, "x"))
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(manager.add(ALICE, ALICE_SCOPE, "x"), 0.05)
+        assert types(sink) == ["memory.write.requested", "memory.write.failed"]
+        assert sink.events[-1].outcome == "cancelled"
+        assert sink.events[-1].operation_id == sink.events[0].operation_id
+        assert (await inner.list(
+            ListRequest(ALICE_SCOPE), OperationContext("op_check", ALICE, clock.now()))).items == ()
