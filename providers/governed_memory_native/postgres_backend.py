@@ -1,48 +1,82 @@
 """The PostgreSQL backend: the native provider for several processes and machines.
 
-Concurrency, and why a lock rather than SERIALIZABLE:
+Concurrency: writers serialise per tenant, with advisory locks rather than SERIALIZABLE.
 
-The provider core decides inside one ``writing()`` transaction by reading and then
-writing (is this idempotency key taken? is this key held? which records belong to this
-user?), exactly as it does on SQLite, where ``BEGIN IMMEDIATE`` makes every writer the
-only writer. The same guarantee is given here: every write transaction first takes one
-transaction-scoped advisory lock (``pg_advisory_xact_lock``, keyed by the schema, see
-:func:`postgres_schema.writer_lock_key`), so writes on one schema are serialized across
-every process and machine, and released at COMMIT or ROLLBACK, even if the client dies.
+The provider core decides inside one write unit by reading and then writing (is this
+idempotency key taken? is this key held? which records belong to this user?), exactly
+as it does on SQLite, where ``BEGIN IMMEDIATE`` makes every writer the only writer.
+Here every write unit names the one tenant whose rows it reads to decide and writes
+(``run_write(body, tenant_id=...)``; ``None`` when it may touch any tenant), and takes
+transaction-scoped advisory locks (released at COMMIT or ROLLBACK, even if the client
+dies) before its first statement that reads or writes memory state:
 
-- SERIALIZABLE would also be correct, but it resolves conflicts by aborting a transaction
-  that must then be *re-run from the start*; the core's read-then-write runs in the body
-  of ``async with writing()``, which a backend cannot re-run, and the framework never
-  retries a write that may have started. Conflicts would surface as spurious failures.
-- Per-tenant or per-scope locks would let tenants write in parallel, but a write
-  transaction is not told its tenant before its first read, and erasures and maintenance
-  span many scopes; a lock taken lazily on the first statement would be fragile for every
-  future port method. The single writer lock is held only for one write's few
-  statements (milliseconds), the same contract SQLite offers, on a server that does not
-  block readers.
-- The lock is taken just before the transaction's first statement that reads or writes
-  memory state, which in every provider operation is its first statement. A few
-  statements are *lock-free* because row locks alone make them safe, and a transaction
-  made only of them never waits for writers: storing a retrieval snapshot (an insert
-  under a fresh id; every search stores one, so searches would otherwise queue behind
-  writes) and purging expired ones (deletes by id), acknowledging outbox events (a
-  delete by id, idempotent), and leasing index jobs (``FOR UPDATE SKIP LOCKED``:
-  concurrent workers each claim different jobs).
-- Writers run at READ COMMITTED, so each statement after the lock sees everything
-  committed before the lock was granted (REPEATABLE READ would take its snapshot at the
+- a *tenant unit* takes the schema key (:func:`postgres_schema.writer_lock_key`) shared
+  and then the tenant's key (:func:`postgres_schema.tenant_lock_key`) exclusively, so
+  writers of one tenant run one at a time across every process and machine, while
+  writers of different tenants run in parallel;
+- a *global unit* (``tenant_id=None``: the indexing worker's settlements, requeues and
+  reindexing, tooling) takes the schema key exclusively, so it runs alone: no tenant
+  unit holds the shared key meanwhile. Migrations take it exclusively too, and so did
+  every writer of the code before per-tenant units, so old and new processes exclude
+  each other during a rolling upgrade.
+
+The schema key is always taken before the tenant key and each unit takes its locks
+once, so lock waits cannot form a cycle.
+
+Why per-tenant serialisation keeps every invariant: a tenant unit reads and writes only
+rows of its tenant's scopes (a scope hash includes the tenant), and the rows several
+tenants share are safe without a common lock:
+
+- records, versions, idempotency entries, the lexical statistics, terms, documents and
+  postings, erasure progress and the snapshots' subject rows are all keyed by a scope or
+  a ``(tenant, user)``, so two tenant units never touch the same row. Compare-and-set
+  (``replace_record`` is ``UPDATE ... WHERE revision = ...``), key ownership (checked
+  under the tenant lock, and a unique index on live keys behind it), idempotency (its
+  key includes the scope) and erasure receipts (batches summed in the user's progress
+  row) hold as they did under one schema-wide lock, because everything they read to
+  decide belongs to the locked tenant.
+- Identity sequences (record ``seq``, outbox ``seq``, job ``seq``, lexical scope ids)
+  are drawn concurrently without conflict. The outbox's ``seq`` is in commit order among
+  one tenant's events; events of different tenants committed at the same time have no
+  order between them, and none is needed: delivery is at least once, sinks deduplicate
+  by event id, nothing pages the outbox by ``seq``, and acknowledging deletes by id.
+- Index jobs: a tenant unit enqueues, and drops the older pending jobs of, its own
+  records only; workers lease with ``FOR UPDATE SKIP LOCKED`` and settle in global
+  units; an erasure deleting a job a worker is leasing waits for that row lock.
+- Retrieval snapshots are inserted under fresh ids and purged by id (row locks suffice).
+
+Statements that row locks alone make safe are *lock-free*: a transaction made only of
+them never waits for writers. Storing a retrieval snapshot (an insert under a fresh id;
+every search stores one, so searches would otherwise queue behind writes) and purging
+expired ones (deletes by id), acknowledging outbox events (a delete by id, idempotent),
+and leasing index jobs (``FOR UPDATE SKIP LOCKED``: concurrent workers each claim
+different jobs).
+
+- SERIALIZABLE would also be correct, but it resolves conflicts by aborting a
+  transaction that must then be *re-run from the start*; a unit's read-then-write is
+  arbitrary provider code that a backend cannot re-run, and the framework never retries
+  a write that may have started. Conflicts would surface as spurious failures.
+- Writers run at READ COMMITTED, so each statement after the locks sees everything
+  committed before they were granted (REPEATABLE READ would take its snapshot at the
   first statement, possibly before the wait, and miss the previous writer's commit).
-  Row-level guards stay as a second line: ``replace_record`` is a compare-and-set
-  ``UPDATE ... WHERE revision = ...``, live keys have a unique index, and settling a job
-  checks its lease owner and attempt.
+  Row-level guards stay as a second line: compare-and-set, the live-key unique index,
+  and settling a job checks its lease owner and attempt.
 - Readers take no lock: a read runs at REPEATABLE READ, READ ONLY, so an operation's
   several statements see one consistent snapshot, like SQLite's WAL readers.
 
-``busy_timeout_ms`` bounds the wait for the writer lock (``lock_timeout``) and for a free
-pool connection; past it the operation fails as unavailable (safe to retry later). With 0
-the lock is tried once. Cancellation: psycopg cancels the running statement on the
-server when the awaiting task is cancelled, the transaction is rolled back, and the pool
-discards a connection left in any state other than idle, so the lock is never held on
-behalf of a caller that has gone.
+Round trips (see :mod:`postgres_transaction`): BEGIN, the locks and every statement
+whose result nothing reads are queued and sent in one pipeline with the next statement
+whose result is needed, or with COMMIT; ``lock_timeout`` is a connection setting, not a
+``SET`` per transaction. An add is one round trip (two when delivered events are
+acknowledged in it), a get two (BEGIN with the read, then COMMIT). Counters are in
+:attr:`PostgresBackend.stats`.
+
+``busy_timeout_ms`` bounds each wait for a lock (the connections' ``lock_timeout``) and
+for a free pool connection; past it the operation fails as unavailable (safe to retry
+later). With 0 the locks are tried once. Cancellation: psycopg cancels the running
+statement on the server when the awaiting task is cancelled; the unit then sends
+ROLLBACK, and the pool rolls back or discards a connection left in any state other than
+idle, so locks are never held on behalf of a caller that has gone.
 
 Durability is the server's: a COMMIT returns after the WAL is flushed
 (``synchronous_commit`` on, PostgreSQL's default; a deployment that turns it off trades
@@ -59,7 +93,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from governed_memory.errors import MemoryUnavailableError
@@ -73,9 +107,31 @@ from governed_memory_native.postgres_schema import (
     LATEST_VERSION,
     current_version,
     migrate,
+    tenant_lock_key,
     writer_lock_key,
 )
-from governed_memory_native.postgres_transaction import PostgresTransaction, Row
+from governed_memory_native.postgres_transaction import (
+    PostgresStats,
+    PostgresTransaction,
+    Row,
+    WriterLock,
+)
+
+__all__ = ["PostgresBackend", "PostgresStats"]
+
+BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+BEGIN_WRITE: Final = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+_GLOBAL: Final = "SELECT pg_advisory_xact_lock(%s)"
+_GLOBAL_TRIED: Final = "SELECT pg_try_advisory_xact_lock(%s) AS granted"
+# The MATERIALIZED CTE is evaluated before the outer target list reads its row: the
+# schema key is held before the tenant key is asked for, whatever the planner does.
+_TENANT: Final = ("WITH schema_key AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s))"
+                  " SELECT pg_advisory_xact_lock(%s) FROM schema_key")
+_TENANT_TRIED: Final = (
+    "WITH schema_key AS MATERIALIZED"
+    " (SELECT pg_try_advisory_xact_lock_shared(%s) AS shared)"
+    " SELECT shared AND pg_try_advisory_xact_lock(%s) AS granted FROM schema_key")
 
 
 class PostgresBackend(UnitsFromTransactions):
@@ -88,8 +144,9 @@ class PostgresBackend(UnitsFromTransactions):
         self._min_size = pool_min_size
         self._max_size = pool_max_size
         self._busy_timeout_ms = busy_timeout_ms
-        self._lock_key = writer_lock_key(schema)
+        self._schema_key = writer_lock_key(schema)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] | None = None
+        self.stats = PostgresStats()
 
     @property
     def schema(self) -> str:
@@ -128,12 +185,18 @@ class PostgresBackend(UnitsFromTransactions):
         self._pool = pool
 
     def _connection_kwargs(self) -> dict[str, Any]:
-        # search_path is set when the session starts, so every pooled connection (and a
-        # reconnected one) resolves unqualified table names in this schema only.
+        # Session settings are given when the session starts, so every pooled connection
+        # (and a reconnected one) has them and no transaction spends a round trip on a
+        # SET: search_path resolves unqualified table names in this schema only, and
+        # lock_timeout bounds every lock wait (0 means none in PostgreSQL: the locks are
+        # then tried instead, see _writer_lock).
+        options = f"-c search_path={self._schema}"
+        if self._busy_timeout_ms > 0:
+            options += f" -c lock_timeout={self._busy_timeout_ms}ms"
         return {
-            "autocommit": True,
+            "autocommit": True,  # transactions are BEGUN explicitly, with their first statement
             "row_factory": dict_row,
-            "options": f"-c search_path={self._schema}",
+            "options": options,
             # operators see which deployment a session serves in pg_stat_activity
             "application_name": f"governed-memory/{self._schema}",
         }
@@ -161,47 +224,47 @@ class PostgresBackend(UnitsFromTransactions):
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[ReadTransaction]:
-        async with self._transaction("read", write=False) as transaction:
+        async with self._transaction(BEGIN_READ, lock=None) as transaction:
             yield transaction
 
     @asynccontextmanager
     async def writing(self, *, tenant_id: str | None = None
                       ) -> AsyncIterator[WriteTransaction]:
-        async with self._transaction("write", write=True) as transaction:
+        async with self._transaction(BEGIN_WRITE,
+                                     lock=self._writer_lock(tenant_id)) as transaction:
             yield transaction
 
-    @asynccontextmanager
-    async def _transaction(self, action: str, *, write: bool
-                           ) -> AsyncIterator[PostgresTransaction]:
-        """A pooled connection inside one transaction; committed if the body returns.
+    def _writer_lock(self, tenant_id: str | None) -> WriterLock:
+        """Shared schema key and the tenant's key for a tenant unit; the schema key
+        exclusively for a unit that may touch any tenant (see the module docstring)."""
+        tried = self._busy_timeout_ms == 0
+        if tenant_id is None:
+            return WriterLock(_GLOBAL_TRIED if tried else _GLOBAL, (self._schema_key,),
+                              tried=tried)
+        return WriterLock(_TENANT_TRIED if tried else _TENANT,
+                          (self._schema_key, tenant_lock_key(self._schema, tenant_id)),
+                          tried=tried)
 
-        Errors from psycopg (taking a connection, BEGIN, the lock, COMMIT) become
-        governed-memory errors; the body's own errors pass through unchanged.
+    @asynccontextmanager
+    async def _transaction(self, begin: str, *, lock: WriterLock | None
+                           ) -> AsyncIterator[PostgresTransaction]:
+        """A pooled connection and one transaction on it: committed if the body returns,
+        rolled back if it raises or is cancelled.
+
+        Errors from psycopg (taking a connection, COMMIT) become governed-memory errors;
+        the body's own errors pass through unchanged.
         """
         pool = self._require_pool()
+        write = lock is not None
         try:
-            async with pool.connection(timeout=self._wait_s) as conn, conn.transaction():
-                if not write:
-                    await conn.execute(
-                        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-                    )
-                    yield PostgresTransaction(conn)
-                else:
-                    yield PostgresTransaction(
-                        conn, serialize=lambda: self._take_writer_lock(conn))
+            async with pool.connection(timeout=self._wait_s) as conn:
+                transaction = PostgresTransaction(conn, begin=begin, stats=self.stats,
+                                                  lock=lock, write=write)
+                try:
+                    yield transaction
+                    await transaction.commit()
+                except BaseException:
+                    await transaction.roll_back()
+                    raise
         except psycopg.Error as exc:
-            raise translate(exc, action) from None
-
-    async def _take_writer_lock(self, conn: psycopg.AsyncConnection[Row]) -> None:
-        if self._busy_timeout_ms == 0:
-            cursor = await conn.execute(
-                "SELECT pg_try_advisory_xact_lock(%s) AS granted", (self._lock_key,)
-            )
-            row = await cursor.fetchone()
-            if row is None or not row["granted"]:
-                raise MemoryUnavailableError("postgres write: another writer holds the lock")
-            return
-        await conn.execute(
-            "SELECT set_config('lock_timeout', %s, true)", (f"{self._busy_timeout_ms}ms",)
-        )
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            raise translate(exc, "write" if write else "read") from None

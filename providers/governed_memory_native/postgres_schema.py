@@ -1,11 +1,13 @@
 """The PostgreSQL schema as an ordered list of migrations, applied on start.
 
-Migrations run in one transaction that first takes the schema's writer lock (a
-transaction-scoped advisory lock, :func:`writer_lock_key`): several processes starting
-at once on a fresh database queue behind each other, the first creates everything and
-the others find it done. Writers take the same lock, so a schema change never interleaves
-with a write of a process still running older code. A schema newer than this code knows
-is refused rather than written with stale assumptions.
+Migrations run in one transaction that first takes the schema's lock exclusively (a
+transaction-scoped advisory lock keyed by :func:`writer_lock_key`): several processes
+starting at once on a fresh database queue behind each other, the first creates
+everything and the others find it done. Every writer takes the same key too, shared by
+a unit of one tenant and exclusive by a unit that may touch any tenant (see
+:mod:`postgres_backend`), so a schema change never interleaves with a write of a
+process still running older code. A schema newer than this code knows is refused
+rather than written with stale assumptions.
 
 The numbering is PostgreSQL's own (it started with everything SQLite reached by its v4);
 each later SQLite migration gets its PostgreSQL counterpart here.
@@ -344,13 +346,33 @@ LATEST_VERSION: Final = MIGRATIONS[-1].version
 
 
 def writer_lock_key(schema: str) -> int:
-    """The advisory lock every write (and migration) on ``schema`` takes, as a bigint.
+    """The schema's advisory lock key, as a bigint.
 
-    Advisory locks are database-wide, so the key is derived from the schema name: two
-    providers on different schemas of one database never wait for each other.
+    Migrations take it exclusively; writers of one tenant take it shared and writers
+    that may touch any tenant exclusively. Code before per-tenant writers took it
+    exclusively for every write, so during a rolling upgrade old and new processes
+    still exclude each other. Advisory locks are database-wide, so the key is derived
+    from the schema name: two providers on different schemas of one database never
+    wait for each other.
     """
-    digest = hashlib.sha256(b"governed-memory/writer/" + schema.encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    return _key(b"governed-memory/writer/" + schema.encode())
+
+
+def tenant_lock_key(schema: str, tenant_id: str) -> int:
+    """The advisory lock key of one tenant's writers on ``schema``, as a bigint.
+
+    Two tenants whose keys collide (a chance of 2**-64) only serialise with each other,
+    which costs parallelism, never correctness. The key never equals the schema key: a
+    writer holds both, and taking the same key shared and then exclusively could wait
+    for itself behind another holder.
+    """
+    key = _key(b"governed-memory/tenant-writer/" + schema.encode() + b"\x00"
+               + tenant_id.encode())
+    return key if key != writer_lock_key(schema) else key ^ 1
+
+
+def _key(material: bytes) -> int:
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big", signed=True)
 
 
 async def current_version(conn: AsyncConnection[dict[str, Any]]) -> int:
@@ -372,6 +394,9 @@ async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at
     """Create ``schema`` if needed and bring it to ``LATEST_VERSION``, all in one
     transaction: a failure leaves the database as it was."""
     async with conn.transaction():
+        # Wait as long as the migrator before us needs: a pool connection's lock_timeout
+        # bounds writers' waits, not start-up's.
+        await conn.execute("SET LOCAL lock_timeout = 0")
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (writer_lock_key(schema),))
         cursor = await conn.execute(
             "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)

@@ -1,8 +1,20 @@
-"""One PostgreSQL transaction: the port's reads and writes as SQL.
+"""One PostgreSQL transaction: the port's reads and writes as SQL, in few round trips.
 
 Every filter (scope, status, expiry, type, entities, metadata) is a SQL predicate, so a
 record of another scope is never even fetched into Python. Statements only take bound
 parameters; the few pieces spliced into SQL text are clauses and names we generate.
+
+Round trips: a statement whose result the port method does not return (``BEGIN``, the
+writer lock, a record's insert with its index rows, a version, an idempotency entry,
+an event, ``COMMIT``) is *queued* and sent in one pipeline (psycopg's pipeline mode)
+with the next statement whose result is needed, or with ``COMMIT``. A plain add is one
+round trip: ``BEGIN``, the lock, the record and its index rows, the version, the event
+and ``COMMIT`` travel together. The server runs them in order, so the lock is granted
+before the first statement that needs it; if any statement fails, the server skips the
+rest of the pipeline and the transaction rolls back, so a queued statement's error (say
+a unique key taken) surfaces at the next round trip or at ``COMMIT`` and fails the unit
+as a whole, never half of it. :class:`PostgresStats` counts round trips and
+statements.
 
 Lexical search scores exactly as the other backends do (see :meth:`search`): the
 ``lexical_*`` tables hold each scope's statistics and the shared tokenizer's words, kept
@@ -13,11 +25,14 @@ on every write, and :mod:`lexical_topk` ranks over them, reading postings by
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar, cast
 
+import attrs
+import psycopg
 from governed_memory.embedding import EmbedderIdentity
-from governed_memory.errors import MemoryValidationError
+from governed_memory.errors import MemoryUnavailableError, MemoryValidationError
 from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob, JobState
 from governed_memory.records import (
@@ -26,7 +41,8 @@ from governed_memory.records import (
     MemoryVersion,
     RecordStatus,
 )
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
@@ -38,7 +54,7 @@ from governed_memory_native.port import (
     SearchQuery,
     VectorQuery,
 )
-from governed_memory_native.postgres_errors import translated
+from governed_memory_native.postgres_errors import logger, translated
 from governed_memory_native.postgres_rows import (
     RECORD_COLUMNS,
     SELECT_RECORD,
@@ -67,6 +83,8 @@ from governed_memory_native.tokens import words
 
 T = TypeVar("T")
 Row = dict[str, Any]
+Params = Sequence[Any] | Mapping[str, Any] | None
+Statement = tuple[str, Params]
 
 _CHUNK: Final = 1000
 """Ids per erasure statement: bounds the size of one statement's lock set and arrays."""
@@ -95,26 +113,34 @@ _STATISTICS: Final = (
 length, each query term's document frequency summed over the scopes, and the expired
 records the stored statistics still count (with their query-term frequencies)."""
 
-_INDEX: Final = (
-    "WITH s AS (INSERT INTO lexical_scopes AS l (scope_hash, documents, total_length)"
-    " VALUES (%(scope)s, 1, %(length)s) ON CONFLICT (scope_hash) DO UPDATE"
+_LEXICAL_INDEX: Final = (
+    " s AS (INSERT INTO lexical_scopes AS l (scope_hash, documents, total_length)"
+    " SELECT %(lex_scope)s, 1, %(lex_length)s FROM r ON CONFLICT (scope_hash) DO UPDATE"
     " SET documents = l.documents + 1, total_length = l.total_length + excluded.total_length"
     " RETURNING scope_id),"
     " d AS (INSERT INTO lexical_docs (doc, scope_id, length)"
-    " SELECT %(doc)s, scope_id, %(length)s FROM s),"
+    " SELECT r.seq, s.scope_id, %(lex_length)s FROM r, s),"
     " p AS (INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,"
-    " valid_from, invalid_at) SELECT s.scope_id, t.term, %(doc)s, t.tf, %(length)s,"
-    " %(visibility)s, %(valid_from)s, %(invalid_at)s"
-    " FROM s, unnest(%(terms)s::text[], %(tfs)s::int[]) AS t (term, tf))"
+    " valid_from, invalid_at) SELECT s.scope_id, t.term, r.seq, t.tf, %(lex_length)s,"
+    " %(lex_visibility)s, %(lex_valid_from)s, %(lex_invalid_at)s"
+    " FROM r, s, unnest(%(lex_terms)s::text[], %(lex_tfs)s::int[]) AS t (term, tf))"
     " INSERT INTO lexical_terms AS lt (scope_id, term, documents)"
-    " SELECT s.scope_id, t.term, 1 FROM s, unnest(%(terms)s::text[]) AS t (term)"
+    " SELECT s.scope_id, t.term, 1 FROM s, unnest(%(lex_terms)s::text[]) AS t (term)"
     " ON CONFLICT (scope_id, term) DO UPDATE SET documents = lt.documents + 1"
 )
-"""Count one active record in its scope: statistics, document row, postings and term
-frequencies, in one statement."""
+"""Count the record of CTE ``r`` (its ``seq``; no row, nothing counted) in its scope's
+lexical index: statistics, document row, postings and term frequencies. Preceded by
+``WITH r AS (...),``: the record's own insert, so an add is one statement, or a lookup
+of the record at its new revision, so a re-index only happens if the compare-and-set
+before it did."""
+
+_AT_REVISION: Final = ("SELECT seq FROM memory_records"
+                       " WHERE id = %(id)s AND revision = %(revision)s")
+"""The record at the revision a ``replace_record`` wrote; no row if the compare-and-set
+did not apply (revisions are fresh, so no other version has it)."""
 
 _UNINDEX: Final = (
-    "WITH gone AS (DELETE FROM lexical_docs WHERE doc = ANY(%(docs)s)"
+    "WITH gone AS (DELETE FROM lexical_docs WHERE doc = ANY({docs})"
     " RETURNING doc, scope_id, length),"
     " per_scope AS (SELECT scope_id, count(*) AS n, sum(length) AS total FROM gone"
     " GROUP BY scope_id),"
@@ -123,7 +149,7 @@ _UNINDEX: Final = (
     " WHERE l.scope_id = g.scope_id AND l.documents > g.n),"
     " emptied AS (DELETE FROM lexical_scopes AS l USING per_scope AS g"
     " WHERE l.scope_id = g.scope_id AND l.documents <= g.n),"
-    " postings AS (DELETE FROM lexical_postings WHERE doc = ANY(%(docs)s)"
+    " postings AS (DELETE FROM lexical_postings WHERE doc = ANY({docs})"
     " RETURNING scope_id, term),"
     " per_term AS (SELECT scope_id, term, count(*) AS n FROM postings"
     " GROUP BY scope_id, term),"
@@ -136,7 +162,24 @@ _UNINDEX: Final = (
 )
 """Take records out of the lexical index exactly, in one statement: their postings and
 document rows go, statistics shrink, and a term (or scope) left with no record loses its
-row, so an erased word leaves nothing behind. Returns how many records were indexed."""
+row, so an erased word leaves nothing behind. Returns how many records were indexed.
+``{docs}`` is an array expression of the records' ``seq``."""
+
+_UNINDEX_AT_REVISION: Final = _UNINDEX.format(docs=f"ARRAY({_AT_REVISION})")
+
+_PRESENT: Final = "ARRAY(SELECT id FROM memory_records WHERE id = ANY(%(ids)s))"
+"""The ids among ``%(ids)s`` that have a record: an erasure removes nothing for an id
+whose record is not there (as when each step waited for the record lookup)."""
+
+_ERASE: Final = (
+    ("SELECT scope_hash FROM memory_records WHERE id = ANY(%(ids)s)"),
+    _UNINDEX.format(docs="ARRAY(SELECT seq FROM memory_records WHERE id = ANY(%(ids)s))"),
+    f"DELETE FROM memory_vectors WHERE record_id = ANY({_PRESENT})",
+    f"DELETE FROM index_jobs WHERE record_id = ANY({_PRESENT})",
+    f"DELETE FROM memory_versions WHERE record_id = ANY({_PRESENT})",
+)
+"""One chunk's erasure before its idempotency entries and records go, in order: the
+records' scopes, their index rows, vectors, jobs and versions."""
 
 
 def _chunks(items: Sequence[T]) -> Iterable[Sequence[T]]:
@@ -207,54 +250,197 @@ def _needs_records(query: SearchQuery) -> bool:
     return bool(query.memory_types or query.entity_ids or query.metadata_filter)
 
 
-class PostgresTransaction(SharedStatements):
-    """Runs on a connection inside a transaction the backend opened (and will end).
+@attrs.define
+class PostgresStats:
+    """Counters of what the hot paths cost, for benchmarks and tests to read
+    (``backend.stats.as_dict()``). Written on the event loop only, so no lock."""
 
-    ``serialize`` (write transactions only) takes the schema's writer lock; it runs
-    once, before the first statement that is not *lock-free* (see the backend's
-    docstring). Lock-free statements are appends, claims and deletions by id that row
-    locks alone make safe: storing and purging retrieval snapshots, acknowledging outbox
-    events, leasing index jobs with ``SKIP LOCKED``.
+    round_trips: int = 0
+    """Waits for the server: one statement sent alone, or a pipeline of queued
+    statements and the one whose result is needed, or the pipeline ending in COMMIT."""
+    statements: int = 0
+    """Statements sent, BEGIN, locks, COMMIT and ROLLBACK included."""
+    reads: int = 0
+    """Read units of work (transactions) that sent anything."""
+    writes: int = 0
+    """Write units of work that sent anything (committed or not)."""
+    commits: int = 0
+    """Committed write transactions: one WAL flush each, with the default
+    ``synchronous_commit``."""
+    rollbacks: int = 0
+    """Transactions rolled back (a unit that raised, or was cancelled, after it began)."""
+
+    def as_dict(self) -> dict[str, int]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen(slots=True)
+class WriterLock:
+    """The advisory locks a write unit takes, as one statement (see the backend)."""
+
+    sql: str
+    params: tuple[int, ...]
+    tried: bool = False
+    """Try once instead of waiting (``busy_timeout_ms = 0``): the statement then
+    returns ``granted``, which must be read before anything runs under the lock."""
+
+
+class PostgresTransaction(SharedStatements):
+    """Runs on a pooled connection; the backend ends it with :meth:`commit` or
+    :meth:`roll_back`.
+
+    Nothing is sent until a statement's result is needed: ``begin`` and every statement
+    whose result no caller reads wait in :attr:`_queued` and go with the next round trip
+    (see the module docstring). A unit that sends nothing costs nothing.
+
+    ``lock`` (write transactions only) is queued once, right before the first
+    statement that is not *lock-free* (see the backend's docstring). Lock-free
+    statements are appends, claims and deletions by id that row locks alone make safe:
+    storing and purging retrieval snapshots, acknowledging outbox events, leasing index
+    jobs with ``SKIP LOCKED``.
     """
 
     placeholder = "%s"
 
-    def __init__(self, conn: AsyncConnection[Row],
-                 serialize: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(self, conn: AsyncConnection[Row], *, begin: str, stats: PostgresStats,
+                 lock: WriterLock | None = None, write: bool = False) -> None:
         self._conn = conn
-        self._serialize = serialize
+        self._stats = stats
+        self._queued: list[Statement] = [(begin, None)]
+        self._lock = lock
+        self._write_tx = write
+        self._action = "write" if write else "read"
+        self._began = False
+        """Whether anything was sent (the server holds a transaction of ours)."""
+        self._deferring = False
+
+    # -- sending ----------------------------------------------------------------------
+
+    async def _exchange(self, statements: Sequence[Statement], *,
+                        tuples: bool = False, binary: bool = False
+                        ) -> list[AsyncCursor[Any]]:
+        """One round trip: the queued statements, then ``statements``, in one pipeline;
+        returns the cursors of ``statements`` with their results in.
+
+        ``binary`` fetches results in PostgreSQL's binary format: vectors arrive as raw
+        bytes instead of hex text twice their size. ``tuples`` makes rows plain tuples
+        (postings come by the ten thousand).
+        """
+        queued, self._queued = self._queued, []
+        if not self._began:
+            self._began = True
+            if self._write_tx:
+                self._stats.writes += 1
+            else:
+                self._stats.reads += 1
+        self._stats.round_trips += 1
+        self._stats.statements += len(queued) + len(statements)
+        cursors: list[AsyncCursor[Any]] = [
+            self._conn.cursor(row_factory=tuple_row) if tuples else self._conn.cursor()
+            for _ in statements]
+        with translated(self._action):
+            if not queued and len(statements) == 1:
+                sql, params = statements[0]
+                await cursors[0].execute(sql, params, binary=binary)
+                return cursors
+            async with self._conn.pipeline():
+                for sql, params in queued:
+                    await self._conn.execute(sql, params)
+                for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                    await cursor.execute(sql, params, binary=binary)
+            # leaving the pipeline synced it: every result is in, the first error raised
+        return cursors
 
     async def _serialized(self) -> None:
-        if self._serialize is not None:
-            take, self._serialize = self._serialize, None
-            await take()
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        if not lock.tried:
+            self._queued.append((lock.sql, lock.params))
+            return
+        (cursor,) = await self._exchange([(lock.sql, lock.params)])
+        row = await cursor.fetchone()
+        if row is None or not row["granted"]:
+            raise MemoryUnavailableError("postgres write: another writer holds the lock")
 
-    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
-                    lock_free: bool = False, binary: bool = False) -> list[Row]:
-        """``binary`` fetches results in PostgreSQL's binary format: vectors arrive as
-        raw bytes instead of hex text twice their size."""
+    async def _queue(self, sql: str, params: Params = None, *,
+                     lock_free: bool = False) -> None:
+        """Send ``sql`` with the next round trip; its result is never read."""
         if not lock_free:
             await self._serialized()
-        with translated("read"):
-            cursor = await self._conn.execute(sql, params, binary=binary)
-            return await cursor.fetchall()
+        self._queued.append((sql, params))
 
-    async def _tuples(self, sql: str, params: Sequence[Any] | dict[str, Any]
-                      ) -> list[tuple[Any, ...]]:
-        """Like :meth:`_rows`, as plain tuples: postings come by the ten thousand."""
+    async def _rows(self, sql: str, params: Params = (), *,
+                    lock_free: bool = False, binary: bool = False,
+                    then: Sequence[Statement] = ()) -> list[Row]:
+        """The rows of ``sql``; ``then`` are sent right after it in the same round trip
+        (their results unread)."""
+        if not lock_free:
+            await self._serialized()
+        cursor, *_ = await self._exchange([(sql, params), *then], binary=binary)
+        return await cursor.fetchall()
+
+    async def _tuples(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
+        """Like :meth:`_rows`, as plain tuples."""
         await self._serialized()
-        with translated("read"):
-            cursor = self._conn.cursor(row_factory=tuple_row)
-            await cursor.execute(sql, params)
-            return await cursor.fetchall()
+        (cursor,) = await self._exchange([(sql, params)], tuples=True)
+        return await cursor.fetchall()
 
-    async def _write(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *,
+    async def _write(self, sql: str, params: Params = (), *,
                      lock_free: bool = False) -> int:
+        """How many rows ``sql`` changed; queued instead (and 0) inside
+        :meth:`_deferred`, whose callers never read the count."""
+        if self._deferring:
+            await self._queue(sql, params, lock_free=lock_free)
+            return 0
         if not lock_free:
             await self._serialized()
-        with translated("write"):
-            cursor = await self._conn.execute(sql, params)
-            return cursor.rowcount
+        (cursor,) = await self._exchange([(sql, params)])
+        return cursor.rowcount
+
+    @contextmanager
+    def _deferred(self) -> Iterator[None]:
+        """Queue the :class:`SharedStatements` writes made inside: for port methods that
+        return nothing, whose statements' counts nobody reads."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+
+    async def _flush(self) -> None:
+        """Send what is queued (before a COPY, which a pipeline cannot carry)."""
+        if self._queued:
+            await self._exchange([])
+
+    # -- ending -----------------------------------------------------------------------
+
+    async def commit(self) -> None:
+        """COMMIT with whatever is still queued, in one round trip; nothing at all if
+        the unit sent nothing (it read and wrote nothing)."""
+        if not self._began and len(self._queued) == 1:
+            self._queued.clear()
+            return
+        self._queued.append(("COMMIT", None))
+        await self._exchange([])
+        if self._write_tx:
+            self._stats.commits += 1
+
+    async def roll_back(self) -> None:
+        """Drop what is queued and roll back on the server if a transaction is open
+        there. A failure here is not raised (the unit's own error is): the pool rolls
+        back or discards a connection returned in any state but idle."""
+        self._queued.clear()
+        if self._conn.pgconn.transaction_status not in (TransactionStatus.INTRANS,
+                                                       TransactionStatus.INERROR):
+            return
+        self._stats.rollbacks += 1
+        self._stats.round_trips += 1
+        self._stats.statements += 1
+        try:
+            await self._conn.execute("ROLLBACK")
+        except psycopg.Error:
+            logger.debug("postgres rollback failed", exc_info=True)
 
     def _record_from_row(self, row: Any) -> MemoryRecord:
         return record_from_row(row)
@@ -406,34 +592,36 @@ class PostgresTransaction(SharedStatements):
 
     # -- writes -----------------------------------------------------------------------
 
-    async def _index(self, seq: int, record: MemoryRecord) -> None:
-        """Count an active record in its scope's lexical index (see :data:`_INDEX`)."""
-        if record.status is not RecordStatus.ACTIVE:
-            return
+    @staticmethod
+    def _lexical_params(record: MemoryRecord) -> dict[str, Any]:
+        """:data:`_LEXICAL_INDEX`'s parameters for ``record``'s current content."""
         terms = words(record.content)
         counts = Counter(terms)
-        await self._write(_INDEX, {
-            "scope": record.scope_hash, "doc": seq, "length": len(terms),
-            "visibility": record.visibility.value, "valid_from": record.valid_from,
-            "invalid_at": record.invalid_at, "terms": list(counts),
-            "tfs": list(counts.values())})
+        return {"lex_scope": record.scope_hash, "lex_length": len(terms),
+                "lex_visibility": record.visibility.value,
+                "lex_valid_from": record.valid_from, "lex_invalid_at": record.invalid_at,
+                "lex_terms": list(counts), "lex_tfs": list(counts.values())}
 
     async def _unindex(self, seqs: Sequence[int]) -> int:
         """Take records out of the lexical index; how many of them it held."""
-        rows = await self._rows_written(_UNINDEX, {"docs": list(seqs)})
+        rows = await self._rows(_UNINDEX.format(docs="%(docs)s"), {"docs": list(seqs)})
         return int(rows[0]["n"])
 
     async def insert_record(self, record: MemoryRecord) -> None:
+        """One queued statement: the row and, for an active record, its index rows. A
+        key already held fails it (and the unit) with a conflict at the next round
+        trip."""
         columns = ", ".join(RECORD_COLUMNS)
         values = ", ".join(f"%({name})s" for name in RECORD_COLUMNS)
         params = record_params(record)
         params["token_count"] = len(words(record.content))
-        rows = await self._rows_written(
-            f"INSERT INTO memory_records ({columns}, token_count)"
-            f" VALUES ({values}, %(token_count)s) RETURNING seq",
-            params,
-        )
-        await self._index(int(rows[0]["seq"]), record)
+        insert = (f"INSERT INTO memory_records ({columns}, token_count)"
+                  f" VALUES ({values}, %(token_count)s)")
+        if record.status is not RecordStatus.ACTIVE:
+            await self._queue(insert, params)
+            return
+        params.update(self._lexical_params(record))
+        await self._queue(f"WITH r AS ({insert} RETURNING seq),{_LEXICAL_INDEX}", params)
 
     async def insert_new_records(self, versions: Sequence[MemoryVersion]) -> None:
         """Bulk form of ``insert_record`` + ``append_version`` for new active records
@@ -445,6 +633,7 @@ class PostgresTransaction(SharedStatements):
         if not versions:
             return
         await self._serialized()
+        await self._flush()  # BEGIN and the lock: a COPY cannot go in a pipeline
         columns = ", ".join(RECORD_COLUMNS)
         with translated("write"):
             async with self._conn.cursor() as cursor:
@@ -472,7 +661,7 @@ class PostgresTransaction(SharedStatements):
 
     async def _bulk_index(self, cursor: Any, indexed: Sequence[tuple[int, MemoryRecord]]
                           ) -> None:
-        """:data:`_INDEX` for many records: statistics and term frequencies summed per
+        """:data:`_LEXICAL_INDEX` for many records: statistics and term frequencies summed per
         scope in Python, documents and postings by COPY."""
         if not indexed:
             return
@@ -521,34 +710,32 @@ class PostgresTransaction(SharedStatements):
         # fresh planner statistics, probes and postings reads got plans 30x slower.
         await cursor.execute("ANALYZE lexical_postings, lexical_terms, lexical_docs")
 
-    async def _rows_written(self, sql: str, params: dict[str, Any]) -> list[Row]:
-        await self._serialized()
-        with translated("write"):
-            cursor = await self._conn.execute(sql, params)
-            return await cursor.fetchall()
-
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
+        """Compare-and-set, then re-index, in one round trip: the UPDATE (whose result
+        says whether it applied), and behind it the record's removal from the lexical
+        index and, if it stays active, its index rows for the new content; both act
+        only on the record at the new revision, so a failed compare-and-set changes
+        nothing."""
         assignments = ", ".join(
             f"{name} = %({name})s" for name in RECORD_COLUMNS if name != "id"
         )
         params = record_params(record)
         params["expected_revision"] = expected_revision
         params["token_count"] = len(words(record.content))
-        rows = await self._rows_written(
+        reindex: list[Statement] = [(_UNINDEX_AT_REVISION, params)]
+        if record.status is RecordStatus.ACTIVE:
+            params.update(self._lexical_params(record))
+            reindex.append((f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}", params))
+        rows = await self._rows(
             f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
             " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
             " AND revision = %(expected_revision)s RETURNING seq",
-            params,
+            params, then=reindex,
         )
-        if len(rows) != 1:
-            return False
-        seq = int(rows[0]["seq"])
-        await self._unindex([seq])
-        await self._index(seq, record)
-        return True
+        return len(rows) == 1
 
     async def append_version(self, version: MemoryVersion) -> None:
-        await self._write(
+        await self._queue(
             "INSERT INTO memory_versions"
             " (record_id, version, operation, recorded_at, operation_id, snapshot)"
             " VALUES (%s, %s, %s, %s, %s, %s)",
@@ -558,7 +745,7 @@ class PostgresTransaction(SharedStatements):
         )
 
     async def put_idempotency(self, entry: IdempotencyEntry) -> None:
-        await self._write(
+        await self._queue(
             "INSERT INTO memory_idempotency (scope_hash, operation, idem_key, fingerprint,"
             " record_id, tenant_id, user_id, version, revision, hard, erased, created_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -573,26 +760,38 @@ class PostgresTransaction(SharedStatements):
              entry.hard, entry.erased, entry.created_at),
         )
 
+    async def put_event(self, event: MemoryEvent) -> None:
+        """The shared statement, queued: it returns nothing."""
+        with self._deferred():
+            await super().put_event(event)
+
+    async def mark_indexed(self, record_id: str, version: int) -> None:
+        """The shared statement, queued: it returns nothing."""
+        with self._deferred():
+            await super().mark_indexed(record_id, version)
+
     async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
-        removed = 0
-        for chunk in _chunks(sorted(set(event_ids))):
-            removed += await self._write(
-                "DELETE FROM event_outbox WHERE event_id = ANY(%s)", (list(chunk),),
-                lock_free=True,
-            )
-        return removed
+        """Every chunk's delete in one round trip, before (and without) the writer lock:
+        the port returns how many were removed, so this cannot wait for a later one."""
+        chunks = [list(chunk) for chunk in _chunks(sorted(set(event_ids)))]
+        if not chunks:
+            return 0
+        cursors = await self._exchange([
+            ("DELETE FROM event_outbox WHERE event_id = ANY(%s)", (chunk,))
+            for chunk in chunks])
+        return sum(cursor.rowcount for cursor in cursors)
 
     async def remove_vectors(self, record_id: str) -> int:
         return await self._write("DELETE FROM memory_vectors WHERE record_id = %s",
                                  (record_id,))
 
     async def enqueue_index_job(self, job: IndexJob) -> None:
-        await self._write(
+        await self._queue(
             "DELETE FROM index_jobs WHERE record_id = %s AND state = 'pending'"
             " AND version <= %s",
             (job.record_id, job.version),
         )
-        await self._write(
+        await self._queue(
             f"INSERT INTO index_jobs ({JOB_COLUMNS})"
             f" VALUES ({', '.join(['%s'] * len(JOB_FIELDS))})",
             [job_value(job, name) for name in JOB_FIELDS],
@@ -638,21 +837,24 @@ class PostgresTransaction(SharedStatements):
                   " WHERE state = 'dead'")
         if job_ids is None:
             return await self._write(update, (now,))
-        requeued = 0
-        for chunk in _chunks(sorted(set(job_ids))):
-            requeued += await self._write(f"{update} AND job_id = ANY(%s)", (now, list(chunk)))
-        return requeued
+        chunks = [list(chunk) for chunk in _chunks(sorted(set(job_ids)))]
+        if not chunks:
+            return 0
+        await self._serialized()
+        cursors = await self._exchange([(f"{update} AND job_id = ANY(%s)", (now, chunk))
+                                        for chunk in chunks])
+        return sum(cursor.rowcount for cursor in cursors)
 
     async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
                            *, created_at: float, subjects: Sequence[str]) -> None:
-        await self._write(
+        await self._queue(
             "INSERT INTO retrieval_snapshots (snapshot_id, tenant_id, body, created_at)"
             " VALUES (%s, %s, %s, %s)",
             (snapshot_id, tenant_id, dumps(body), created_at), lock_free=True,
         )
         users = sorted(set(subjects))
         if users:
-            await self._write(
+            await self._queue(
                 "INSERT INTO retrieval_snapshot_subjects (tenant_id, user_id, snapshot_id)"
                 " SELECT %s, u, %s FROM unnest(%s::text[]) AS u",
                 (tenant_id, snapshot_id, users), lock_free=True)
@@ -665,10 +867,10 @@ class PostgresTransaction(SharedStatements):
             (tenant_id, user_id))
         for row in rows:
             snapshot_id = str(row["snapshot_id"])
-            await self._write(
+            await self._queue(
                 "DELETE FROM retrieval_snapshot_subjects WHERE snapshot_id = %s",
                 (snapshot_id,))
-            await self._write(
+            await self._queue(
                 "UPDATE retrieval_snapshots SET body = %s WHERE snapshot_id = %s",
                 (dumps({**tombstone, "snapshot_id": snapshot_id}), snapshot_id))
         return len(rows)
@@ -682,7 +884,7 @@ class PostgresTransaction(SharedStatements):
         ids = [str(row["snapshot_id"]) for row in rows]
         if not ids:
             return 0
-        await self._write(
+        await self._queue(
             "DELETE FROM retrieval_snapshot_subjects WHERE snapshot_id = ANY(%s)", (ids,),
             lock_free=True)
         return await self._write(
@@ -691,7 +893,7 @@ class PostgresTransaction(SharedStatements):
 
     async def add_erasure_progress(self, tenant_id: str, user_id: str, removal: Removal,
                                    started_at: float) -> None:
-        await self._write(
+        await self._queue(
             "INSERT INTO erasure_progress AS e (tenant_id, user_id, records, versions,"
             " index_entries, idempotency_entries, scope_hashes, started_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -720,37 +922,30 @@ class PostgresTransaction(SharedStatements):
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
     ) -> Removal:
+        """Each chunk of ids in one round trip: :data:`_ERASE`, then the idempotency
+        entries (removed, or marked erased) and the records themselves, in that order
+        in one pipeline, each statement's count read afterwards."""
+        idempotency = (
+            f"UPDATE memory_idempotency SET erased = true WHERE record_id = ANY({_PRESENT})"
+            if tombstone_idempotency else
+            f"DELETE FROM memory_idempotency WHERE record_id = ANY({_PRESENT})")
         removal = Removal()
         for chunk in _chunks(sorted(set(record_ids))):
-            ids = list(chunk)
-            rows = await self._rows(
-                "SELECT seq, scope_hash FROM memory_records WHERE id = ANY(%s)", (ids,)
-            )
-            if not rows:
+            params = {"ids": list(chunk)}
+            await self._serialized()
+            scopes, indexed, vectors, _, versions, entries, records = await self._exchange([
+                *((sql, params) for sql in _ERASE), (idempotency, params),
+                ("DELETE FROM memory_records WHERE id = ANY(%(ids)s)", params)])
+            found = await scopes.fetchall()
+            if not found:
                 continue
-            indexed = await self._unindex([int(row["seq"]) for row in rows])
-            vectors = await self._write(
-                "DELETE FROM memory_vectors WHERE record_id = ANY(%s)", (ids,))
-            await self._write("DELETE FROM index_jobs WHERE record_id = ANY(%s)", (ids,))
-            versions = await self._write(
-                "DELETE FROM memory_versions WHERE record_id = ANY(%s)", (ids,)
-            )
-            if tombstone_idempotency:
-                await self._write(
-                    "UPDATE memory_idempotency SET erased = true WHERE record_id = ANY(%s)",
-                    (ids,),
-                )
-                entries = 0
-            else:
-                entries = await self._write(
-                    "DELETE FROM memory_idempotency WHERE record_id = ANY(%s)", (ids,)
-                )
-            records = await self._write("DELETE FROM memory_records WHERE id = ANY(%s)", (ids,))
+            unindexed = await indexed.fetchone()
             removal += Removal(
-                records=records, versions=versions,
-                index_entries=indexed + vectors,
-                idempotency_entries=entries,
-                scope_hashes=frozenset(str(row["scope_hash"]) for row in rows),
+                records=records.rowcount, versions=versions.rowcount,
+                index_entries=(0 if unindexed is None else int(unindexed["n"]))
+                + vectors.rowcount,
+                idempotency_entries=0 if tombstone_idempotency else entries.rowcount,
+                scope_hashes=frozenset(str(row["scope_hash"]) for row in found),
             )
         return removal
 
