@@ -14,9 +14,13 @@ import attrs
 from governed_memory.errors import MemoryConfigurationError
 
 INDEX_KEYS: Final = frozenset({"index_max_attempts", "index_backoff_s",
-                               "snapshot_retention_s"})
+                               "snapshot_retention_s", "vector_index_min_vectors",
+                               "vector_index_max_vectors"})
 MAX_ATTEMPTS: Final = 100
 MAX_BACKOFF_S: Final = 3600.0
+DEFAULT_INDEX_MIN_VECTORS: Final = 2_000
+DEFAULT_INDEX_MAX_VECTORS: Final = 1_000_000
+MAX_INDEX_VECTORS: Final = 1_000_000_000
 
 
 @attrs.frozen(slots=True)
@@ -28,6 +32,14 @@ class IndexingConfig:
     snapshot_retention_s: float = 30 * 86_400.0
     """How long a retrieval snapshot stays replayable; older ones are removed as new
     ones are stored (a bounded number each time)."""
+    vector_index_min_vectors: int = DEFAULT_INDEX_MIN_VECTORS
+    """A scope with fewer stored vectors (of the configured embedder) is searched exactly
+    in storage; from this many on, through an in-process vector index (measured: below
+    it, reading the scope's vectors costs less than the index's own reads)."""
+    vector_index_max_vectors: int = DEFAULT_INDEX_MAX_VECTORS
+    """Vectors all in-process indexes may hold together; the least recently searched are
+    dropped beyond it (and rebuilt from storage when searched again). A scope larger
+    than this alone is searched exactly in storage."""
 
 
 def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
@@ -52,4 +64,12 @@ def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
             raise MemoryConfigurationError(
                 "snapshot_retention_s: must be a positive number of seconds")
         values["snapshot_retention_s"] = float(value)
+    for name in ("vector_index_min_vectors", "vector_index_max_vectors"):
+        if name in raw:
+            value = raw[name]
+            if (isinstance(value, bool) or not isinstance(value, int)
+                    or not 0 <= value <= MAX_INDEX_VECTORS):
+                raise MemoryConfigurationError(
+                    f"{name}: must be an integer from 0 to {MAX_INDEX_VECTORS:,}")
+            values[name] = value
     return IndexingConfig(**values)

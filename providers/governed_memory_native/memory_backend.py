@@ -12,9 +12,10 @@ import asyncio
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from governed_memory.embedding import EmbedderIdentity
@@ -43,9 +44,13 @@ from governed_memory_native.port import (
     StoredVector,
     UnitsFromTransactions,
     VectorQuery,
+    VectorScopeState,
     WriteTransaction,
 )
+from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
 from governed_memory_native.tokens import words
+
+T = TypeVar("T")
 
 
 @attrs.frozen(slots=True)
@@ -115,6 +120,11 @@ class _State:
     erasures: dict[tuple[str, str], tuple[Removal, float]] = attrs.field(factory=dict)
     lexicon: dict[str, _ScopeLexicon] = attrs.field(factory=dict)
     """scope hash to that scope's lexical index."""
+    vector_scopes: dict[tuple[str, str], VectorScopeState] = attrs.field(factory=dict)
+    """(identity key, scope hash) to its vector change sequence and count."""
+    vector_changes: dict[tuple[str, str, int], str] = attrs.field(factory=dict)
+    """(identity key, scope hash, seq) to the record id that change was about; the last
+    ``VECTOR_LOG_KEEP`` of each scope are kept, like SQLite's ``vector_changes``."""
 
 
 @attrs.frozen(slots=True)
@@ -231,13 +241,60 @@ class _MemoryTransaction:
     async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
         key = str(query.identity)
         found = []
-        for row in self._state.rows.values():
+        rows: Iterable[_Row] = self._state.rows.values()
+        if query.among is not None:
+            rows = [self._state.rows[record_id] for record_id in dict.fromkeys(query.among)
+                    if record_id in self._state.rows]
+        for row in rows:
             record = row.record
             vector = self._state.vectors.get(record.id, {}).get(key)
             if (vector is not None and vector.content_hash == record.content_hash
                     and passes_filters(record, query.filters)):
                 found.append((record.id, vector.vector))
         return found
+
+    # -- the vector change log (port.VectorChangeLog) -----------------------------
+
+    async def vector_scope_states(self, identity: EmbedderIdentity,
+                                  scope_hashes: Sequence[str]) -> dict[str, VectorScopeState]:
+        key = str(identity)
+        states = self._state.vector_scopes
+        return {scope_hash: states[(key, scope_hash)] for scope_hash in scope_hashes
+                if (key, scope_hash) in states}
+
+    async def vector_changes(self, identity: EmbedderIdentity, scope_hash: str,
+                             after_seq: int, limit: int) -> list[tuple[int, str]]:
+        key = str(identity)
+        state = self._state.vector_scopes.get((key, scope_hash))
+        if state is None:
+            return []
+        log = self._state.vector_changes
+        first = max(after_seq + 1, state.seq - VECTOR_LOG_KEEP + 1)
+        return [(seq, log[(key, scope_hash, seq)])
+                for seq in range(first, min(state.seq, first + limit - 1) + 1)]
+
+    async def scope_vectors(self, identity: EmbedderIdentity, scope_hash: str,
+                            after_id: str | None, limit: int) -> list[tuple[str, bytes]]:
+        key = str(identity)
+        found = sorted(
+            (record_id, vector.vector) for record_id, vectors in self._state.vectors.items()
+            if (vector := vectors.get(key)) is not None and vector.scope_hash == scope_hash
+            and (after_id is None or record_id > after_id))
+        return found[:limit]
+
+    async def vectors_by_ids(self, identity: EmbedderIdentity, scope_hash: str,
+                             record_ids: Sequence[str]) -> list[tuple[str, bytes]]:
+        key = str(identity)
+        found = []
+        for record_id in dict.fromkeys(record_ids):
+            vector = self._state.vectors.get(record_id, {}).get(key)
+            if vector is not None and vector.scope_hash == scope_hash:
+                found.append((record_id, vector.vector))
+        return found
+
+    async def compute(self, work: Callable[[], T]) -> T:
+        """Inline: :meth:`MemoryBackend.run_read` runs a unit on a worker thread."""
+        return work()
 
     async def records_by_ids(self, scope_hashes: Sequence[str],
                              record_ids: Sequence[str]) -> list[MemoryRecord]:
@@ -354,12 +411,30 @@ class _MemoryTransaction:
         return removed
 
     async def put_vector(self, vector: StoredVector) -> None:
-        self._set(self._state.vectors, vector.record_id, {str(vector.identity): vector})
+        key = str(vector.identity)
+        for other, stored in self._state.vectors.get(vector.record_id, {}).items():
+            self._log_vector_change(other, stored, -1 if other != key else 0)
+        if key not in self._state.vectors.get(vector.record_id, {}):
+            self._log_vector_change(key, vector, +1)
+        self._set(self._state.vectors, vector.record_id, {key: vector})
 
     async def remove_vectors(self, record_id: str) -> int:
-        removed = len(self._state.vectors.get(record_id, {}))
+        held = self._state.vectors.get(record_id, {})
+        for key, stored in held.items():
+            self._log_vector_change(key, stored, -1)
         self._pop(self._state.vectors, record_id)
-        return removed
+        return len(held)
+
+    def _log_vector_change(self, key: str, vector: StoredVector, count: int) -> None:
+        """What SQLite's triggers on ``memory_vectors`` do: the (identity, scope)'s seq
+        grows by one, its count by ``count``; the change is logged and the tail kept."""
+        scope_hash = vector.scope_hash
+        state = self._state.vector_scopes.get((key, scope_hash), VectorScopeState())
+        seq = state.seq + 1
+        self._set(self._state.vector_scopes, (key, scope_hash),
+                  VectorScopeState(seq, state.vectors + count))
+        self._set(self._state.vector_changes, (key, scope_hash, seq), vector.record_id)
+        self._pop(self._state.vector_changes, (key, scope_hash, seq - VECTOR_LOG_KEEP))
 
     async def enqueue_index_job(self, job: IndexJob) -> None:
         for stale in [other for other in self._state.jobs.values()
@@ -613,16 +688,36 @@ class MemoryBackend(UnitsFromTransactions):
         self._state = _State()
         self._lock = asyncio.Lock()
         self._open = False
+        self._reader: ThreadPoolExecutor | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(durable=False, transactional=True, multi_process=False, usage=True,
                             event_outbox=True)
 
     async def open(self) -> None:
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="gm-memory-reader")
         self._open = True
 
     async def close(self) -> None:
         self._open = False
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            # A unit in flight holds the lock and finishes; nothing new is handed over.
+            reader.shutdown(wait=False)
+
+    async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
+                       point: bool = False) -> T:
+        """A point read runs right here; any other read unit (a search ranks vectors and
+        walks postings) is driven on a reader thread, so its work stays off the event
+        loop as on SQLite. The lock is held until that thread is done with the unit,
+        cancelled or not, so no write can interleave with it."""
+        reader = self._reader
+        if point or reader is None:
+            return await super().run_read(body, point=point)
+        async with self.reading() as tx:
+            future = asyncio.get_running_loop().run_in_executor(reader, _drive, body(tx))
+            return await _settled(future)
 
     async def check(self) -> str:
         self._require_open()
@@ -650,3 +745,34 @@ class MemoryBackend(UnitsFromTransactions):
     def _require_open(self) -> None:
         if not self._open:
             raise MemoryUnavailableError("the memory backend is not open")
+
+
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run a unit that awaits nothing but this backend's (never suspending) transaction
+    methods to its end, on the calling thread."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    steps.close()
+    raise RuntimeError("a storage unit of work awaited something other than its "
+                       "transaction; compute it before the unit starts")
+
+
+async def _settled(future: asyncio.Future[T]) -> T:
+    """The unit's result; if the caller is cancelled meanwhile, wait (shielded) until the
+    reader thread is done with the unit, then re-raise the cancellation."""
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        while not future.done():
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError:
+                continue
+            except BaseException:
+                break
+        if not future.cancelled():
+            future.exception()  # retrieved, so it is never reported as unretrieved
+        raise

@@ -34,13 +34,21 @@ Port additions, in the order they arrived (a new backend implements all of them)
   adds what it removed to a per-user progress row in its own transaction, and the last
   takes the row, so the receipt (and its committed event) accounts for every batch, also
   for batches an interrupted earlier run committed.
+- the vector change log (issue 13): :class:`VectorChangeLog` (``vector_scope_states``,
+  ``vector_changes``, ``scope_vectors``, ``vectors_by_ids``, ``compute``),
+  :class:`VectorScopeState` and ``VectorQuery.among``. Every change to a stored vector
+  (``put_vector``, ``remove_vectors``, ``erase_records``, a cascade) bumps its
+  (identity, scope)'s sequence by one and logs the record id in the same transaction, so
+  an in-process vector index catches up on exactly what changed (see
+  :mod:`vector_index`). A backend whose transactions do not implement the protocol is
+  searched exactly, as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 from governed_memory.embedding import EmbedderIdentity
@@ -106,6 +114,24 @@ class VectorQuery:
 
     filters: SearchQuery
     identity: EmbedderIdentity
+    among: tuple[str, ...] | None = None
+    """When set, only these records are candidates (the ones a vector index proposed);
+    every hard filter still applies to them."""
+
+
+@attrs.frozen(slots=True)
+class VectorScopeState:
+    """Where one (embedder identity, scope)'s stored vectors stand.
+
+    ``seq`` grows by exactly one with every change to one of those vectors (stored,
+    replaced or removed, erasure included), in the transaction that makes it, and
+    ``vectors`` counts them. Change ``n`` of the log is the one that set ``seq`` to ``n``;
+    changes are contiguous, so a gap at the start of what the log returns means it was
+    pruned there.
+    """
+
+    seq: int = 0
+    vectors: int = 0
 
 
 @attrs.frozen(slots=True)
@@ -375,6 +401,47 @@ class WriteTransaction(ReadTransaction, Protocol):
         self, scope_hash: str, after_id: str | None, limit: int
     ) -> list[MemoryRecord]:
         """Records of the exact scope in any status with id > ``after_id``, ascending."""
+        ...
+
+
+@runtime_checkable
+class VectorChangeLog(ReadTransaction, Protocol):
+    """What a read transaction offers a vector index kept in process memory.
+
+    The log is kept by storage itself (SQL triggers on SQLite), so every writer, in any
+    process, feeds it; a search reads one row per searched scope to see whether anything
+    changed, and the changed record ids when something did.
+    """
+
+    async def vector_scope_states(self, identity: EmbedderIdentity,
+                                  scope_hashes: Sequence[str]) -> dict[str, VectorScopeState]:
+        """The state of each requested scope's vectors of ``identity`` (a scope with
+        none, or never any, is absent)."""
+        ...
+
+    async def vector_changes(self, identity: EmbedderIdentity, scope_hash: str,
+                             after_seq: int, limit: int) -> list[tuple[int, str]]:
+        """``(seq, record id)`` of the logged changes with ``seq > after_seq``, ascending,
+        at most ``limit``. The log keeps a bounded tail per scope, so the first one
+        returned may be later than ``after_seq + 1``."""
+        ...
+
+    async def scope_vectors(self, identity: EmbedderIdentity, scope_hash: str,
+                            after_id: str | None, limit: int) -> list[tuple[str, bytes]]:
+        """``(record id, vector)`` of every stored vector of ``identity`` in the scope
+        with record id > ``after_id``, ascending, at most ``limit`` (whatever the record's
+        status: the index holds what storage holds, a search filters)."""
+        ...
+
+    async def vectors_by_ids(self, identity: EmbedderIdentity, scope_hash: str,
+                             record_ids: Sequence[str]) -> list[tuple[str, bytes]]:
+        """The stored vectors of ``identity`` among ``record_ids`` in the scope."""
+        ...
+
+    async def compute(self, work: Callable[[], T]) -> T:
+        """Run CPU-bound ``work`` (a vector index build or search) for this unit: inline
+        where units already run on a storage thread (SQLite, memory), on a worker thread
+        where they run on the event loop."""
         ...
 
 

@@ -107,6 +107,8 @@ from governed_memory_native.snapshot_writer import raise_missing as raise_missin
 from governed_memory_native.snapshot_writer import store as store_snapshots
 from governed_memory_native.snapshots import detach, detach_version
 from governed_memory_native.tokens import query_tokens
+from governed_memory_native.vector_engines import faiss_module
+from governed_memory_native.vector_index import VectorIndexes
 from governed_memory_native.vectors import cosine_ranking
 
 T = TypeVar("T")
@@ -141,6 +143,8 @@ class NativeMemoryProvider:
         self._acks: list[str] = []
         self._stored_unknown = True
         self._snapshots = SnapshotWriter(backend, self._config.snapshot_retention_s)
+        # Vector candidates of large scopes (see vector_index); lives in process memory.
+        self._vector_indexes = VectorIndexes(self._config)
 
     @property
     def backend(self) -> StorageBackend:
@@ -187,6 +191,13 @@ class NativeMemoryProvider:
         await self._backend.open()
         self._stored_unknown = True  # a previous run may have left events undelivered
         self._open = True
+        if self._indexer.embedder is not None and faiss_module() is None:
+            logger.warning("%s", self._vector_indexes.describe())
+
+    @property
+    def vector_indexes(self) -> VectorIndexes:
+        """The in-process vector indexes (status, counters; benchmarks and tests)."""
+        return self._vector_indexes
 
     async def close(self) -> None:
         self._open = False
@@ -194,6 +205,7 @@ class NativeMemoryProvider:
             await self._snapshots.close()
             await self._flush_acks()
         finally:
+            self._vector_indexes.clear()  # no vector stays in process memory after close
             await self._backend.close()
         embedder = self._indexer.embedder
         if embedder is not None:
@@ -541,7 +553,10 @@ class NativeMemoryProvider:
                 lexical = [(match.record.id, match.score) for match in page.matches]
                 records.update((match.record.id, match.record) for match in page.matches)
             if query_vector is not None and identity is not None:
-                rows = await tx.vector_candidates(VectorQuery(filters, identity))
+                # Large scopes through their in-process index, the others exactly; the
+                # rows hold every candidate exact search would rank in the pool.
+                rows = await self._vector_indexes.candidates(
+                    tx, VectorQuery(filters, identity), query_vector, filters.limit)
                 ranked = cosine_ranking(query_vector, rows, identity.dimension, filters.limit)
                 vector = [(record_id, score) for record_id, score in ranked if score > 0]
             if legacy:

@@ -13,6 +13,34 @@ from typing import Final
 
 from governed_memory_native.schema_migrations import Migration
 
+VECTOR_LOG_KEEP: Final = 10_000
+"""Changes kept in ``vector_changes`` per (identity, scope): an index further behind than
+this rebuilds from the stored vectors instead of catching up."""
+
+
+def _vector_trigger(name: str, event: str, row: str, count: str, when: str = "") -> str:
+    """A trigger on ``memory_vectors`` that bumps the (identity, scope) of ``row`` (``NEW``
+    or ``OLD``): seq by one and the vector count by ``count``; logs the record id under
+    the new seq; and drops the change that just fell out of the kept tail."""
+    key = f"identity = {row}.identity AND scope_hash = {row}.scope_hash"
+    start = "1" if count == "+ 1" else "0"
+    bump = ("INSERT INTO vector_scopes (identity, scope_hash, seq, vectors)"
+            f" VALUES ({row}.identity, {row}.scope_hash, 1, {start})"
+            " ON CONFLICT (identity, scope_hash) DO UPDATE SET seq = seq + 1"
+            + (f", vectors = vectors {count}" if count else ""))
+    return (
+        f"CREATE TRIGGER {name} AFTER {event} ON memory_vectors"
+        + (f" WHEN {when}" if when else "") + " BEGIN "
+        + bump + "; "
+        "INSERT INTO vector_changes (identity, scope_hash, seq, record_id)"
+        f" SELECT identity, scope_hash, seq, {row}.record_id FROM vector_scopes"
+        f" WHERE {key}; "
+        f"DELETE FROM vector_changes WHERE {key} AND seq = (SELECT seq FROM vector_scopes"
+        f" WHERE {key}) - {VECTOR_LOG_KEEP:d}; "
+        "END"
+    )
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         version=1,
@@ -330,6 +358,57 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             # No FTS5 any more: erasure no longer rewrites a global index ('optimize').
             "DROP TABLE memory_fts_terms",
             "DROP TABLE memory_fts",
+        ),
+    ),
+    Migration(
+        version=10,
+        description="the vector change log: a sequence and a bounded log of changed record "
+                    "ids per (embedder identity, scope), kept by triggers",
+        statements=(
+            # An in-process vector index of a scope reads its row here on every search:
+            # the same seq means nothing changed since it caught up (one key read); a
+            # larger one names the changes to read from vector_changes. Kept by triggers
+            # on memory_vectors, so every statement that stores, replaces or removes a
+            # vector (erasure and foreign-key cascades included), in any process, bumps
+            # it in its own transaction: the single writer makes seq commit-ordered.
+            """
+            CREATE TABLE vector_scopes (
+                identity TEXT NOT NULL,
+                scope_hash TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                vectors INTEGER NOT NULL,
+                PRIMARY KEY (identity, scope_hash)
+            ) WITHOUT ROWID
+            """,
+            # Record ids only, never a vector or any content; the last VECTOR_LOG_KEEP
+            # changes of each scope are kept (an index further behind rebuilds).
+            """
+            CREATE TABLE vector_changes (
+                identity TEXT NOT NULL,
+                scope_hash TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                record_id TEXT NOT NULL,
+                PRIMARY KEY (identity, scope_hash, seq)
+            ) WITHOUT ROWID
+            """,
+            """
+            INSERT INTO vector_scopes (identity, scope_hash, seq, vectors)
+                SELECT identity, scope_hash, 0, count(*) FROM memory_vectors
+                GROUP BY identity, scope_hash
+            """,
+            _vector_trigger("vector_stored", "INSERT", "NEW", "+ 1"),
+            _vector_trigger("vector_removed", "DELETE", "OLD", "- 1"),
+            _vector_trigger("vector_replaced", "UPDATE", "NEW", "",
+                            when="OLD.identity = NEW.identity"
+                                 " AND OLD.scope_hash = NEW.scope_hash"),
+            # An update that moved a vector to another identity or scope (no statement
+            # does today) counts as a removal there and a new vector here.
+            _vector_trigger("vector_moved_out", "UPDATE", "OLD", "- 1",
+                            when="OLD.identity <> NEW.identity"
+                                 " OR OLD.scope_hash <> NEW.scope_hash"),
+            _vector_trigger("vector_moved_in", "UPDATE", "NEW", "+ 1",
+                            when="OLD.identity <> NEW.identity"
+                                 " OR OLD.scope_hash <> NEW.scope_hash"),
         ),
     ),
 )

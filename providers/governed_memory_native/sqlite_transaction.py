@@ -33,6 +33,7 @@ from governed_memory_native.port import (
     SearchPage,
     SearchQuery,
     VectorQuery,
+    VectorScopeState,
 )
 from governed_memory_native.shared_statements import SharedStatements
 from governed_memory_native.snapshots import dumps, record_to_json
@@ -326,14 +327,63 @@ class SqliteTransaction(SharedStatements):
     async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
         filters = query.filters
         wanted, params = _filter_clause(filters)
-        rows = await self._rows(
-            "SELECT r.id, v.vector FROM memory_records AS r JOIN memory_vectors AS v"
-            " ON v.record_id = r.id AND v.identity = ? AND v.content_hash = r.content_hash"
-            f" WHERE r.scope_hash IN ({_marks(len(filters.scope_hashes))}) AND {_VISIBLE}"
-            f" AND {wanted}",
-            [str(query.identity), *filters.scope_hashes, filters.now, *params],
-        )
+        sql = ("SELECT r.id, v.vector FROM memory_records AS r JOIN memory_vectors AS v"
+               " ON v.record_id = r.id AND v.identity = ? AND v.content_hash = r.content_hash"
+               f" WHERE r.scope_hash IN ({_marks(len(filters.scope_hashes))}) AND {_VISIBLE}"
+               f" AND {wanted}")
+        bound = [str(query.identity), *filters.scope_hashes, filters.now, *params]
+        if query.among is None:
+            rows = await self._tuples(sql, bound)
+        else:
+            rows = []
+            for chunk in _chunks(list(dict.fromkeys(query.among))):
+                rows.extend(await self._tuples(f"{sql} AND r.id IN ({_marks(len(chunk))})",
+                                               [*bound, *chunk]))
         return [(str(row[0]), bytes(row[1])) for row in rows]
+
+    # -- the vector change log (port.VectorChangeLog) -----------------------------------
+
+    async def vector_scope_states(self, identity: EmbedderIdentity,
+                                  scope_hashes: Sequence[str]) -> dict[str, VectorScopeState]:
+        scopes = list(dict.fromkeys(scope_hashes))
+        if not scopes:
+            return {}
+        rows = await self._tuples(
+            "SELECT scope_hash, seq, vectors FROM vector_scopes WHERE identity = ?"
+            f" AND scope_hash IN ({_marks(len(scopes))})", [str(identity), *scopes])
+        return {str(row[0]): VectorScopeState(int(row[1]), int(row[2])) for row in rows}
+
+    async def vector_changes(self, identity: EmbedderIdentity, scope_hash: str,
+                             after_seq: int, limit: int) -> list[tuple[int, str]]:
+        rows = await self._tuples(
+            "SELECT seq, record_id FROM vector_changes WHERE identity = ? AND scope_hash = ?"
+            " AND seq > ? ORDER BY seq LIMIT ?", [str(identity), scope_hash, after_seq, limit])
+        return [(int(row[0]), str(row[1])) for row in rows]
+
+    async def scope_vectors(self, identity: EmbedderIdentity, scope_hash: str,
+                            after_id: str | None, limit: int) -> list[tuple[str, bytes]]:
+        rows = await self._tuples(
+            "SELECT record_id, vector FROM memory_vectors WHERE identity = ? AND scope_hash = ?"
+            " AND record_id > ? ORDER BY record_id LIMIT ?",
+            [str(identity), scope_hash, after_id or "", limit])
+        return [(str(row[0]), bytes(row[1])) for row in rows]
+
+    async def vectors_by_ids(self, identity: EmbedderIdentity, scope_hash: str,
+                             record_ids: Sequence[str]) -> list[tuple[str, bytes]]:
+        found: list[tuple[str, bytes]] = []
+        for chunk in _chunks(list(dict.fromkeys(record_ids))):
+            rows = await self._tuples(
+                "SELECT record_id, vector FROM memory_vectors WHERE identity = ?"
+                f" AND scope_hash = ? AND record_id IN ({_marks(len(chunk))})",
+                [str(identity), scope_hash, *chunk])
+            found.extend((str(row[0]), bytes(row[1])) for row in rows)
+        return found
+
+    async def compute(self, work: Callable[[], T]) -> T:
+        """Inline: a unit of work already runs on a storage thread (the statement-at-a-
+        time contexts run on the event loop, but only tooling uses them)."""
+        self.check_cancel()
+        return work()
 
     async def records_by_ids(self, scope_hashes: Sequence[str],
                              record_ids: Sequence[str]) -> list[MemoryRecord]:
