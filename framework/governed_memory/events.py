@@ -9,15 +9,18 @@ auditor as it is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import functools
 import hashlib
 import json
 import logging
 import os
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Final, Protocol, TextIO, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -149,45 +152,78 @@ class InMemoryEventSink:
 
 class JsonLinesEventSink:
     """Appends one JSON object per line. ``fsync=True`` makes each event durable
-    before the operation returns, at the cost of a disk flush per event."""
+    before ``emit`` returns, at the cost of a disk flush per event.
+
+    Opening, writing and fsync run on one worker thread per sink, never on the event
+    loop. A single-thread executor is a FIFO queue, so lines land in the order ``emit``
+    was called, and ``emit`` returns only once its line is written (and synced). An
+    ``emit`` that is cancelled does not cancel its write: the line keeps its place, so
+    the file never skips an event that a later one follows.
+    """
 
     name = "jsonl"
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.path = Path(path)
         self._fsync = fsync
-        self._file: TextIO | None = None
-        self._lock = asyncio.Lock()
-
-    def _open(self) -> TextIO:
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-        return self._file
+        self._fd: int | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
     async def emit(self, event: MemoryEvent) -> None:
-        line = event.to_json() + "\n"
-        async with self._lock:
-            handle = self._open()
-            handle.write(line)
-            handle.flush()
-            if self._fsync:
-                os.fsync(handle.fileno())
+        await self._in_worker(self._write, (event.to_json() + "\n").encode("utf-8"))
 
     async def close(self) -> None:
-        async with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        if self._executor is None:
+            return
+        await self._in_worker(self._close)
+        executor, self._executor = self._executor, None
+        executor.shutdown(wait=False)  # idle: the close job was the last one
+
+    async def _in_worker(self, work: Callable[..., None], *args: bytes) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1,
+                                                thread_name_prefix="governed-memory-jsonl")
+        future = self._executor.submit(work, *args)
+        await asyncio.shield(asyncio.wrap_future(future))
+
+    def _write(self, line: bytes) -> None:
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        before = os.fstat(self._fd).st_size
+        try:
+            written = 0
+            while written < len(line):
+                written += os.write(self._fd, line[written:])
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            # A full disk must not leave half a line for the next event to follow.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, before)
+            raise MemoryUnavailableError(
+                f"event log write failed: {errno.errorcode.get(exc.errno or 0, 'error')}"
+            ) from None
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def read_events(path: str | os.PathLike[str]) -> list[MemoryEvent]:
-    """Load a JSON lines trail back into events (strictly: unknown keys are errors)."""
+    """Load a JSON lines trail back into events (strictly: unknown keys are errors).
+
+    A last line without its newline is what a crash mid-append leaves; its ``emit``
+    never returned, so it is no event and is passed over."""
     from governed_memory.converter import structure
 
     events = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            line = raw.decode("utf-8")
             if line.strip():
                 events.append(structure(json.loads(line), MemoryEvent))
     return events

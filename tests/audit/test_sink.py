@@ -1,5 +1,5 @@
 """The audit sink on disk: dedup across restarts, rotation, torn tails, failed writes,
-one writer per trail, fsync policies and checkpoints."""
+several writers sharing one trail, fsync policies and checkpoints."""
 
 from __future__ import annotations
 
@@ -92,15 +92,65 @@ async def test_a_failed_write_is_cut_back_and_the_chain_continues(
     assert verification.ok and verification.entries == 2
 
 
-async def test_one_writer_per_trail(tmp_path: Path) -> None:
-    first = AuditSink(tmp_path)
-    await first.open()
-    second = AuditSink(tmp_path)
-    with pytest.raises(MemoryConfigurationError, match="another sink or process"):
-        await second.emit(event(0))
+async def test_two_sinks_on_one_trail_keep_one_linear_chain(tmp_path: Path) -> None:
+    # A CLI command next to a running worker: two writers, one trail, rotations by both.
+    first = AuditSink(tmp_path, max_file_bytes=4096)
+    second = AuditSink(tmp_path, max_file_bytes=4096)
+    for n in range(40):
+        await (first if n % 3 else second).emit(event(n))
+    await second.emit(event(5))  # written by the other sink: a redelivery, dropped
+    await first.emit(event(39))
+    assert (first.duplicates, second.duplicates) == (1, 1)
+    assert first.count == second.count == 40
     await first.close()
-    await second.emit(event(0))  # free once the first let go
     await second.close()
+    verification = verify_trail([tmp_path])
+    assert verification.ok and verification.entries == 40
+    assert len(files_in(tmp_path)) > 2
+    assert event_ids_in(tmp_path) == [event(n).event_id for n in range(40)]
+
+
+async def test_a_trail_locked_too_long_fails_the_append_instead_of_hanging(
+        tmp_path: Path) -> None:
+    import fcntl
+
+    sink = AuditSink(tmp_path, lock_timeout_s=0.05)
+    await sink.emit(event(0))
+    holder = os.open(tmp_path / ".lock", os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # a writer wedged while holding the trail
+    try:
+        with pytest.raises(MemoryUnavailableError, match="stayed locked"):
+            await sink.emit(event(1))
+    finally:
+        os.close(holder)
+    await sink.emit(event(1))  # free once the holder let go
+    await sink.close()
+    assert verify_trail([tmp_path]).entries == 2
+
+
+async def test_a_sink_refuses_to_chain_onto_what_another_writer_broke(
+        tmp_path: Path) -> None:
+    sink = AuditSink(tmp_path)
+    await sink.emit(event(0))
+    path = files_in(tmp_path)[-1]
+    forged = json.loads(path.read_bytes().splitlines()[-1])
+    forged["seq"] = 7  # appended behind the sink's back, and not a link of the chain
+    append_bytes(path, json.dumps(forged, sort_keys=True, separators=(",", ":")).encode()
+                 + b"\n")
+    with pytest.raises(AuditChainError, match="refusing to append"):
+        await sink.emit(event(1))
+    await sink.close()
+
+
+async def test_a_sink_refuses_a_trail_cut_while_it_was_open(tmp_path: Path) -> None:
+    sink = AuditSink(tmp_path)
+    for n in range(3):
+        await sink.emit(event(n))
+    path = files_in(tmp_path)[-1]
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
+    with pytest.raises(AuditChainError, match="shrank"):
+        await sink.emit(event(3))
+    await sink.close()
 
 
 async def test_a_broken_trail_is_never_appended_to(tmp_path: Path) -> None:

@@ -3,14 +3,21 @@
 Verification stops at the first broken entry and says where (file, line, entry
 number) and why, because everything after a break is unproven: a verifier that went
 on would invite reading past the damage.
+
+Three outcomes are not a break and are told apart from one (``Problem.kind``): a
+directory holding no trail files (``no_trail``), and a file that was never a hash
+chain at all, such as a plain JSON lines event log (``not_a_trail``). ``broken`` is
+kept for what tampering or damage leaves, so an alarm on it means something.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Final
 
 import attrs
 
@@ -29,6 +36,13 @@ from governed_memory.audit.chain import (
 
 Pathish = str | os.PathLike[str]
 
+BROKEN: Final = "broken"
+NOT_A_TRAIL: Final = "not_a_trail"
+NO_TRAIL: Final = "no_trail"
+PROBLEM_KINDS: Final = (BROKEN, NOT_A_TRAIL, NO_TRAIL)
+
+_TRAIL_FILE: Final = re.compile(r"audit-(\d{6})\.jsonl")
+
 
 @attrs.frozen(slots=True)
 class Problem:
@@ -40,6 +54,9 @@ class Problem:
     seq: int | None
     """The entry number the line holds or should have held, when known."""
     reason: str
+    kind: str = BROKEN
+    """``broken`` (tampering or damage), ``not_a_trail`` (the file was never a hash
+    chain, such as a plain event log) or ``no_trail`` (nothing to verify here)."""
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
@@ -64,20 +81,37 @@ class Verification:
         return self.problem is None
 
     @property
+    def status(self) -> str:
+        """``ok``, or the problem's kind (``broken``, ``not_a_trail``, ``no_trail``)."""
+        return "ok" if self.problem is None else self.problem.kind
+
+    @property
     def last_seq(self) -> int:
         return self.first_seq + self.entries
 
 
 def chain_files(paths: Sequence[Pathish]) -> tuple[Path, ...]:
     """Files in chain order: a directory stands for its ``audit-*.jsonl`` files."""
-    files: list[Path] = []
+    return tuple(path for path, _ in _expand(paths))
+
+
+def _expand(paths: Sequence[Pathish]) -> list[tuple[Path, bool]]:
+    """Each file, and whether it came from a directory (the whole trail) rather than
+    being named on its own (a part the caller chose)."""
+    files: list[tuple[Path, bool]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(path.glob(FILE_PATTERN)))
+            files.extend((found, True) for found in sorted(path.glob(FILE_PATTERN)))
         else:
-            files.append(path)
-    return tuple(files)
+            files.append((path, False))
+    return files
+
+
+def trail_file_number(path: Path) -> int | None:
+    """The number in an ``audit-NNNNNN.jsonl`` name (``None`` for any other name)."""
+    match = _TRAIL_FILE.fullmatch(path.name)
+    return int(match.group(1)) if match else None
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
@@ -105,6 +139,14 @@ class _Walker:
         self.hashes: dict[int, str] = {}
         self.event_ids: deque[str] = deque(maxlen=keep_ids)
         self.keep_ids = keep_ids
+
+    def resume_from(self, chain_id: str, seq: int, head: str, file_index: int) -> _Walker:
+        """Continue a chain already walked up to entry ``seq`` (whose hash is ``head``)
+        in file number ``file_index``: what a writer knows when it reads on from where
+        it last was."""
+        self.chain_id, self.seq, self.first_seq, self.head = chain_id, seq, seq, head
+        self.file_index, self.started = file_index, True
+        return self
 
     def step(self, value: dict[str, object], first_in_file: bool, raw: bytes) -> str | None:
         kind = value["kind"]
@@ -166,8 +208,15 @@ class _Walker:
 def verify_trail(paths: Sequence[Pathish],
                  checkpoints: Sequence[Checkpoint] = ()) -> Verification:
     """Verify the chain across ``paths`` (files in order, or directories), then each
-    checkpoint against it."""
-    files = chain_files(paths)
+    checkpoint against it.
+
+    A directory is the whole trail, so it must open with its genesis file: a directory
+    whose first file continues a chain has lost the files before it. Files named one
+    by one may start later (``first_seq`` says where), but a checkpoint is only proven
+    over a trail that starts at its genesis, since it vouches for every entry up to it.
+    """
+    expanded = _expand(paths)
+    files = tuple(path for path, _ in expanded)
     walker = _Walker(frozenset(c.count for c in checkpoints))
 
     def result(problem: Problem | None, checked: int = 0) -> Verification:
@@ -175,13 +224,18 @@ def verify_trail(paths: Sequence[Pathish],
                             walker.seq - walker.first_seq, walker.head, checked, problem)
 
     if not files:
-        return result(Problem("", 0, None, "no audit files given"))
-    for path in files:
+        where = ", ".join(str(p) for p in paths)
+        return result(Problem(where, 0, None, "no trail here: no audit-*.jsonl files",
+                              NO_TRAIL))
+    for position, (path, from_directory) in enumerate(expanded):
         try:
             lines = list(read_lines(path))
         except OSError as exc:
             return result(Problem(str(path), 0, None, f"cannot read: {exc.strerror}"))
+        number_in_name = trail_file_number(path)
         if not lines:
+            if position == 0 and number_in_name is None:
+                return result(_not_a_trail(path, "the file is empty"))
             return result(Problem(str(path), 0, None, "empty file (no genesis or continue "
                                                       "line)"))
         for number, raw, terminated in lines:
@@ -192,11 +246,16 @@ def verify_trail(paths: Sequence[Pathish],
             try:
                 value = parse_line(raw)
             except ChainFormatError as exc:
+                if position == 0 and number == 1 and number_in_name is None:
+                    return result(_not_a_trail(path, "its first line is no chain line"))
                 return result(Problem(str(path), number, due, str(exc)))
             try:
                 reason = walker.step(value, number == 1, raw)
             except ChainFormatError as exc:
                 reason = str(exc)
+            if reason is None and number == 1:
+                reason = _opening_problem(walker, value, path, number_in_name,
+                                          from_directory and position == 0)
             if reason is not None:
                 seq = value.get("seq") if value.get("kind") == ENTRY else None
                 return result(Problem(str(path), number,
@@ -204,8 +263,34 @@ def verify_trail(paths: Sequence[Pathish],
     return result(_check_checkpoints(walker, checkpoints, str(files[-1])), len(checkpoints))
 
 
+def _not_a_trail(path: Path, why: str) -> Problem:
+    return Problem(str(path), 0, None,
+                   f"not a hash-chained trail: {why} (a trail opens with a genesis or "
+                   "continue line; a plain event log, such as the jsonl sink's, cannot be "
+                   "verified)", NOT_A_TRAIL)
+
+
+def _opening_problem(walker: _Walker, value: dict[str, object], path: Path,
+                     number_in_name: int | None, starts_directory: bool) -> str | None:
+    """What is wrong with how a file opened, beyond the chain links ``step`` checks:
+    its name must carry its file number, and a directory must start at the genesis."""
+    if number_in_name is not None and number_in_name != walker.file_index:
+        return (f"the file is named number {number_in_name} but holds file number "
+                f"{walker.file_index} (renamed)")
+    if starts_directory and value["kind"] == CONTINUE:
+        return (f"the trail starts at file number {walker.file_index}, after entry "
+                f"{walker.first_seq}: the files before it were removed")
+    return None
+
+
 def _check_checkpoints(walker: _Walker, checkpoints: Sequence[Checkpoint],
                        last_file: str) -> Problem | None:
+    if checkpoints and walker.first_seq > 0:
+        return Problem(last_file, 0, walker.first_seq,
+                       f"the given files start after entry {walker.first_seq}, so nothing "
+                       "proves the entries before it are all there; a checkpoint is "
+                       "checked only from the genesis: pass the trail's directory or "
+                       "every file from audit-000001.jsonl on")
     for checkpoint in sorted(checkpoints, key=lambda c: c.count):
         if checkpoint.chain_id != walker.chain_id:
             return Problem(last_file, 0, checkpoint.count,
@@ -215,11 +300,6 @@ def _check_checkpoints(walker: _Walker, checkpoints: Sequence[Checkpoint],
             return Problem(last_file, 0, checkpoint.count,
                            f"truncated: the checkpoint covers {checkpoint.count} entries, "
                            f"the trail ends at entry {walker.seq}")
-        if checkpoint.count < walker.first_seq:
-            return Problem(last_file, 0, checkpoint.count,
-                           f"the checkpoint is at entry {checkpoint.count}, before the "
-                           f"first given file (entry {walker.first_seq}); pass the earlier "
-                           "files too")
         if walker.hashes.get(checkpoint.count) != checkpoint.head:
             return Problem(last_file, 0, checkpoint.count,
                            "the trail's hash at the checkpoint differs from the checkpoint's "
@@ -227,12 +307,22 @@ def _check_checkpoints(walker: _Walker, checkpoints: Sequence[Checkpoint],
     return None
 
 
+class TrailProblemError(ValueError):
+    """A trail that does not verify, where a verified one was needed."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+
+
 def checkpoint_of(paths: Sequence[Pathish], created_at: float) -> Checkpoint:
-    """A checkpoint of a verified trail's current head; raises ``ValueError`` with the
-    problem if the trail does not verify (a checkpoint must never bless damage)."""
+    """A checkpoint of a verified trail's current head; raises ``TrailProblemError`` (a
+    ``ValueError``) with the problem if the trail does not verify (a checkpoint must
+    never bless damage)."""
     verification = verify_trail(paths)
     if verification.problem is not None or verification.head is None:
-        raise ValueError(str(verification.problem))
+        assert verification.problem is not None
+        raise TrailProblemError(verification.problem)
     assert verification.chain_id is not None
     return Checkpoint(verification.chain_id, verification.last_seq, verification.head,
                       created_at)

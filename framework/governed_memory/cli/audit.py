@@ -1,7 +1,13 @@
 """``governed-memory audit verify|checkpoint|query|report``: read a hash-chained trail.
 
-Exit codes: 0 the trail verifies (and, for ``query``/``report``, was read); 1 it does
-not (the first broken entry and why go to stderr); 2 bad arguments.
+Exit codes, so a script can tell an alarm from a wrong argument:
+
+- 0 the trail verifies (and, for ``query``/``report``, was read);
+- 1 ``BROKEN``: it does not (tampering or damage; the first broken entry and why go to
+  stderr);
+- 2 bad arguments;
+- 3 not a hash-chained trail (a plain JSON lines event log, say);
+- 4 no trail here (a directory without ``audit-*.jsonl`` files).
 """
 
 from __future__ import annotations
@@ -16,12 +22,24 @@ import click
 from governed_memory.audit.chain import ChainFormatError, Checkpoint
 from governed_memory.audit.query import EventFilter, iso, parse_time, query
 from governed_memory.audit.report import CATEGORIES, SubjectReport, subject_report
-from governed_memory.audit.verify import Verification, checkpoint_of, verify_trail
+from governed_memory.audit.verify import (
+    BROKEN,
+    NO_TRAIL,
+    NOT_A_TRAIL,
+    Problem,
+    TrailProblemError,
+    Verification,
+    checkpoint_of,
+    verify_trail,
+)
 from governed_memory.converter import unstructure
 from governed_memory.events import subject_hash
 
 TRAIL = click.argument("trail", nargs=-1, required=True,
                        type=click.Path(exists=True, path_type=Path))
+
+EXIT_CODES = {BROKEN: 1, NOT_A_TRAIL: 3, NO_TRAIL: 4}
+"""Exit code by ``Problem.kind`` (0: verified; 2: bad arguments, click's own)."""
 
 
 @click.group()
@@ -46,11 +64,21 @@ def _checkpoints(paths: tuple[Path, ...]) -> list[Checkpoint]:
     return found
 
 
+def _say(problem: Problem) -> None:
+    """Only damage is called BROKEN; the other kinds say what they are themselves."""
+    prefix = "BROKEN " if problem.kind == BROKEN else ""
+    click.echo(f"{prefix}{problem}", err=True)
+
+
 def _verified(trail: tuple[Path, ...], checkpoints: list[Checkpoint]) -> Verification:
     verification = verify_trail(trail, checkpoints)
     if verification.problem is not None:
-        click.echo(f"BROKEN {verification.problem}", err=True)
+        _say(verification.problem)
     return verification
+
+
+def _exit_for(problem: Problem) -> None:
+    raise SystemExit(EXIT_CODES.get(problem.kind, 1))
 
 
 @audit.command()
@@ -65,6 +93,7 @@ def verify(trail: tuple[Path, ...], checkpoint_files: tuple[Path, ...], as_json:
     if as_json:
         body = unstructure(verification)
         body["ok"] = verification.ok
+        body["status"] = verification.status
         click.echo(json.dumps(body, indent=2, sort_keys=True))
     elif verification.ok:
         start = (f" after entry {verification.first_seq} (earlier files not given)"
@@ -73,9 +102,10 @@ def verify(trail: tuple[Path, ...], checkpoint_files: tuple[Path, ...], as_json:
                    f"{start} in {len(verification.files)} file(s), head {verification.head}, "
                    f"{verification.checkpoints_checked} checkpoint(s) matched")
     else:
-        click.echo(f"BROKEN {verification.problem}", err=True)
-    if not verification.ok:
-        raise SystemExit(1)
+        assert verification.problem is not None
+        _say(verification.problem)
+    if verification.problem is not None:
+        _exit_for(verification.problem)
 
 
 @audit.command()
@@ -85,9 +115,9 @@ def checkpoint(trail: tuple[Path, ...]) -> None:
     apart from the trail and pass to ``audit verify --checkpoint`` later."""
     try:
         found = checkpoint_of(trail, time.time())
-    except ValueError as exc:
-        click.echo(f"BROKEN {exc}", err=True)
-        raise SystemExit(1) from None
+    except TrailProblemError as exc:
+        _say(exc.problem)
+        _exit_for(exc.problem)
     click.echo(found.to_json())
 
 
@@ -119,9 +149,9 @@ def query_(trail: tuple[Path, ...], tenant: str | None, principal: str | None,
            scope_hash: str | None, subject: tuple[str, str] | None, operation: str | None,
            outcome: str | None, since: float | None, until: float | None,
            limit: int | None, no_verify: bool, as_json: bool) -> None:
-    """Events matching every filter given, in chain order."""
-    if not no_verify and not _verified(trail, []).ok:
-        raise SystemExit(1)
+    """Events matching every filter given, in chain order. The text form shows each
+    event's decision, policy revision and reasons too (``--json`` has every field)."""
+    _verify_unless(no_verify, trail)
     where = EventFilter(tenant=tenant, principal=principal, scope_hash=scope_hash,
                         subject_hash=subject_hash(*subject) if subject else None,
                         operation=operation, outcome=outcome, since=since, until=until)
@@ -134,12 +164,7 @@ def query_(trail: tuple[Path, ...], tenant: str | None, principal: str | None,
         if as_json:
             click.echo(json.dumps({"seq": entry.seq, "event": event}, sort_keys=True))
             continue
-        records = ",".join(event.get("record_ids") or ())
-        click.echo(f"{entry.seq:>7} {iso(entry.occurred_at)} {event.get('type')} "
-                   f"op={event.get('operation')} outcome={event.get('outcome')} "
-                   f"principal={event.get('principal_id')} tenant={event.get('tenant_id')}"
-                   + (f" records={records}" if records else "")
-                   + (f" error={event['error_code']}" if event.get("error_code") else ""))
+        click.echo(_query_line(entry.seq, entry.occurred_at, event))
     if not as_json:
         click.echo(f"{shown} event(s)", err=True)
 
@@ -154,8 +179,7 @@ def report(trail: tuple[Path, ...], tenant: str, user: str, no_verify: bool,
            as_json: bool) -> None:
     """What the trail records about one data subject: written, read, deleted, erased,
     denied and failed operations, when, and each erasure's receipt. No contents."""
-    if not no_verify and not _verified(trail, []).ok:
-        raise SystemExit(1)
+    _verify_unless(no_verify, trail)
     found = subject_report(trail, tenant, user)
     if as_json:
         body: dict[str, Any] = unstructure(found)
@@ -163,6 +187,30 @@ def report(trail: tuple[Path, ...], tenant: str, user: str, no_verify: bool,
         click.echo(json.dumps(body, indent=2, sort_keys=True))
         return
     _print_report(found)
+
+
+def _verify_unless(no_verify: bool, trail: tuple[Path, ...]) -> None:
+    if no_verify:
+        return
+    verification = _verified(trail, [])
+    if verification.problem is not None:
+        _exit_for(verification.problem)
+
+
+def _query_line(seq: int, occurred_at: float, event: dict[str, Any]) -> str:
+    """One event as a line: who did what with which outcome, and why (the decision,
+    the policy revision it was made under and every reason a policy gave)."""
+    records = ",".join(event.get("record_ids") or ())
+    reasons = list(event.get("reasons") or ())
+    return (f"{seq:>7} {iso(occurred_at)} {event.get('type')} "
+            f"op={event.get('operation')} outcome={event.get('outcome')} "
+            f"principal={event.get('principal_id')} tenant={event.get('tenant_id')}"
+            + (f" records={records}" if records else "")
+            + (f" decision={event['decision_id']}" if event.get("decision_id") else "")
+            + (f" policy_revision={event['policy_revision']}"
+               if event.get("policy_revision") else "")
+            + (f" error={event['error_code']}" if event.get("error_code") else "")
+            + (f" reasons={json.dumps(reasons, ensure_ascii=False)}" if reasons else ""))
 
 
 def _print_report(found: SubjectReport) -> None:

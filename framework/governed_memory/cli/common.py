@@ -1,5 +1,13 @@
-"""Shared plumbing for CLI commands: the database location, scope flags, the
-operator principal and output formatting."""
+"""Shared plumbing for CLI commands: the database location, the audit trail, scope
+flags, the operator principal and output formatting.
+
+Every command that opens memory keeps a trail of what it did: the event sinks the
+profile's ``[audit]`` section names, with relative paths resolved against the CLI's
+home (the directory of the database), and, when the profile names no hash-chained
+trail, one at ``<home>/audit``. So an operator's commands are audited like any other
+caller's, and a fail-closed profile (``compliance-strict``) works from the shell.
+Several commands at once (a ``worker`` next to an ``add``) share one trail safely.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +23,19 @@ import click
 
 from governed_memory.converter import unstructure
 from governed_memory.errors import MemoryError, MemoryValidationError
+from governed_memory.events import EventSink
 from governed_memory.manager import GovernedMemoryManager
+from governed_memory.plugins import PluginManager
 from governed_memory.principal import Permission, Principal, PrincipalKind
+from governed_memory.profiles import MemoryProfileSpec, ProfileRegistry
+from governed_memory.profiles.spec import AUDIT_SINK
 from governed_memory.scope import Scope
+from governed_memory.sinks import build_sinks
 
 HOME_ENV = "GOVERNED_MEMORY_HOME"
 DEFAULT_PROFILE = "local@1.0.0"
+DEFAULT_TRAIL = "audit"
+"""The trail's directory under the CLI's home when the profile names none."""
 _PROFILE_META = "governed_memory.profile"
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,6 +58,12 @@ def default_db_path() -> Path:
     home = os.environ.get(HOME_ENV)
     base = Path(home) if home else Path.cwd() / ".governed-memory"
     return base / "memory.db"
+
+
+def home_dir(db: Path | None) -> Path:
+    """Where the CLI keeps its files: the directory of ``--db`` when given, else
+    ``$GOVERNED_MEMORY_HOME``, else ``./.governed-memory``."""
+    return (db if db is not None else default_db_path()).absolute().parent
 
 
 def _remember_profile(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
@@ -115,11 +136,27 @@ def current_profile() -> str:
 
 
 def open_manager(db: Path | None, profile: str | None = None) -> GovernedMemoryManager:
-    """A manager from the profile (``local@1.0.0`` unless ``--profile`` says otherwise);
-    ``--db`` overrides the provider's database path."""
+    """A manager from the profile (``local@1.0.0`` unless ``--profile`` says otherwise)
+    with the CLI's event sinks (``cli_sinks``); ``--db`` overrides the provider's
+    database path."""
+    plugins = PluginManager.load()
+    spec = ProfileRegistry.from_plugins(plugins).get(profile or current_profile())
     overrides = None if db is None else {"path": str(db)}
-    return GovernedMemoryManager.from_profile(profile or current_profile(),
+    return GovernedMemoryManager.from_profile(spec, plugins=plugins,
+                                              sinks=cli_sinks(spec, plugins, db),
                                               provider_config_overrides=overrides)
+
+
+def cli_sinks(spec: MemoryProfileSpec, plugins: PluginManager,
+              db: Path | None) -> tuple[EventSink, ...]:
+    """The profile's sinks with relative paths under the CLI's home, plus the
+    hash-chained trail at ``<home>/audit`` when the profile names no trail."""
+    home = home_dir(db)
+    sinks = build_sinks(spec, plugins, base_dir=home)
+    if spec.audit.path is None:
+        trail = plugins.sinks.get(AUDIT_SINK).factory({"directory": str(home / DEFAULT_TRAIL)})
+        sinks = (trail, *sinks)
+    return sinks
 
 
 def run_with_manager(db: Path | None, work: Callable[[GovernedMemoryManager], Awaitable[T]]) -> T:

@@ -136,8 +136,9 @@ def build_policies(spec: MemoryProfileSpec, plugins: PluginManager) -> list[Memo
 
 
 def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> None:
-    """Prove the profile can be built here: provider, its capabilities, fallback, and
-    each policy with its configuration."""
+    """Prove the profile can be built here: provider, its capabilities, fallback, each
+    policy with its configuration, and each event sink ``[audit]`` names (sink
+    factories do no I/O, so building them opens no file)."""
     check_capabilities(spec, build_provider(spec, plugins).capabilities())
     if spec.fallback.provider is not None:
         try:
@@ -145,6 +146,9 @@ def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> No
         except MemoryConfigurationError as exc:
             raise _problem(spec, "fallback.provider", str(exc)) from None
     build_policies(spec, plugins)
+    from governed_memory.sinks import build_sinks
+
+    build_sinks(spec, plugins)
 
 
 def check_capabilities(spec: MemoryProfileSpec, capabilities: Capabilities) -> None:

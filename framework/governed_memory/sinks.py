@@ -1,0 +1,112 @@
+"""A profile's event sinks, built through the plugin registry.
+
+A profile names its sinks in ``[audit]``: ``path`` (with ``fsync``, rotation and
+checkpoint keys) is the hash-chained trail, built by the event sink registered as
+``audit``; each ``[audit.sinks.<name>]`` table is the config of the sink registered
+as ``<name>``. Sinks are looked up by name like providers and policies, so a
+third-party sink needs no change here and the framework imports no plugin.
+
+Where files go is the host's decision, not the profile's: a relative path in the
+profile (``path``, ``checkpoint_path``, and the ``path`` of the built-in ``jsonl``
+sink) is resolved against ``base_dir``, which the host passes (the CLI passes the
+directory of its database) and which is the current directory when it passes none.
+Other sinks' configs are handed over as written, since only the sink knows which of
+its keys are paths. Building does no I/O (sink factories must not): files are opened
+on the first event.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from governed_memory.errors import MemoryConfigurationError
+from governed_memory.events import EventSink
+from governed_memory.profiles.convert import ProfileLoadError
+from governed_memory.profiles.spec import AUDIT_SINK, MemoryProfileSpec
+
+if TYPE_CHECKING:
+    from governed_memory.plugins import PluginManager
+
+JSONL_SINK: Final = "jsonl"
+_TRAIL_PATH_KEYS: Final = ("directory", "checkpoint_path")
+
+
+def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *,
+                base_dir: str | os.PathLike[str] | None = None) -> tuple[EventSink, ...]:
+    """The sinks ``spec``'s ``[audit]`` section names, unopened: the trail first (when
+    ``path`` is set), then ``[audit.sinks.*]`` in name order. Empty when it names none.
+
+    A name no plugin registered, or a config its factory refuses, raises
+    ``ProfileLoadError`` naming the dotted path (``audit.sinks.kafka``)."""
+    from governed_memory.plugins import PluginManager
+
+    plugins = plugins or PluginManager.load()
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    wanted: list[tuple[str, str, dict[str, Any]]] = []
+    trail = spec.audit.trail_config
+    if trail is not None:
+        for key in _TRAIL_PATH_KEYS:
+            if key in trail:
+                trail[key] = str(_resolved(base, trail[key]))
+        wanted.append(("audit.path", AUDIT_SINK, trail))
+    for name in sorted(spec.audit.sinks):
+        config = _plain(spec.audit.sinks[name])
+        if name == JSONL_SINK and isinstance(config.get("path"), str):
+            config["path"] = str(_resolved(base, config["path"]))
+        wanted.append((f"audit.sinks.{name}", name, config))
+    sinks: list[EventSink] = []
+    for where, name, config in wanted:
+        try:
+            registration = plugins.sinks.get(name)
+        except MemoryConfigurationError as exc:
+            raise ProfileLoadError(spec.key, [f"{where}: {exc}"]) from None
+        try:
+            sink = registration.factory(config)
+        except MemoryConfigurationError as exc:
+            raise ProfileLoadError(spec.key, [f"{where}: {exc}"]) from None
+        except Exception as exc:  # a factory that breaks on its input is a config problem
+            raise ProfileLoadError(spec.key, [f"{where}: event sink {name!r} could not be "
+                                              f"built: {type(exc).__name__}: {exc}"]
+                                   ) from None
+        if not isinstance(sink, EventSink):
+            raise ProfileLoadError(spec.key, [f"{where}: the factory of event sink {name!r} "
+                                              "built no EventSink (emit and close)"])
+        sinks.append(sink)
+    return tuple(sinks)
+
+
+def jsonl_sink_from_config(config: Mapping[str, Any]) -> EventSink:
+    """The ``jsonl`` event-sink plugin's factory: ``{"path": ..., "fsync": false}``."""
+    from governed_memory.events import JsonLinesEventSink
+
+    unknown = sorted(set(config) - {"path", "fsync"})
+    if unknown:
+        raise MemoryConfigurationError(f"jsonl sink: unknown config key(s) {unknown}; "
+                                       "known: ['fsync', 'path']")
+    path, fsync = config.get("path"), config.get("fsync", False)
+    if not isinstance(path, str | os.PathLike) or not str(path).strip():
+        raise MemoryConfigurationError("jsonl sink: config needs a path")
+    if not isinstance(fsync, bool):
+        raise MemoryConfigurationError("jsonl sink: fsync must be true or false")
+    return JsonLinesEventSink(path, fsync=fsync)
+
+
+def _resolved(base: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A mutable plain copy of a frozen config, as factories expect."""
+
+    def plain(item: Any) -> Any:
+        if isinstance(item, Mapping):
+            return {k: plain(v) for k, v in item.items()}
+        if isinstance(item, tuple | list):
+            return [plain(v) for v in item]
+        return item
+
+    return {str(k): plain(v) for k, v in value.items()}
