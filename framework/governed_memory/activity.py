@@ -265,6 +265,7 @@ class ActivityPort:
                    span: Any, started: float) -> Any:
         try:
             request.validate()
+            _check_against_clock(request, ctx.now)
         except MemoryValidationError as exc:
             await self._close_trail(self._event("rejected", operation, ctx, request, error=exc,
                                                 started=started, outcome="invalid"))
@@ -296,9 +297,9 @@ class ActivityPort:
         except BaseException as exc:
             # Cancelled (or a wait_for timeout) while policies ran: the trail still
             # closes the operation, so no ``requested`` event is left without an outcome.
-            error = _Cancelled() if isinstance(exc, asyncio.CancelledError) else exc
+            failure = _Cancelled() if isinstance(exc, asyncio.CancelledError) else exc
             await self._close_trail(self._event(
-                "failed", operation, ctx, request, error=error, started=started,
+                "failed", operation, ctx, request, error=failure, started=started,
                 outcome="cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"))
             raise
         span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
@@ -610,6 +611,17 @@ def _subjects(request: MemoryRequest | None, scopes: tuple[Scope, ...]) -> tuple
         return ()
     return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
                                for scope in scopes if scope.user_id is not None))
+
+
+def _check_against_clock(request: MemoryRequest, now: float) -> None:
+    """What only the operation's clock can refuse: a new record that would already be
+    expired is invisible to every read from the moment it is written, so writing it is
+    a mistake, not a memory. (An update may still set an expiry that has passed: that
+    is how a caller ends a record's life without a tombstone.)"""
+    if isinstance(request, AddRequest) and request.expires_at is not None \
+            and request.expires_at <= now:
+        raise MemoryValidationError("expires_at must be in the future for a new record",
+                                    field="expires_at")
 
 
 def _capture(span: Any, request: MemoryRequest) -> None:

@@ -23,6 +23,12 @@ MIN_PAGE_SIZE: Final = 1
 MAX_PAGE_SIZE: Final = 100
 MAX_ENTITY_IDS: Final = 64
 MAX_JSON_DEPTH: Final = 32
+MAX_EPOCH_SECONDS: Final = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: the last second a timestamp field may name. Beyond it a value is
+no date at all (``1e300``), and no datastore or datetime library agrees on it."""
+WILDCARDS: Final = frozenset("*%")
+"""Characters no identifier may hold: ``*`` (glob, Mem0 and Redis patterns) and ``%``
+(SQL ``LIKE``), so no value can ever act as a wildcard in a datastore."""
 
 
 def utf8_size(value: str, field: str) -> int:
@@ -61,10 +67,11 @@ def check_identifier(value: object, field: str) -> str:
         raise MemoryValidationError(f"{field} must not start or end with whitespace", field=field)
     if not text.isprintable():
         raise MemoryValidationError(f"{field} contains a control character", field=field)
-    if "*" in text:
-        raise MemoryValidationError(
-            f"{field} contains '*': wildcards are never scope values", field=field
-        )
+    for wildcard in WILDCARDS:
+        if wildcard in text:
+            raise MemoryValidationError(
+                f"{field} contains {wildcard!r}: wildcards are never identifiers", field=field
+            )
     return text
 
 

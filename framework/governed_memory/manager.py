@@ -294,7 +294,7 @@ class GovernedMemoryManager:
         memory_type: MemoryType | str = MemoryType.NOTE,
         key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
-        provenance: Provenance | None = None,
+        provenance: Provenance | Mapping[str, str] | None = None,
         visibility: Visibility | str = Visibility.PRIVATE,
         importance: float = 0.5,
         entity_ids: Iterable[str] = (),
@@ -307,7 +307,7 @@ class GovernedMemoryManager:
         result: MemoryRecord = await self._execute(Operation.ADD, principal, lambda: AddRequest(
             scope=scope, content=content,
             memory_type=_enum(MemoryType, memory_type, "memory_type"), key=key,
-            metadata=metadata or {}, provenance=provenance or Provenance(),
+            metadata=metadata or {}, provenance=provenance,
             visibility=_enum(Visibility, visibility, "visibility"), importance=importance,
             entity_ids=_strings(entity_ids, "entity_ids"), valid_from=valid_from,
             invalid_at=invalid_at,

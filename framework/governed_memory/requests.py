@@ -17,6 +17,7 @@ from governed_memory.errors import MemoryValidationError
 from governed_memory.limits import (
     MAX_CONTENT_BYTES,
     MAX_ENTITY_IDS,
+    MAX_EPOCH_SECONDS,
     MAX_IDEMPOTENCY_KEY_BYTES,
     MAX_KEY_BYTES,
     MAX_QUERY_BYTES,
@@ -51,6 +52,15 @@ def _check_time(value: float | None, field: str) -> None:
         raise MemoryValidationError(f"{field} must be finite UTC epoch seconds", field=field)
     if value < 0:
         raise MemoryValidationError(f"{field} must not be negative", field=field)
+    if value > MAX_EPOCH_SECONDS:
+        raise MemoryValidationError(
+            f"{field} is past the year 9999 ({MAX_EPOCH_SECONDS:.0f}): not a date", field=field)
+
+
+def _check_interval(valid_from: float | None, invalid_at: float | None) -> None:
+    if valid_from is not None and invalid_at is not None and valid_from >= invalid_at:
+        raise MemoryValidationError("valid_from must be before invalid_at (a record is valid "
+                                    "from valid_from until invalid_at)", field="valid_from")
 
 
 def _check_importance(value: float | None) -> None:
@@ -73,7 +83,28 @@ def _check_record_write(record_id: object, expected_revision: str | None,
     _check_optional_text(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
 
 
+def _provenance(value: object) -> Provenance:
+    """A ``Provenance``, or a mapping of its fields (``{"source_type": "web"}``): the
+    shape a caller naturally writes, checked strictly (unknown fields, non-strings)."""
+    if isinstance(value, Provenance):
+        return value
+    if value is None:
+        return Provenance()
+    if isinstance(value, Mapping):
+        from governed_memory.converter import structure
+
+        try:
+            return structure(dict(value), Provenance)
+        except MemoryValidationError as exc:
+            raise MemoryValidationError(f"provenance: {exc}", field="provenance") from None
+    raise MemoryValidationError(
+        f"provenance must be a Provenance or a mapping of its fields, not "
+        f"{type(value).__name__}", field="provenance")
+
+
 def _check_provenance(provenance: Provenance) -> None:
+    if not isinstance(provenance, Provenance):
+        raise MemoryValidationError("provenance must be a Provenance", field="provenance")
     for name, value in provenance.as_dict().items():
         check_text(value, f"provenance.{name}", max_bytes=1024)
 
@@ -140,7 +171,7 @@ class AddRequest(_Request):
     memory_type: MemoryType = MemoryType.NOTE
     key: str | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
-    provenance: Provenance = attrs.field(factory=Provenance)
+    provenance: Provenance = attrs.field(factory=Provenance, converter=_provenance)
     visibility: Visibility = Visibility.PRIVATE
     importance: float = 0.5
     entity_ids: tuple[str, ...] = ()
@@ -162,6 +193,7 @@ class AddRequest(_Request):
         _check_entities(self.entity_ids)
         for name in ("valid_from", "invalid_at", "expires_at"):
             _check_time(getattr(self, name), name)
+        _check_interval(self.valid_from, self.invalid_at)
         if self.supersedes is not None:
             _check_record_id(self.supersedes, "supersedes")
         if self.status not in (RecordStatus.ACTIVE, RecordStatus.PENDING_REVIEW):
@@ -276,6 +308,17 @@ class UpdateRequest(_Request):
         if self.clear_expires_at and self.expires_at is not None:
             raise MemoryValidationError("set expires_at or clear it, not both",
                                         field="expires_at")
+        if not self.changes_something():
+            raise MemoryValidationError(
+                "update changes nothing: give at least one of content, memory_type, "
+                "metadata, importance, visibility, entity_ids, expires_at, "
+                "clear_expires_at, invalid_at, superseded_by", field="update")
+
+    def changes_something(self) -> bool:
+        """Whether any field is set: an update of nothing would still issue a version."""
+        return self.clear_expires_at or any(getattr(self, name) is not None for name in (
+            "content", "memory_type", "metadata", "importance", "visibility", "entity_ids",
+            "expires_at", "invalid_at", "superseded_by"))
 
 
 @attrs.frozen(slots=True)

@@ -530,3 +530,29 @@ async def test_cancelled_during_policy_evaluation_still_closes_its_trail(
         assert sink.events[-1].operation_id == sink.events[0].operation_id
         assert (await inner.list(
             ListRequest(ALICE_SCOPE), OperationContext("op_check", ALICE, clock.now()))).items == ()
+
+
+async def test_a_new_record_that_would_already_be_expired_is_refused(
+        manager: GovernedMemoryManager, sink: InMemoryEventSink, clock: ManualClock) -> None:
+    for when in (clock.now(), clock.now() - 1):
+        sink.clear()
+        with pytest.raises(MemoryValidationError) as info:
+            await manager.add(ALICE, ALICE_SCOPE, "born dead", expires_at=when)
+        assert info.value.field == "expires_at"
+        assert types(sink) == ["memory.write.rejected"]
+        assert sink.events[-1].outcome == "invalid"
+    assert (await manager.list(ALICE, ALICE_SCOPE)).items == ()
+    record = await manager.add(ALICE, ALICE_SCOPE, "lives a minute", expires_at=clock.now() + 60)
+    # an update may still end a record's life now
+    await manager.update(ALICE, ALICE_SCOPE, record.id, expires_at=clock.now())
+    with pytest.raises(MemoryNotFoundError):
+        await manager.get(ALICE, ALICE_SCOPE, record.id)
+
+
+async def test_provenance_may_be_given_as_a_mapping(manager: GovernedMemoryManager) -> None:
+    record = await manager.add(ALICE, ALICE_SCOPE, "from the web",
+                               provenance={"source_type": "web", "source_id": "https://x"})
+    assert record.provenance.source_type == "web"
+    with pytest.raises(MemoryValidationError) as info:
+        await manager.add(ALICE, ALICE_SCOPE, "x", provenance={"source": "web"})  # type: ignore[dict-item]
+    assert info.value.field == "provenance"

@@ -51,7 +51,7 @@ from hypothesis import strategies as st
 
 IDENT_CHARS = st.characters(
     blacklist_categories=("Cs", "Cc", "Cf", "Co", "Cn", "Zl", "Zp", "Zs"),
-    blacklist_characters="*",
+    blacklist_characters="*%",
 )
 identifiers = st.text(IDENT_CHARS, min_size=1, max_size=16)
 scopes = st.builds(
@@ -289,7 +289,7 @@ REQUESTS = [
     SearchRequest((SCOPE,), "dark mode"),
     SearchRequest((SCOPE, OTHER), "q", 7, (MemoryType.FACT,), {"lang": "en", "n": 2},
                   ("e1",)),
-    UpdateRequest(SCOPE, "01ABC"),
+    UpdateRequest(SCOPE, "01ABC", importance=0.3),
     UpdateRequest(SCOPE, "01ABC", expected_revision="r1", content="new",
                   memory_type=MemoryType.FACT, metadata={"a": 1}, importance=0.1,
                   visibility=Visibility.PRIVATE, entity_ids=(), expires_at=None,

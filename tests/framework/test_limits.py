@@ -491,3 +491,38 @@ def test_cursor_text_is_bounded_in_requests() -> None:
     refused(ListRequest(SCOPE, cursor=""), "cursor")
     refused(ListRequest(SCOPE, cursor="c" * 2049), "cursor")
     refused(PurgeExpiredRequest(SCOPE, after="\ud800"), "after")
+
+
+@pytest.mark.parametrize("name", ["valid_from", "invalid_at", "expires_at"])
+@pytest.mark.parametrize("value", [1e300, 253_402_300_800.0, float(2**63)])
+def test_times_past_the_year_9999_are_not_dates(name: str, value: float) -> None:
+    refused(AddRequest(SCOPE, "c", **{name: value}), name)
+    AddRequest(SCOPE, "c", **{name: 253_402_300_799.0}).validate()  # the last second is fine
+
+
+@pytest.mark.parametrize(("valid_from", "invalid_at"), [(10.0, 5.0), (7.0, 7.0)])
+def test_a_validity_interval_must_not_be_empty(valid_from: float, invalid_at: float) -> None:
+    refused(AddRequest(SCOPE, "c", valid_from=valid_from, invalid_at=invalid_at), "valid_from")
+    AddRequest(SCOPE, "c", valid_from=5.0, invalid_at=10.0).validate()
+
+
+def test_an_update_that_changes_nothing_is_refused() -> None:
+    refused(UpdateRequest(SCOPE, "01ABC"), "update")
+    refused(UpdateRequest(SCOPE, "01ABC", expected_revision="r1", idempotency_key="k"),
+            "update")
+    UpdateRequest(SCOPE, "01ABC", metadata={}).validate()  # clearing metadata is a change
+    UpdateRequest(SCOPE, "01ABC", clear_expires_at=True).validate()
+
+
+@pytest.mark.parametrize("user_id", ["%", "a%", "%alice", "*"])
+def test_wildcards_are_refused_in_an_erasure(user_id: str) -> None:
+    refused(DeleteUserRequest("acme", user_id), "user_id")
+    refused(DeleteUserRequest(user_id, "alice"), "tenant_id")
+
+
+@pytest.mark.parametrize("provenance", [{"sourc": "web"}, {"source_type": 3}, ["web"], 42])
+def test_provenance_is_a_provenance_or_a_mapping_of_its_fields(provenance: Any) -> None:
+    with pytest.raises(MemoryValidationError) as info:
+        AddRequest(SCOPE, "c", provenance=provenance)
+    assert info.value.field == "provenance"
+    assert AddRequest(SCOPE, "c", provenance={"source_type": "web"}).provenance.source_type == "web"

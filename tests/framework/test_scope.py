@@ -21,10 +21,10 @@ from governed_memory.scope import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-# Printable, non-blank identifiers without the '*' wildcard: what a scope value may be.
+# Printable, non-blank identifiers without the '*' and '%' wildcards: what a scope value may be.
 IDENT_CHARS = st.characters(
     blacklist_categories=("Cs", "Cc", "Cf", "Co", "Cn", "Zl", "Zp", "Zs"),
-    blacklist_characters="*",
+    blacklist_characters="*%",
 )
 identifiers = st.text(IDENT_CHARS, min_size=1, max_size=24)
 
