@@ -239,15 +239,25 @@ class GovernedMemoryManager:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        if not self._started:
-            await self.provider.start()
-            self._started = True
+        if self._started:
+            return
+        await self.provider.start()
+        try:
             outbox = self.activity.outbox
             if outbox is not None:
                 # Events a crash left between the provider's commit and the sinks.
                 await outbox.drain()
                 if self.outbox_interval_s is not None:
                     outbox.start(self.outbox_interval_s)
+        except BaseException:
+            # A start that fails leaves nothing open behind it (connections, threads).
+            try:
+                await self.provider.close()
+            except Exception as exc:
+                log.error("closing the provider after a failed start failed: %s",
+                          type(exc).__name__)
+            raise
+        self._started = True
 
     async def deliver_events(self) -> int:
         """Drain the provider's event outbox now; returns how many events went out

@@ -118,33 +118,32 @@ class PluginManager:
             self._pm.check_pending()
         except pluggy.PluginValidationError as exc:
             raise MemoryConfigurationError(f"plugin {exc.plugin!r}: {exc}") from None
-        for plugin_name, plugin in self._pm.list_name_plugin():
-            if plugin is None:  # blocked
-                continue
-            # Call each plugin's hooks on its own so a registration names its plugin.
-            for hook_name, registry in (
-                ("register_memory_providers", self.providers),
-                ("register_memory_policies", self.policies),
-                ("register_event_sinks", self.sinks),
-                ("register_cache_stores", self.cache_stores),
-                ("register_embedders", self.embedders),
-                ("register_turn_stores", self.turn_stores),
-                ("register_working_state_stores", self.working_state_stores),
-                ("register_language_models", self.language_models),
-            ):
-                impl = getattr(plugin, hook_name, None)
-                if impl is not None and self._is_hookimpl(plugin, hook_name):
-                    impl(register=registry.register_from(plugin_name))
-            for hook_name, items in (("register_memory_profiles", self.profiles),
-                                     ("register_domain_packs", self.packs)):
-                if self._is_hookimpl(plugin, hook_name):
-                    getattr(plugin, hook_name)(
-                        register=lambda item, _p=plugin_name, _to=items: _to.append((_p, item))
-                    )
+        # Each implementation is called on its own (through pluggy's own record of it,
+        # so ``@hookimpl(specname=...)`` counts like a same-named function), and what it
+        # registers names its plugin.
+        for hook_name, registry in (
+            ("register_memory_providers", self.providers),
+            ("register_memory_policies", self.policies),
+            ("register_event_sinks", self.sinks),
+            ("register_cache_stores", self.cache_stores),
+            ("register_embedders", self.embedders),
+            ("register_turn_stores", self.turn_stores),
+            ("register_working_state_stores", self.working_state_stores),
+            ("register_language_models", self.language_models),
+        ):
+            for impl in self._implementations(hook_name):
+                impl.function(register=registry.register_from(impl.plugin_name))
+        for hook_name, items in (("register_memory_profiles", self.profiles),
+                                 ("register_domain_packs", self.packs)):
+            for impl in self._implementations(hook_name):
+                impl.function(
+                    register=lambda item, _p=impl.plugin_name, _to=items: _to.append((_p, item))
+                )
 
-    def _is_hookimpl(self, plugin: object, hook_name: str) -> bool:
-        hook = getattr(self._pm.hook, hook_name)
-        return any(impl.plugin is plugin for impl in hook.get_hookimpls())
+    def _implementations(self, hook_name: str) -> list[pluggy.HookImpl]:
+        """The hook's implementations in registration order (pluggy calls them in the
+        reverse order; a registry refuses duplicates either way)."""
+        return list(getattr(self._pm.hook, hook_name).get_hookimpls())
 
 
 def _blocked_from_env(environ: Mapping[str, str] | None = None) -> set[str]:

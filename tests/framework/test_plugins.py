@@ -308,3 +308,25 @@ def test_methods_without_hookimpl_marker_are_ignored() -> None:
             register("sneaky", _native_factory)
 
     assert load(Unmarked).providers.all() == ()
+
+
+class SpecnamePlugin:
+    """Implementations under other names, told apart by ``specname`` (pluggy's way to
+    implement a hook twice in one plugin, or to keep a descriptive function name)."""
+
+    @staticmethod
+    @hookimpl(specname="register_memory_providers")
+    def providers_of_this_plugin(register: Register) -> None:
+        register("gamma", _native_factory, description="registered under a specname")
+
+    @staticmethod
+    @hookimpl(specname="register_memory_profiles")
+    def profiles_of_this_plugin(register: Callable[[Any], None]) -> None:
+        register("a profile source")
+
+
+def test_implementations_named_by_specname_are_collected() -> None:
+    manager = load(SpecnamePlugin)
+    assert [r.name for r in manager.providers.all()] == ["gamma"]
+    assert manager.providers.get("gamma").plugin == "SpecnamePlugin"
+    assert manager.profiles == [("SpecnamePlugin", "a profile source")]
