@@ -95,7 +95,7 @@ def jsonl_sink_from_config(config: Mapping[str, Any]) -> EventSink:
 
 
 def _resolved(base: Path, value: str) -> Path:
-    path = Path(value).expanduser()
+    path = Path(value)
     return path if path.is_absolute() else base / path
 
 

@@ -51,6 +51,8 @@ EXIT_CODES = {
     "configuration": 7,
     "storage": 8,
     "unavailable": 9,
+    "audit_unavailable": 9,  # a fail-closed trail could not record the operation
+    "audit_chain": 7,  # the trail on disk does not verify: nothing is chained onto it
 }
 
 
