@@ -7,6 +7,8 @@ transactional row store and they all behave alike.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -108,7 +110,7 @@ from governed_memory_native.snapshot_writer import store as store_snapshots
 from governed_memory_native.snapshots import detach, detach_version
 from governed_memory_native.tokens import query_tokens
 from governed_memory_native.vector_engines import faiss_module
-from governed_memory_native.vector_index import VectorIndexes
+from governed_memory_native.vector_index import REFRESH_S, VectorIndexes
 from governed_memory_native.vectors import cosine_ranking
 
 T = TypeVar("T")
@@ -145,6 +147,7 @@ class NativeMemoryProvider:
         self._snapshots = SnapshotWriter(backend, self._config.snapshot_retention_s)
         # Vector candidates of large scopes (see vector_index); lives in process memory.
         self._vector_indexes = VectorIndexes(self._config)
+        self._refresher: asyncio.Task[None] | None = None
 
     @property
     def backend(self) -> StorageBackend:
@@ -205,6 +208,7 @@ class NativeMemoryProvider:
             await self._snapshots.close()
             await self._flush_acks()
         finally:
+            await self._stop_refresher()
             self._vector_indexes.clear()  # no vector stays in process memory after close
             await self._backend.close()
         embedder = self._indexer.embedder
@@ -574,6 +578,8 @@ class NativeMemoryProvider:
             return fused, records, candidates
 
         fused, records, candidates = await self._backend.run_read(unit)
+        if query_vector is not None:
+            self._start_refresher()
         fused = [item for item in fused if item.record_id in records]
         hits = [item.hit(self._owned(records[item.record_id]), rank)
                 for rank, item in enumerate(fused, start=1)]
@@ -589,6 +595,32 @@ class NativeMemoryProvider:
             logger.warning("retrieval snapshot not stored: storage unavailable for writes")
             snapshot_id = None
         return SearchResult(hits=tuple(hits), candidates=candidates, snapshot_id=snapshot_id)
+
+    def _start_refresher(self) -> None:
+        """While vector indexes are held, a task catches them up every ``REFRESH_S``, so
+        erasures (by any process) leave this process's memory even in scopes nobody
+        searches again; it ends when none is held."""
+        if (self._open and self._vector_indexes.held()
+                and (self._refresher is None or self._refresher.done())):
+            self._refresher = asyncio.get_running_loop().create_task(
+                self._refresh_vector_indexes(), name="gm-vector-index-refresh")
+
+    async def _refresh_vector_indexes(self) -> None:
+        while self._open and self._vector_indexes.held():
+            await asyncio.sleep(REFRESH_S)
+            try:
+                await self._backend.run_read(self._vector_indexes.refresh)
+            except MemoryError as exc:  # storage busy or gone: the next round retries
+                logger.debug("vector index refresh failed: %s", exc.code)
+            except Exception:
+                logger.exception("vector index refresh failed")
+
+    async def _stop_refresher(self) -> None:
+        task, self._refresher = self._refresher, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _store_snapshot(self, request: SearchRequest, ctx: OperationContext,
                               ranking: RankingConfig, signals: Sequence[str],

@@ -76,6 +76,10 @@ class VectorEngine(Protocol):
         """Positions and scores of the ``k`` best rows, score descending."""
         ...
 
+    def rows(self) -> np.ndarray:
+        """A float32 copy of the rows (inspection and tests)."""
+        ...
+
     def wipe(self) -> None:
         """Zero every row and release the memory."""
         ...
@@ -156,6 +160,13 @@ class FaissEngine:
         chosen = positions[0] >= 0
         return positions[0][chosen], scores[0][chosen]
 
+    def rows(self) -> np.ndarray:
+        return self._codes().astype(np.float32)
+
+    def buffer(self) -> np.ndarray:
+        """The code buffer itself, as bytes (tests look for erased vectors in it)."""
+        return self._codes().view(np.uint8).copy()
+
     def wipe(self) -> None:
         self._codes()[:] = 0
         self._index.reset()
@@ -205,6 +216,14 @@ class NumpyEngine:
                   else np.arange(self._size))
         order = chosen[np.argsort(-scores[chosen], kind="stable")]
         return order.astype(np.int64), scores[order]
+
+    def rows(self) -> np.ndarray:
+        return self._rows[:self._size].copy()
+
+    def buffer(self) -> np.ndarray:
+        """The whole buffer, spare capacity included, as bytes (tests look for erased
+        vectors in it)."""
+        return self._rows.view(np.uint8).copy()
 
     def wipe(self) -> None:
         self._rows[:] = 0

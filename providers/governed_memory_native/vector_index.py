@@ -71,9 +71,12 @@ CATCH_UP_LIMIT: Final = 10_000
 FIRST_K: Final = 256
 """Candidates asked of an index first (at least 4 x ``want``)."""
 GROWTH: Final = 4
+REFRESH_S: Final = 1.0
+"""How often the provider catches held indexes up without a search (see ``refresh``)."""
 VERIFY_BUDGET: Final = 4_096
-"""Candidates verified in storage (at least 32 x ``want``) before a filter that lets
-too few through counts as very selective and the scope is searched exactly."""
+"""Candidates verified in storage (at least 32 x ``want``) at most: a filter that would
+need more to let ``want`` through counts as very selective, and the scope is searched
+exactly instead."""
 
 
 class ScopeIndex:
@@ -83,12 +86,13 @@ class ScopeIndex:
     removed under it, so a search never sees a half-applied change.
     """
 
-    def __init__(self, dimension: int, seq: int) -> None:
+    def __init__(self, identity: EmbedderIdentity, seq: int) -> None:
         self.lock = threading.Lock()
-        self.dimension = dimension
+        self.identity = identity
+        self.dimension = identity.dimension
         self.seq = seq
         """The change sequence this index reflects."""
-        self._engine: VectorEngine = new_engine(dimension)
+        self._engine: VectorEngine = new_engine(self.dimension)
         self._ids: list[str] = []
         self._positions: dict[str, int] = {}
         self.dead = False
@@ -127,6 +131,14 @@ class ScopeIndex:
     def search(self, query: np.ndarray, k: int) -> tuple[list[str], list[float]]:
         positions, scores = self._engine.search(query, k)
         return [self._ids[int(p)] for p in positions], [float(s) for s in scores]
+
+    def record_ids(self) -> list[str]:
+        """The records held, by position (inspection and tests)."""
+        return list(self._ids)
+
+    def rows(self) -> np.ndarray:
+        """A float32 copy of the rows held (inspection and tests)."""
+        return self._engine.rows()
 
     def wipe(self) -> None:
         self.dead = True
@@ -171,10 +183,11 @@ class VectorIndexes:
         return (f"vector index {engine_name()} from {self._min_vectors:,} vectors per scope,"
                 f" holding at most {self._max_vectors:,}{note}")
 
-    def held(self) -> dict[tuple[str, str], int]:
-        """Vectors held per (identity, scope) now."""
+    def held(self) -> dict[tuple[str, str], ScopeIndex]:
+        """The live index of each (identity, scope) held now (inspection and tests: take
+        an index's ``lock`` to read it)."""
         with self._lock:
-            return {key: index.size for key, index in self._indexes.items()}
+            return dict(self._indexes)
 
     def clear(self) -> None:
         """Wipe every index (the provider is closing)."""
@@ -200,10 +213,15 @@ class VectorIndexes:
             return await tx.vector_candidates(query)
         filters, identity = query.filters, query.identity
         states = await tx.vector_scope_states(identity, filters.scope_hashes)
+        empty = VectorScopeState()
         indexed = [scope_hash for scope_hash in filters.scope_hashes
-                   if self._min_vectors <= states.get(scope_hash, VectorScopeState()).vectors
-                   <= self._max_vectors]
+                   if self._indexable(states.get(scope_hash, empty))]
         exact = [scope_hash for scope_hash in filters.scope_hashes if scope_hash not in indexed]
+        held = self.held()
+        for scope_hash in exact:  # shrank below the threshold: its index goes
+            stale = held.get((str(identity), scope_hash))
+            if stale is not None:
+                self._drop((str(identity), scope_hash), stale)
         rows: list[tuple[str, bytes]] = []
         if exact:
             self._count("exact_scopes", len(exact))
@@ -213,7 +231,7 @@ class VectorIndexes:
         target = decode(vector, identity.dimension).astype(np.float32)
         for scope_hash in indexed:
             scoped = _within(query, [scope_hash])
-            index = await self._current(tx, identity, scope_hash, states[scope_hash])
+            index = await self._current(tx, identity, scope_hash, states.get(scope_hash, empty))
             found = None if index is None else await self._search(tx, index, scoped,
                                                                    target, want)
             if found is None:
@@ -266,9 +284,14 @@ class VectorIndexes:
                             heapq.heappush(best, score)
                         elif score > best[0]:
                             heapq.heapreplace(best, score)
-                if reads > budget:
+                short = len(best) < want
+                if reads > budget or (short and reads >= 2 * step and want * reads
+                                      > budget * (len(rows) + 1)):
+                    # Very selective (at the survival rate so far, ``want`` survivors
+                    # would take more than the budget), or scores too close to tell
+                    # apart: exact search of the scope is cheaper.
                     self._count("verified", reads)
-                    return None  # very selective, or scores too close to tell apart
+                    return None
             if len(ids) < k or k >= size:
                 self._count("verified", reads)
                 return rows  # every row of the index was considered
@@ -284,22 +307,68 @@ class VectorIndexes:
             index = self._indexes.get(key)
             if index is not None:
                 self._indexes.move_to_end(key)
-        applied = -1
-        if index is not None:
-            with index.lock:
-                applied = -1 if index.dead else index.seq
-        if index is None or applied < 0:
-            return await self._build(tx, identity, scope_hash, state)
-        if applied >= state.seq:
+        if index is not None and await self._caught_up(tx, identity, scope_hash, index,
+                                                       state):
             return index
-        behind = state.seq - applied
-        if behind <= CATCH_UP_LIMIT:
-            changes = await tx.vector_changes(identity, scope_hash, applied, behind)
-            # Contiguous from the next change to this snapshot's: the log reaches back.
-            if changes and changes[0][0] == applied + 1 and changes[-1][0] == state.seq:
-                await self._catch_up(tx, identity, scope_hash, index, state, changes)
-                return index
         return await self._build(tx, identity, scope_hash, state)
+
+    async def _caught_up(self, tx: VectorChangeLog, identity: EmbedderIdentity,
+                         scope_hash: str, index: ScopeIndex, state: VectorScopeState) -> bool:
+        """Bring ``index`` to ``state.seq`` from the change log; ``False`` when it cannot
+        (dropped meanwhile, or the log no longer reaches back to it)."""
+        with index.lock:
+            applied = -1 if index.dead else index.seq
+        if applied < 0:
+            return False
+        if applied >= state.seq:
+            return True
+        behind = state.seq - applied
+        if behind > CATCH_UP_LIMIT:
+            return False
+        changes = await tx.vector_changes(identity, scope_hash, applied, behind)
+        # Contiguous from the next change to this snapshot's: the log reaches back.
+        if not changes or changes[0][0] != applied + 1 or changes[-1][0] != state.seq:
+            return False
+        await self._catch_up(tx, identity, scope_hash, index, state, changes)
+        with index.lock:
+            return not index.dead
+
+    async def refresh(self, tx: ReadTransaction) -> int:
+        """Catch every held index up with what storage holds now, and drop those that
+        cannot be (their scope shrank below the threshold, or the log no longer reaches
+        back); returns how many were dropped.
+
+        The provider runs this every :data:`REFRESH_S` seconds while indexes are held, so
+        an erasure committed by any process leaves this process's memory within that
+        time even if the scope is never searched again (a search catches up first
+        anyway, so it never returns an erased record).
+        """
+        if not isinstance(tx, VectorChangeLog):
+            return 0
+        dropped = 0
+        by_identity: dict[str, list[tuple[str, ScopeIndex]]] = {}
+        for (identity_key, scope_hash), index in self.held().items():
+            by_identity.setdefault(identity_key, []).append((scope_hash, index))
+        for entries in by_identity.values():
+            identity = entries[0][1].identity
+            states = await tx.vector_scope_states(identity, [scope for scope, _ in entries])
+            for scope_hash, index in entries:
+                state = states.get(scope_hash, VectorScopeState())
+                if not (self._indexable(state) and await self._caught_up(
+                        tx, identity, scope_hash, index, state)):
+                    self._drop((str(identity), scope_hash), index)
+                    dropped += 1
+        return dropped
+
+    def _indexable(self, state: VectorScopeState) -> bool:
+        return max(self._min_vectors, 1) <= state.vectors <= self._max_vectors
+
+    def _drop(self, key: tuple[str, str], index: ScopeIndex) -> None:
+        with self._lock:
+            if self._indexes.get(key) is index:
+                del self._indexes[key]
+        with index.lock:
+            index.wipe()
 
     async def _catch_up(self, tx: VectorChangeLog, identity: EmbedderIdentity,
                         scope_hash: str, index: ScopeIndex, state: VectorScopeState,
@@ -332,7 +401,7 @@ class VectorIndexes:
         if state.vectors > self._max_vectors:
             return None
         key = (str(identity), scope_hash)
-        index = ScopeIndex(identity.dimension, state.seq)
+        index = ScopeIndex(identity, state.seq)
         after: str | None = None
         try:
             while True:

@@ -46,19 +46,23 @@ def cosine_ranking(query: bytes, candidates: Sequence[tuple[str, bytes]],
                    dimension: int, limit: int) -> list[tuple[str, float]]:
     """The ``limit`` most similar candidates: similarity descending, then id ascending.
 
-    Exact: every candidate is scored (one matrix product), so nothing is missed that an
-    approximate index might skip. Only candidates scoring at least the ``limit``-th
-    best are sorted, ties at that boundary included, so the order stays total and
-    stable without sorting them all.
+    Exact: every candidate is scored, so nothing is missed that an approximate index
+    might skip. Only candidates scoring at least the ``limit``-th best are sorted, ties
+    at that boundary included, so the order stays total and stable without sorting them
+    all.
+
+    Each score is a function of its own row alone: ``einsum`` runs the same loop over
+    every row, whereas a BLAS matrix product picks kernels by the number of rows, so a
+    vector could score a last bit differently in a set of 1 than in a set of 3. Every
+    backend, and a vector index's shortlist (see :mod:`vector_index`), passes a
+    different set of candidates for the same record: they must all score it alike.
     """
     if not candidates or limit <= 0:
         return []
-    # Rows in id order, in double precision: a matrix product's rounding can depend on
-    # where a row sits, and every backend must produce the very same scores.
     candidates = sorted(candidates, key=lambda item: item[0])
     matrix = np.frombuffer(b"".join(blob for _, blob in candidates), dtype=DTYPE)
     matrix = matrix.reshape(len(candidates), dimension).astype(np.float64)
-    scores = matrix @ decode(query, dimension).astype(np.float64)
+    scores = np.einsum("ij,j->i", matrix, decode(query, dimension).astype(np.float64))
     if len(candidates) > limit:
         cutoff = np.partition(scores, len(candidates) - limit)[len(candidates) - limit]
         chosen = np.flatnonzero(scores >= cutoff)
