@@ -91,9 +91,9 @@ docs/platform-teams.md).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 from governed_memory.errors import MemoryUnavailableError
@@ -111,11 +111,14 @@ from governed_memory_native.postgres_schema import (
     writer_lock_key,
 )
 from governed_memory_native.postgres_transaction import (
+    NeedsSnapshot,
     PostgresStats,
     PostgresTransaction,
     Row,
     WriterLock,
 )
+
+T = TypeVar("T")
 
 __all__ = ["PostgresBackend", "PostgresStats"]
 
@@ -227,6 +230,22 @@ class PostgresBackend(UnitsFromTransactions):
         async with self._transaction(BEGIN_READ, lock=None) as transaction:
             yield transaction
 
+    async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
+                       point: bool = False) -> T:
+        """A point read (a record by id or key, a snapshot by id) is one statement: it
+        runs alone in autocommit, its own snapshot, one round trip instead of two (no
+        BEGIN, no COMMIT). Should the unit ask for a second statement, it is run again
+        from the start in a REPEATABLE READ transaction, so its statements still see one
+        snapshot; a read unit writes nothing, so running it twice is harmless."""
+        if point:
+            try:
+                async with self._transaction(None, lock=None) as single:
+                    return await body(single)
+            except NeedsSnapshot:
+                self.stats.point_retries += 1
+        async with self.reading() as transaction:
+            return await body(transaction)
+
     @asynccontextmanager
     async def writing(self, *, tenant_id: str | None = None
                       ) -> AsyncIterator[WriteTransaction]:
@@ -246,10 +265,11 @@ class PostgresBackend(UnitsFromTransactions):
                           tried=tried)
 
     @asynccontextmanager
-    async def _transaction(self, begin: str, *, lock: WriterLock | None
+    async def _transaction(self, begin: str | None, *, lock: WriterLock | None
                            ) -> AsyncIterator[PostgresTransaction]:
         """A pooled connection and one transaction on it: committed if the body returns,
-        rolled back if it raises or is cancelled.
+        rolled back if it raises or is cancelled (``begin=None``: a single statement in
+        autocommit, see :meth:`run_read`).
 
         Errors from psycopg (taking a connection, COMMIT) become governed-memory errors;
         the body's own errors pass through unchanged.

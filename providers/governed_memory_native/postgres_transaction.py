@@ -41,7 +41,7 @@ from governed_memory.records import (
     MemoryVersion,
     RecordStatus,
 )
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncClientCursor, AsyncConnection, AsyncCursor
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
@@ -84,7 +84,6 @@ from governed_memory_native.tokens import words
 T = TypeVar("T")
 Row = dict[str, Any]
 Params = Sequence[Any] | Mapping[str, Any] | None
-Statement = tuple[str, Params]
 
 _CHUNK: Final = 1000
 """Ids per erasure statement: bounds the size of one statement's lock set and arrays."""
@@ -269,6 +268,8 @@ class PostgresStats:
     ``synchronous_commit``."""
     rollbacks: int = 0
     """Transactions rolled back (a unit that raised, or was cancelled, after it began)."""
+    point_retries: int = 0
+    """Point reads that asked for a second statement and ran again in a transaction."""
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -285,6 +286,38 @@ class WriterLock:
     returns ``granted``, which must be read before anything runs under the lock."""
 
 
+@attrs.frozen(slots=True)
+class Statement:
+    """One statement of a round trip."""
+
+    sql: str
+    params: Params = None
+    prepared: bool = False
+    """Costly to plan (the lexical index's CTEs, a record's write): a round trip
+    carrying it goes in pipeline mode, where psycopg prepares a statement used often,
+    instead of as one simple-protocol query, which the server plans afresh."""
+
+
+@attrs.frozen(slots=True)
+class Outcome:
+    """What one statement of a round trip returned."""
+
+    rows: list[Any]
+    rowcount: int
+
+
+class NeedsSnapshot(BaseException):
+    """A single-statement (point) unit asked for a second statement: the backend runs
+    it again inside a REPEATABLE READ transaction. A BaseException, like cancellation,
+    so that no ``except Exception`` in a body mistakes it for a storage error."""
+
+
+async def _outcome(cursor: AsyncCursor[Any]) -> Outcome:
+    """The current result of ``cursor``, rows read (none for a command)."""
+    rows = await cursor.fetchall() if cursor.description is not None else []
+    return Outcome(rows, cursor.rowcount)
+
+
 class PostgresTransaction(SharedStatements):
     """Runs on a pooled connection; the backend ends it with :meth:`commit` or
     :meth:`roll_back`.
@@ -292,6 +325,10 @@ class PostgresTransaction(SharedStatements):
     Nothing is sent until a statement's result is needed: ``begin`` and every statement
     whose result no caller reads wait in :attr:`_queued` and go with the next round trip
     (see the module docstring). A unit that sends nothing costs nothing.
+
+    With ``begin=None`` the transaction is a single statement in autocommit (a point
+    read): one round trip, no BEGIN or COMMIT, the statement's own snapshot; a second
+    statement raises :class:`NeedsSnapshot` instead of reading another snapshot.
 
     ``lock`` (write transactions only) is queued once, right before the first
     statement that is not *lock-free* (see the backend's docstring). Lock-free
@@ -302,30 +339,40 @@ class PostgresTransaction(SharedStatements):
 
     placeholder = "%s"
 
-    def __init__(self, conn: AsyncConnection[Row], *, begin: str, stats: PostgresStats,
-                 lock: WriterLock | None = None, write: bool = False) -> None:
+    def __init__(self, conn: AsyncConnection[Row], *, begin: str | None,
+                 stats: PostgresStats, lock: WriterLock | None = None,
+                 write: bool = False) -> None:
         self._conn = conn
         self._stats = stats
-        self._queued: list[Statement] = [(begin, None)]
+        self._single = begin is None
+        self._queued: list[Statement] = [] if begin is None else [Statement(begin)]
         self._lock = lock
         self._write_tx = write
         self._action = "write" if write else "read"
         self._began = False
-        """Whether anything was sent (the server holds a transaction of ours)."""
+        """Whether anything was sent."""
         self._deferring = False
+        self._literals: AsyncClientCursor[Any] | None = None
 
     # -- sending ----------------------------------------------------------------------
 
     async def _exchange(self, statements: Sequence[Statement], *,
-                        tuples: bool = False, binary: bool = False
-                        ) -> list[AsyncCursor[Any]]:
-        """One round trip: the queued statements, then ``statements``, in one pipeline;
-        returns the cursors of ``statements`` with their results in.
+                        tuples: bool = False, binary: bool = False) -> list[Outcome]:
+        """One round trip: the queued statements, then ``statements``; returns what each
+        of ``statements`` returned.
 
-        ``binary`` fetches results in PostgreSQL's binary format: vectors arrive as raw
-        bytes instead of hex text twice their size. ``tuples`` makes rows plain tuples
-        (postings come by the ten thousand).
+        A statement alone goes as itself (extended protocol; psycopg prepares it once
+        it is used often). Several go as one simple-protocol query, their parameters
+        bound client-side by psycopg (its client-side cursor's quoting): the server runs
+        them in order and stops at the first error, and psycopg spends one send and one
+        wait on all of them, where its pipeline mode spends an event-loop wait on each.
+        A batch with a :attr:`Statement.prepared` statement goes in pipeline mode
+        instead, and so does one asking for ``binary`` results (PostgreSQL's binary
+        format: vectors arrive as raw bytes instead of hex text twice their size).
+        ``tuples`` makes rows plain tuples (postings come by the ten thousand).
         """
+        if self._single and self._began:
+            raise NeedsSnapshot
         queued, self._queued = self._queued, []
         if not self._began:
             self._began = True
@@ -333,58 +380,82 @@ class PostgresTransaction(SharedStatements):
                 self._stats.writes += 1
             else:
                 self._stats.reads += 1
+        batch = [*queued, *statements]
         self._stats.round_trips += 1
-        self._stats.statements += len(queued) + len(statements)
-        cursors: list[AsyncCursor[Any]] = [
-            self._conn.cursor(row_factory=tuple_row) if tuples else self._conn.cursor()
-            for _ in statements]
+        self._stats.statements += len(batch)
         with translated(self._action):
-            if not queued and len(statements) == 1:
-                sql, params = statements[0]
-                await cursors[0].execute(sql, params, binary=binary)
-                return cursors
-            async with self._conn.pipeline():
-                for sql, params in queued:
-                    await self._conn.execute(sql, params)
-                for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                    await cursor.execute(sql, params, binary=binary)
-            # leaving the pipeline synced it: every result is in, the first error raised
-        return cursors
+            if binary or any(statement.prepared for statement in batch):
+                return await self._pipelined(queued, statements, tuples=tuples,
+                                             binary=binary)
+            cursor = self._cursor(tuples)
+            if len(batch) == 1:
+                await cursor.execute(batch[0].sql, batch[0].params)
+                return [await _outcome(cursor)]
+            await cursor.execute(self._simple_query(batch), prepare=False)
+            for _ in queued:
+                cursor.nextset()
+            outcomes = []
+            for _ in statements:
+                outcomes.append(await _outcome(cursor))
+                cursor.nextset()
+            return outcomes
+
+    def _cursor(self, tuples: bool) -> AsyncCursor[Any]:
+        return self._conn.cursor(row_factory=tuple_row) if tuples else self._conn.cursor()
+
+    def _simple_query(self, statements: Sequence[Statement]) -> str:
+        if self._literals is None:
+            self._literals = AsyncClientCursor(self._conn)
+        literals = self._literals
+        return "; ".join(statement.sql if statement.params is None
+                         else literals.mogrify(statement.sql, statement.params)
+                         for statement in statements)
+
+    async def _pipelined(self, queued: Sequence[Statement], statements: Sequence[Statement],
+                         *, tuples: bool, binary: bool) -> list[Outcome]:
+        cursors = [self._cursor(tuples) for _ in statements]
+        async with self._conn.pipeline():
+            for statement in queued:
+                await self._conn.execute(statement.sql, statement.params)
+            for cursor, statement in zip(cursors, statements, strict=True):
+                await cursor.execute(statement.sql, statement.params, binary=binary)
+        # leaving the pipeline synced it: every result is in, the first error raised
+        return [await _outcome(cursor) for cursor in cursors]
 
     async def _serialized(self) -> None:
         lock, self._lock = self._lock, None
         if lock is None:
             return
         if not lock.tried:
-            self._queued.append((lock.sql, lock.params))
+            self._queued.append(Statement(lock.sql, lock.params))
             return
-        (cursor,) = await self._exchange([(lock.sql, lock.params)])
-        row = await cursor.fetchone()
-        if row is None or not row["granted"]:
+        (outcome,) = await self._exchange([Statement(lock.sql, lock.params)])
+        if not outcome.rows or not outcome.rows[0]["granted"]:
             raise MemoryUnavailableError("postgres write: another writer holds the lock")
 
-    async def _queue(self, sql: str, params: Params = None, *,
-                     lock_free: bool = False) -> None:
+    async def _queue(self, sql: str, params: Params = None, *, lock_free: bool = False,
+                     prepared: bool = False) -> None:
         """Send ``sql`` with the next round trip; its result is never read."""
         if not lock_free:
             await self._serialized()
-        self._queued.append((sql, params))
+        self._queued.append(Statement(sql, params, prepared))
 
     async def _rows(self, sql: str, params: Params = (), *,
-                    lock_free: bool = False, binary: bool = False,
+                    lock_free: bool = False, binary: bool = False, prepared: bool = False,
                     then: Sequence[Statement] = ()) -> list[Row]:
         """The rows of ``sql``; ``then`` are sent right after it in the same round trip
         (their results unread)."""
         if not lock_free:
             await self._serialized()
-        cursor, *_ = await self._exchange([(sql, params), *then], binary=binary)
-        return await cursor.fetchall()
+        outcome, *_ = await self._exchange([Statement(sql, params, prepared), *then],
+                                           binary=binary)
+        return outcome.rows
 
     async def _tuples(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
         """Like :meth:`_rows`, as plain tuples."""
         await self._serialized()
-        (cursor,) = await self._exchange([(sql, params)], tuples=True)
-        return await cursor.fetchall()
+        (outcome,) = await self._exchange([Statement(sql, params)], tuples=True)
+        return outcome.rows
 
     async def _write(self, sql: str, params: Params = (), *,
                      lock_free: bool = False) -> int:
@@ -395,8 +466,8 @@ class PostgresTransaction(SharedStatements):
             return 0
         if not lock_free:
             await self._serialized()
-        (cursor,) = await self._exchange([(sql, params)])
-        return cursor.rowcount
+        (outcome,) = await self._exchange([Statement(sql, params)])
+        return outcome.rowcount
 
     @contextmanager
     def _deferred(self) -> Iterator[None]:
@@ -418,10 +489,10 @@ class PostgresTransaction(SharedStatements):
     async def commit(self) -> None:
         """COMMIT with whatever is still queued, in one round trip; nothing at all if
         the unit sent nothing (it read and wrote nothing)."""
-        if not self._began and len(self._queued) == 1:
+        if self._single or (not self._began and len(self._queued) == 1):
             self._queued.clear()
             return
-        self._queued.append(("COMMIT", None))
+        self._queued.append(Statement("COMMIT"))
         await self._exchange([])
         if self._write_tx:
             self._stats.commits += 1
@@ -604,7 +675,8 @@ class PostgresTransaction(SharedStatements):
 
     async def _unindex(self, seqs: Sequence[int]) -> int:
         """Take records out of the lexical index; how many of them it held."""
-        rows = await self._rows(_UNINDEX.format(docs="%(docs)s"), {"docs": list(seqs)})
+        rows = await self._rows(_UNINDEX.format(docs="%(docs)s"), {"docs": list(seqs)},
+                                prepared=True)
         return int(rows[0]["n"])
 
     async def insert_record(self, record: MemoryRecord) -> None:
@@ -618,10 +690,11 @@ class PostgresTransaction(SharedStatements):
         insert = (f"INSERT INTO memory_records ({columns}, token_count)"
                   f" VALUES ({values}, %(token_count)s)")
         if record.status is not RecordStatus.ACTIVE:
-            await self._queue(insert, params)
+            await self._queue(insert, params, prepared=True)
             return
         params.update(self._lexical_params(record))
-        await self._queue(f"WITH r AS ({insert} RETURNING seq),{_LEXICAL_INDEX}", params)
+        await self._queue(f"WITH r AS ({insert} RETURNING seq),{_LEXICAL_INDEX}", params,
+                          prepared=True)
 
     async def insert_new_records(self, versions: Sequence[MemoryVersion]) -> None:
         """Bulk form of ``insert_record`` + ``append_version`` for new active records
@@ -722,15 +795,16 @@ class PostgresTransaction(SharedStatements):
         params = record_params(record)
         params["expected_revision"] = expected_revision
         params["token_count"] = len(words(record.content))
-        reindex: list[Statement] = [(_UNINDEX_AT_REVISION, params)]
+        reindex = [Statement(_UNINDEX_AT_REVISION, params, prepared=True)]
         if record.status is RecordStatus.ACTIVE:
             params.update(self._lexical_params(record))
-            reindex.append((f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}", params))
+            reindex.append(Statement(f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}", params,
+                                     prepared=True))
         rows = await self._rows(
             f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
             " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
             " AND revision = %(expected_revision)s RETURNING seq",
-            params, then=reindex,
+            params, prepared=True, then=reindex,
         )
         return len(rows) == 1
 
@@ -776,10 +850,10 @@ class PostgresTransaction(SharedStatements):
         chunks = [list(chunk) for chunk in _chunks(sorted(set(event_ids)))]
         if not chunks:
             return 0
-        cursors = await self._exchange([
-            ("DELETE FROM event_outbox WHERE event_id = ANY(%s)", (chunk,))
+        outcomes = await self._exchange([
+            Statement("DELETE FROM event_outbox WHERE event_id = ANY(%s)", (chunk,))
             for chunk in chunks])
-        return sum(cursor.rowcount for cursor in cursors)
+        return sum(outcome.rowcount for outcome in outcomes)
 
     async def remove_vectors(self, record_id: str) -> int:
         return await self._write("DELETE FROM memory_vectors WHERE record_id = %s",
@@ -841,9 +915,9 @@ class PostgresTransaction(SharedStatements):
         if not chunks:
             return 0
         await self._serialized()
-        cursors = await self._exchange([(f"{update} AND job_id = ANY(%s)", (now, chunk))
-                                        for chunk in chunks])
-        return sum(cursor.rowcount for cursor in cursors)
+        outcomes = await self._exchange([
+            Statement(f"{update} AND job_id = ANY(%s)", (now, chunk)) for chunk in chunks])
+        return sum(outcome.rowcount for outcome in outcomes)
 
     async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
                            *, created_at: float, subjects: Sequence[str]) -> None:
@@ -934,18 +1008,16 @@ class PostgresTransaction(SharedStatements):
             params = {"ids": list(chunk)}
             await self._serialized()
             scopes, indexed, vectors, _, versions, entries, records = await self._exchange([
-                *((sql, params) for sql in _ERASE), (idempotency, params),
-                ("DELETE FROM memory_records WHERE id = ANY(%(ids)s)", params)])
-            found = await scopes.fetchall()
-            if not found:
+                *(Statement(sql, params, prepared=True) for sql in _ERASE),
+                Statement(idempotency, params),
+                Statement("DELETE FROM memory_records WHERE id = ANY(%(ids)s)", params)])
+            if not scopes.rows:
                 continue
-            unindexed = await indexed.fetchone()
             removal += Removal(
                 records=records.rowcount, versions=versions.rowcount,
-                index_entries=(0 if unindexed is None else int(unindexed["n"]))
-                + vectors.rowcount,
+                index_entries=int(indexed.rows[0]["n"]) + vectors.rowcount,
                 idempotency_entries=0 if tombstone_idempotency else entries.rowcount,
-                scope_hashes=frozenset(str(row["scope_hash"]) for row in found),
+                scope_hashes=frozenset(str(row["scope_hash"]) for row in scopes.rows),
             )
         return removal
 
@@ -985,7 +1057,7 @@ class _PostgresPostings:
     async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
         rows = await self._tx._rows(_STATISTICS, {
             "scopes": list(dict.fromkeys(self._query.scope_hashes)), "terms": list(terms),
-            "now": self._query.now})
+            "now": self._query.now}, prepared=True)
         documents = total = 0
         containing: dict[str, int] = {}
         expired: dict[int, tuple[int, dict[str, int]]] = {}
