@@ -43,6 +43,8 @@ from governed_memory.events import (
     subject_hash,
 )
 from governed_memory.ids import new_id
+from governed_memory.indexing import indexing_provider_of
+from governed_memory.maintenance import StoreRequest
 from governed_memory.operations import Operation, OperationKind
 from governed_memory.outbox import (
     Drain,
@@ -476,7 +478,18 @@ class ActivityPort:
                 f"provider {self._provider_name} does not support {operation.value} "
                 f"(capability {capability!r})"
             )
-        handler: Callable[..., Any] = getattr(self.provider, operation.value)
+        handler: Callable[..., Any]
+        if isinstance(request, StoreRequest):
+            indexing = indexing_provider_of(self.provider)
+            if indexing is None:
+                raise MemoryCapabilityUnsupportedError(
+                    f"provider {self._provider_name} keeps no vectors (no indexing outbox)")
+            store_request = request
+
+            async def handler(_: object, __: OperationContext) -> Any:
+                return await store_request.call(indexing)
+        else:
+            handler = getattr(self.provider, operation.value)
         try:
             async with asyncio.timeout_at(deadline):
                 return await handler(request, ctx)

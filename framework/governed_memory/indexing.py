@@ -295,7 +295,15 @@ def configure_from_profile(provider: object, spec: MemoryProfileSpec,
             f"indexing.mode: provider {spec.provider.name!r} has no indexing outbox")
 
 
-async def run_worker(provider: IndexingProvider, *, worker_id: str,
+class WorkerSteps(Protocol):
+    """What a worker loop drives: one round at a time (a provider's own method, or the
+    manager's governed one bound to an operator)."""
+
+    async def process_index_jobs(self, *, worker_id: str, limit: int = 32,
+                                 lease_s: float = 60.0) -> WorkerReport: ...
+
+
+async def run_worker(provider: WorkerSteps, *, worker_id: str,
                      stop: asyncio.Event | None = None, batch: int = 32,
                      lease_s: float = 60.0, idle_s: float = 1.0,
                      on_report: Callable[[WorkerReport], None] | None = None,

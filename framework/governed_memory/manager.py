@@ -11,7 +11,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
@@ -21,6 +21,18 @@ from governed_memory.clock import Clock, SystemClock
 from governed_memory.context import ProfileRef
 from governed_memory.errors import MemoryValidationError
 from governed_memory.events import EventBus, EventSink
+from governed_memory.indexing import ReindexPage, WorkerReport, WorkerSteps
+from governed_memory.maintenance import (
+    OutboxReport,
+    OutboxStatusRequest,
+    ProcessIndexJobsRequest,
+    ReindexRequest,
+    ReindexStep,
+    Requeued,
+    RetryDeadJobsRequest,
+    StoreRequest,
+    WorkerRound,
+)
 from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
@@ -293,6 +305,11 @@ class GovernedMemoryManager:
         request = await build_request(self.activity, operation, principal, build)
         return await self.activity.execute(request, principal)
 
+    async def _execute_store(self, operation: Operation, principal: Principal,
+                             build: Callable[[], StoreRequest]) -> Any:
+        request = await build_request(self.activity, operation, principal, build)
+        return await self.activity.execute(cast("MemoryRequest", request), principal)
+
     # -- operations ---------------------------------------------------------------------
 
     async def add(
@@ -430,6 +447,56 @@ class GovernedMemoryManager:
         result: CleanupPage = await self._execute(
             Operation.PURGE_EXPIRED, principal, lambda: PurgeExpiredRequest(scope, limit, after))
         return result
+
+    # -- store-wide indexing work: an operator's (governed_memory.maintenance) ----------
+
+    async def outbox_status(self, principal: Principal, *,
+                            dead_limit: int = 20) -> OutboxReport:
+        """The indexing outbox: jobs by state, vectors by embedder, the oldest dead
+        letters. ``principal`` is an operator: a service principal with
+        ``memory:admin`` bound to no user."""
+        result: OutboxReport = await self._execute_store(
+            Operation.INDEX_STATUS, principal,
+            lambda: OutboxStatusRequest(dead_limit=dead_limit))
+        return result
+
+    async def process_index_jobs(self, principal: Principal, *, worker_id: str,
+                                 limit: int = 32, lease_s: float = 60.0) -> WorkerReport:
+        """One worker round: lease up to ``limit`` due jobs, embed, settle each."""
+        result: WorkerRound = await self._execute_store(
+            Operation.PROCESS_INDEX_JOBS, principal,
+            lambda: ProcessIndexJobsRequest(worker_id=worker_id, limit=limit,
+                                            lease_s=lease_s))
+        return result.report
+
+    async def retry_dead_jobs(self, principal: Principal,
+                              job_ids: Sequence[str] | None = None) -> int:
+        """Requeue dead letters (all of them when ``job_ids`` is ``None``)."""
+        result: Requeued = await self._execute_store(
+            Operation.RETRY_INDEX_JOBS, principal,
+            lambda: RetryDeadJobsRequest(job_ids=job_ids))
+        return result.count
+
+    async def reindex(self, principal: Principal, *, cursor: str | None = None,
+                      limit: int = 500) -> ReindexPage:
+        """One page of a reindex; continue with the page's ``cursor`` until ``None``."""
+        result: ReindexStep = await self._execute_store(
+            Operation.REINDEX, principal, lambda: ReindexRequest(cursor=cursor, limit=limit))
+        return result.page
+
+    def worker_steps(self, principal: Principal) -> WorkerSteps:
+        """The governed worker round bound to ``principal``, for
+        :func:`governed_memory.indexing.run_worker`: every round is an operation with
+        its decision, span and ``memory.index.*`` events."""
+        manager = self
+
+        class _Steps:
+            async def process_index_jobs(self, *, worker_id: str, limit: int = 32,
+                                         lease_s: float = 60.0) -> WorkerReport:
+                return await manager.process_index_jobs(principal, worker_id=worker_id,
+                                                        limit=limit, lease_s=lease_s)
+
+        return _Steps()
 
     async def approve(self, principal: Principal, scope: Scope, record_id: str, *,
                       expected_revision: str | None = None,

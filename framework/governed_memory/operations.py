@@ -17,6 +17,9 @@ from governed_memory.principal import Permission
 class OperationKind(enum.StrEnum):
     READ = "read"
     WRITE = "write"
+    INDEX = "index"
+    """Store-wide work on the indexing outbox (``governed_memory.maintenance``): its
+    events are the index lifecycle, ``memory.index.*``. It changes no memory."""
 
 
 @attrs.frozen(slots=True)
@@ -53,6 +56,11 @@ class Operation(enum.StrEnum):
     ERASE_USER_TURNS = "erase_user_turns"
     REPLAY = "replay"
     """Replay a stored retrieval snapshot (``governed_memory.replay``)."""
+    # Store-wide indexing work (governed_memory.maintenance): an operator's.
+    INDEX_STATUS = "index_status"
+    PROCESS_INDEX_JOBS = "process_index_jobs"
+    RETRY_INDEX_JOBS = "retry_index_jobs"
+    REINDEX = "reindex"
 
     @property
     def info(self) -> _OperationInfo:
@@ -71,7 +79,7 @@ class Operation(enum.StrEnum):
         return _INFO[self].gen_ai_name
 
 
-_R, _W = OperationKind.READ, OperationKind.WRITE
+_R, _W, _I = OperationKind.READ, OperationKind.WRITE, OperationKind.INDEX
 _INFO: dict[Operation, _OperationInfo] = {
     Operation.ADD: _OperationInfo(_W, Permission.WRITE, "create_memory"),
     Operation.GET: _OperationInfo(_R, Permission.READ, "search_memory"),
@@ -96,7 +104,16 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.RECORD_EXTRACTION: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.ERASE_USER_TURNS: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.REPLAY: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.INDEX_STATUS: _OperationInfo(_I, Permission.ADMIN, "index_status"),
+    Operation.PROCESS_INDEX_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
+    Operation.RETRY_INDEX_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
+    Operation.REINDEX: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
 }
+
+STORE_OPERATIONS: frozenset[Operation] = frozenset(
+    {Operation.INDEX_STATUS, Operation.PROCESS_INDEX_JOBS, Operation.RETRY_INDEX_JOBS,
+     Operation.REINDEX})
+"""Operations on the store as a whole (no scope): only an operator runs them."""
 
 MAINTENANCE: frozenset[Operation] = frozenset(
     {Operation.DELETE_ALL, Operation.DELETE_USER, Operation.PURGE_EXPIRED,

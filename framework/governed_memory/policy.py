@@ -19,7 +19,7 @@ import attrs
 
 from governed_memory.errors import MemoryScopeError
 from governed_memory.limits import canonical_json
-from governed_memory.operations import Operation, OperationKind
+from governed_memory.operations import STORE_OPERATIONS, Operation, OperationKind
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.requests import AddRequest, DeleteUserRequest, MemoryRequest
 from governed_memory.usage import UsageProbe
@@ -139,6 +139,13 @@ def authorize_scope(principal: Principal, request: MemoryRequest) -> str | None:
     operation = request.operation
     if not principal.has(operation.permission):
         return f"principal lacks {operation.permission.value}"
+    if operation in STORE_OPERATIONS:
+        # Store-wide work reaches every tenant's jobs: an operator's, never a user's.
+        if request.target_scopes():
+            return "a store-wide operation names no scope"
+        if principal.kind is not PrincipalKind.SERVICE or principal.user_id is not None:
+            return "store-wide operations are run by a service principal bound to no user"
+        return None
     if isinstance(request, DeleteUserRequest):
         if request.tenant_id != principal.tenant_id:
             return "tenant mismatch"

@@ -44,9 +44,10 @@ _TEXTLESS_WRITES = (DeleteRequest, DeleteAllRequest, DeleteUserRequest, PurgeExp
 
 
 def inspectable(request: object) -> bool:
-    """A read, or a write whose stored text (if any) ``stored_texts`` finds."""
+    """A read, store-wide indexing work (it stores no caller text), or a write whose
+    stored text (if any) ``stored_texts`` finds."""
     operation = getattr(request, "operation", None)
-    if operation is not None and operation.kind is OperationKind.READ:
+    if operation is not None and operation.kind is not OperationKind.WRITE:
         return True
     return isinstance(request, TEXT_WRITES + _TEXTLESS_WRITES)
 

@@ -1,7 +1,10 @@
 """``governed-memory worker | reindex | outbox status|retry``: the indexing outbox.
 
-These talk to the profile's provider through ``governed_memory.indexing.IndexingProvider``
-only, so they work for any provider that keeps vectors and import none.
+Every step is a governed, store-wide operation of the manager (``outbox_status``,
+``process_index_jobs``, ``retry_dead_jobs``, ``reindex``): a decision, a span and
+``memory.index.*`` events in the profile's trail, like any other command. The CLI acts
+as the operator ``cli:<user>`` of the tenant ``operator`` (store-wide work belongs to
+no tenant; see ``governed_memory.maintenance``).
 """
 
 from __future__ import annotations
@@ -14,38 +17,34 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import click
 
 from governed_memory.cli.common import EXIT_CODES, current_profile, db_option, json_option
 from governed_memory.cli.common import open_manager as _open_manager
+from governed_memory.cli.common import operator as _operator
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryError
-from governed_memory.indexing import (
-    IndexingProvider,
-    JobState,
-    OutboxStatus,
-    WorkerReport,
-    indexing_provider_of,
-    run_worker,
-)
+from governed_memory.errors import MemoryError
+from governed_memory.indexing import OutboxStatus, WorkerReport, run_worker
+from governed_memory.manager import GovernedMemoryManager
+from governed_memory.principal import Principal
 
 T = TypeVar("T")
 
+STORE_TENANT: Final = "operator"
+"""The tenant the CLI's operator principal names in store-wide events."""
 
-def _run(db: Path | None, work: Callable[[IndexingProvider], Awaitable[T]]) -> T:
+
+def _run(db: Path | None,
+         work: Callable[[GovernedMemoryManager, Principal], Awaitable[T]]) -> T:
     """Open the profile's manager (which starts its provider) and hand ``work`` the
-    indexing provider under it; errors exit with the code of their family."""
+    manager and the operator; errors exit with the code of their family."""
     profile = current_profile()
 
     async def main() -> T:
         async with _open_manager(db, profile) as manager:
-            provider = indexing_provider_of(manager.provider)
-            if provider is None:
-                raise MemoryCapabilityUnsupportedError(
-                    f"the provider of profile {profile} keeps no vectors (no indexing outbox)")
-            return await work(provider)
+            return await work(manager, _operator(STORE_TENANT))
 
     try:
         return asyncio.run(main())
@@ -79,14 +78,15 @@ def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, i
     """Run the indexing worker: embed what writes queued, until SIGINT/SIGTERM."""
     name = worker_id or _default_worker_id()
 
-    async def work(provider: IndexingProvider) -> WorkerReport:
+    async def work(manager: GovernedMemoryManager, operator: Principal) -> WorkerReport:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
             return await run_worker(
-                provider, worker_id=name, stop=stop, batch=batch, lease_s=lease_s,
+                manager.worker_steps(operator), worker_id=name, stop=stop, batch=batch,
+                lease_s=lease_s,
                 idle_s=idle_s, until_idle=once,
                 on_report=lambda r: click.echo(_report_text(r), err=True))
         finally:
@@ -109,10 +109,11 @@ def reindex(db: Path | None, batch: int, enqueue_only: bool, worker_id: str | No
     profile's embedder (after the embedder or its model changed)."""
     name = worker_id or _default_worker_id()
 
-    async def work(provider: IndexingProvider) -> tuple[int, WorkerReport]:
+    async def work(manager: GovernedMemoryManager,
+                   operator: Principal) -> tuple[int, WorkerReport]:
         enqueued = 0
         cursor: str | None = None
-        first = await provider.reindex(limit=batch)
+        first = await manager.reindex(operator, limit=batch)
         with click.progressbar(length=max(first.total, 1), label="queueing",
                                file=sys.stderr) as bar:
             page = first
@@ -122,13 +123,13 @@ def reindex(db: Path | None, batch: int, enqueue_only: bool, worker_id: str | No
                 cursor = page.cursor
                 if cursor is None:
                     break
-                page = await provider.reindex(cursor=cursor, limit=batch)
+                page = await manager.reindex(operator, cursor=cursor, limit=batch)
         report = WorkerReport()
         if enqueue_only or enqueued == 0:
             return enqueued, report
         with click.progressbar(length=enqueued, label="embedding", file=sys.stderr) as bar:
             while True:
-                step = await provider.process_index_jobs(worker_id=name, limit=32)
+                step = await manager.process_index_jobs(operator, worker_id=name, limit=32)
                 if step.leased == 0:
                     break
                 report += step
@@ -169,10 +170,10 @@ def _status_text(status: OutboxStatus, dead: list[dict[str, Any]]) -> str:
 def outbox_status(db: Path | None, dead_limit: int, as_json: bool) -> None:
     """Job counts by state, dead letters, and vectors by embedder."""
 
-    async def work(provider: IndexingProvider) -> tuple[OutboxStatus, list[dict[str, Any]]]:
-        status = await provider.outbox_status()
-        dead = (await provider.index_jobs(JobState.DEAD, dead_limit)) if dead_limit else ()
-        return status, [unstructure(job) for job in dead]
+    async def work(manager: GovernedMemoryManager,
+                   operator: Principal) -> tuple[OutboxStatus, list[dict[str, Any]]]:
+        report = await manager.outbox_status(operator, dead_limit=dead_limit)
+        return report.status, [unstructure(job) for job in report.dead]
 
     status, dead = _run(db, work)
     if as_json:
@@ -192,7 +193,8 @@ def outbox_retry(db: Path | None, job_ids: tuple[str, ...], all_dead: bool) -> N
     """Requeue dead letters (by id, or --all) with a fresh attempt budget."""
     if bool(job_ids) == all_dead:
         raise click.UsageError("name dead job ids or pass --all (not both)")
-    requeued = _run(db, lambda p: p.retry_dead_jobs(None if all_dead else list(job_ids)))
+    requeued = _run(db, lambda manager, operator: manager.retry_dead_jobs(
+        operator, None if all_dead else list(job_ids)))
     click.echo(f"requeued {requeued} dead job(s)")
 
 

@@ -1,0 +1,213 @@
+"""Store-wide operations: the indexing outbox, its worker, reindexing.
+
+These act on the store as a whole rather than on one scope: a worker round embeds
+whatever jobs are due, of any tenant, and a reindex walks every live record. They still
+pass the activity port like every other operation (a decision, a span, and
+``memory.index.*`` events: the index lifecycle as a trail sees it), so nothing reaches
+a provider's outbox except through governance. Only an operator may run them: the
+scope-authorization rule demands a service principal with ``memory:admin`` that is
+bound to no user (``governed_memory.policy.authorize_scope``). Their events name the
+operator's tenant and carry counts, never record content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+
+from governed_memory.errors import MemoryValidationError
+from governed_memory.indexing import (
+    IndexingProvider,
+    IndexJob,
+    JobState,
+    OutboxStatus,
+    ReindexPage,
+    WorkerReport,
+)
+from governed_memory.limits import canonical_json, check_text
+from governed_memory.operations import Operation
+from governed_memory.scope import Scope
+from governed_memory.tiers.results import TierAudit, TierResult
+
+MAX_DEAD_LISTED = 1000
+MAX_WORKER_BATCH = 1000
+MAX_REINDEX_PAGE = 10_000
+MAX_JOB_IDS = 1000
+
+
+def _check_int(value: object, field: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MemoryValidationError(f"{field} must be an integer from {low} to {high}",
+                                    field=field)
+
+
+class StoreRequest:
+    """Base of the store-wide requests: no scope, an operator's permission."""
+
+    operation: ClassVar[Operation]
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        return ()
+
+    def validate(self) -> None:  # pragma: no cover - every request overrides
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        body = {"operation": self.operation.value,
+                **{field.name: _plain(getattr(self, field.name))
+                   for field in attrs.fields(type(self))}}  # type: ignore[arg-type]
+        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+    async def call(self, provider: IndexingProvider) -> TierResult:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _job_ids(value: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+@attrs.frozen(slots=True)
+class OutboxReport(TierResult):
+    """The outbox's state and its oldest dead letters (ids and error codes only)."""
+
+    status: OutboxStatus
+    dead: tuple[IndexJob, ...] = ()
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        status = self.status
+        return TierAudit(self, count=status.pending + status.leased + status.dead,
+                         reasons=(f"pending {status.pending}", f"leased {status.leased}",
+                                  f"dead {status.dead}",
+                                  f"missing vectors {status.missing_vectors}"))
+
+
+@attrs.frozen(slots=True)
+class WorkerRound(TierResult):
+    """What one worker round did."""
+
+    report: WorkerReport
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        report = self.report
+        return TierAudit(self, count=report.leased, reasons=tuple(
+            f"{field.name} {getattr(report, field.name)}"
+            for field in attrs.fields(WorkerReport) if getattr(report, field.name)))
+
+
+@attrs.frozen(slots=True)
+class Requeued(TierResult):
+    """How many dead letters went back to pending."""
+
+    count: int
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        return TierAudit(self, count=self.count)
+
+
+@attrs.frozen(slots=True)
+class ReindexStep(TierResult):
+    """One page of a reindex."""
+
+    page: ReindexPage
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        page = self.page
+        return TierAudit(self, count=page.enqueued,
+                         reasons=(f"scanned {page.scanned}", f"enqueued {page.enqueued}",
+                                  f"of {page.total}"))
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class OutboxStatusRequest(StoreRequest):
+    """Job counts by state, vectors by embedder, and up to ``dead_limit`` dead letters."""
+
+    operation: ClassVar[Operation] = Operation.INDEX_STATUS
+
+    dead_limit: int = 20
+
+    def validate(self) -> None:
+        _check_int(self.dead_limit, "dead_limit", 0, MAX_DEAD_LISTED)
+
+    async def call(self, provider: IndexingProvider) -> OutboxReport:
+        status = await provider.outbox_status()
+        dead = (tuple(await provider.index_jobs(JobState.DEAD, self.dead_limit))
+                if self.dead_limit else ())
+        return OutboxReport(status, dead)
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ProcessIndexJobsRequest(StoreRequest):
+    """One worker round: lease up to ``limit`` due jobs, do them, settle each."""
+
+    operation: ClassVar[Operation] = Operation.PROCESS_INDEX_JOBS
+
+    worker_id: str
+    limit: int = 32
+    lease_s: float = 60.0
+
+    def validate(self) -> None:
+        check_text(self.worker_id, "worker_id", max_bytes=256)
+        _check_int(self.limit, "limit", 1, MAX_WORKER_BATCH)
+        if (isinstance(self.lease_s, bool) or not isinstance(self.lease_s, int | float)
+                or not math.isfinite(self.lease_s) or not 0.1 <= self.lease_s <= 86_400):
+            raise MemoryValidationError("lease_s must be from 0.1 to 86400 seconds",
+                                        field="lease_s")
+
+    async def call(self, provider: IndexingProvider) -> WorkerRound:
+        return WorkerRound(await provider.process_index_jobs(
+            worker_id=self.worker_id, limit=self.limit, lease_s=float(self.lease_s)))
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RetryDeadJobsRequest(StoreRequest):
+    """Requeue dead letters (``job_ids=None``: all of them) with a fresh budget."""
+
+    operation: ClassVar[Operation] = Operation.RETRY_INDEX_JOBS
+
+    job_ids: tuple[str, ...] | None = attrs.field(default=None, converter=_job_ids)
+
+    def validate(self) -> None:
+        if self.job_ids is None:
+            return
+        if not 1 <= len(self.job_ids) <= MAX_JOB_IDS:
+            raise MemoryValidationError(
+                f"job_ids names 1 to {MAX_JOB_IDS} jobs (or is None for all)", field="job_ids")
+        for i, job_id in enumerate(self.job_ids):
+            check_text(job_id, f"job_ids[{i}]", max_bytes=128)
+
+    async def call(self, provider: IndexingProvider) -> Requeued:
+        ids: Sequence[str] | None = None if self.job_ids is None else list(self.job_ids)
+        return Requeued(await provider.retry_dead_jobs(ids))
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ReindexRequest(StoreRequest):
+    """One page of a reindex: queue embed jobs for live records lacking a current
+    vector of the configured embedder; continue with the page's ``cursor``."""
+
+    operation: ClassVar[Operation] = Operation.REINDEX
+
+    cursor: str | None = None
+    limit: int = 500
+
+    def validate(self) -> None:
+        if self.cursor is not None:
+            check_text(self.cursor, "cursor", max_bytes=2048)
+        _check_int(self.limit, "limit", 1, MAX_REINDEX_PAGE)
+
+    async def call(self, provider: IndexingProvider) -> ReindexStep:
+        return ReindexStep(await provider.reindex(cursor=self.cursor, limit=self.limit))
+
+
+STORE_REQUESTS = (OutboxStatusRequest, ProcessIndexJobsRequest, RetryDeadJobsRequest,
+                  ReindexRequest)
