@@ -8,6 +8,7 @@ around the port.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,9 @@ mode = "async_outbox"
 [retrieval]
 modes = ["lexical", "vector"]
 """
+
+# The conformance folder's example provider keeps no vectors: the provider we need.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
 OPERATOR = Principal("svc:ops", PrincipalKind.SERVICE, "acme",
                      permissions=frozenset({Permission.ADMIN}))
@@ -135,9 +139,6 @@ async def test_bad_arguments_are_typed_and_audited(tmp_path: Path) -> None:
 
 
 async def test_a_provider_keeping_no_vectors_says_so_in_the_trail() -> None:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
     from example_provider import ExampleProvider
     from governed_memory.clock import ManualClock
 
