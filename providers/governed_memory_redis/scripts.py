@@ -2,7 +2,9 @@
 
 Keys of one tenant share a hash tag, so every script touches one cluster slot. The
 entry key of a lookup depends on the revisions the script itself reads, so it is
-built inside the script from a prefix passed as an argument; it is in the same slot.
+built inside the script from a prefix passed as an argument; it is in the same slot
+(as are the entry keys an erasure builds from its index). ``FILL`` reads the server's
+``TIME``, which needs Redis 5 or later (scripts replicate their effects).
 """
 
 from __future__ import annotations
@@ -30,17 +32,41 @@ return {revisions, horizon, value}
 """
 
 FILL: Final = """
--- KEYS[1..n]: revision keys; KEYS[n+1]: entry key
+-- KEYS[1..n]: revision keys; KEYS[n+1]: entry key; KEYS[n+2]: the tenant's entry index
 -- ARGV[1]: n; ARGV[2..n+1]: the revisions read before the provider call;
--- ARGV[n+2]: value; ARGV[n+3]: ttl in ms
+-- ARGV[n+2]: value; ARGV[n+3]: ttl in ms; ARGV[n+4]: the entry's suffix (its index member)
 local n = tonumber(ARGV[1])
 for i = 1, n do
   if (redis.call('GET', KEYS[i]) or '0') ~= ARGV[i + 1] then
     return 0
   end
 end
-redis.call('SET', KEYS[n + 1], ARGV[n + 2], 'PX', ARGV[n + 3])
+local ttl = tonumber(ARGV[n + 3])
+redis.call('SET', KEYS[n + 1], ARGV[n + 2], 'PX', ttl)
+-- The index scores each entry by the server time its TTL ends, so members whose entry
+-- has expired are trimmed here, a few at a time, and erasure never scans the keyspace.
+local clock = redis.call('TIME')
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZADD', KEYS[n + 2], now_ms + ttl, ARGV[n + 4])
+redis.call('ZREMRANGEBYSCORE', KEYS[n + 2], '-inf', '(' .. now_ms)
+if redis.call('PTTL', KEYS[n + 2]) < ttl then
+  redis.call('PEXPIRE', KEYS[n + 2], ttl)
+end
 return 1
+"""
+
+ERASE: Final = """
+-- KEYS[1]: the tenant's entry index
+-- ARGV[1]: entry key prefix (ends with 'e:'); ARGV[2]: how many entries at most
+local members = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+local removed = 0
+for i = 1, #members do
+  removed = removed + redis.call('DEL', ARGV[1] .. members[i])
+end
+if #members > 0 then
+  redis.call('ZREM', KEYS[1], unpack(members))
+end
+return {removed, redis.call('ZCARD', KEYS[1])}
 """
 
 BUMP: Final = """

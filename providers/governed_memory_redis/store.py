@@ -6,6 +6,13 @@ needs to be atomic is one Lua script. Keys look like::
     {prefix}{<tenant tag>}:r:<scope hash | epoch>    revision counter (never expires)
     {prefix}{<tenant tag>}:x:<scope hash>            expiry marks (sorted set, expires)
     {prefix}{<tenant tag>}:e:<digest>:<revisions>    cached entry (TTL)
+    {prefix}{<tenant tag>}:i                         the tenant's entries (sorted set by
+                                                     the instant each entry's TTL ends)
+
+The index is what lets ``delete_user`` remove every cached answer of a tenant at once
+(:meth:`RedisCacheStore.erase_tenant`) in bounded batches, without ``KEYS`` or a scan:
+each fill adds its entry to it in the same script, and trims members whose entries have
+expired, so it stays as large as the tenant's live entries.
 
 No key holds query text or content; entry values hold the cached search result (with
 record content), bounded by ``max_value_bytes`` and ``max_ttl_s``. Revision counters
@@ -38,6 +45,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from governed_memory_redis import scripts
 from governed_memory_redis.config import RedisStoreConfig, parse_redis_config
 
+ERASE_BATCH = 256
+"""Entries one erasure script removes; a tenant's erasure runs as many as it needs, so
+no single script holds the server long."""
+MAX_ERASE_ROUNDS = 100_000
+"""A bound on rounds, against a tenant that fills faster than it is erased."""
+
 
 class RedisCacheStore:
     name = "redis"
@@ -61,6 +74,7 @@ class RedisCacheStore:
         self._lookup = client.register_script(scripts.LOOKUP)
         self._fill = client.register_script(scripts.FILL)
         self._bump = client.register_script(scripts.BUMP)
+        self._erase = client.register_script(scripts.ERASE)
 
     @property
     def client(self) -> redis_asyncio.Redis:
@@ -79,6 +93,9 @@ class RedisCacheStore:
 
     def entry_key(self, tenant: str, digest: str, revisions: Sequence[int]) -> str:
         return f"{self._base(tenant)}e:{entry_suffix(digest, revisions)}"
+
+    def index_key(self, tenant: str) -> str:
+        return f"{self._base(tenant)}i"
 
     # -- the port -----------------------------------------------------------------------
 
@@ -105,9 +122,27 @@ class RedisCacheStore:
                 f"{len(value)} bytes; the bound is {self.config.max_value_bytes}")
         ttl_ms = max(1, math.ceil(min(ttl_s, self.config.max_ttl_s) * 1000))
         keys = [*(self.revision_key(tenant, n) for n in names),
-                self.entry_key(tenant, digest, revisions)]
-        args: list[Any] = [len(names), *(str(r) for r in revisions), value, ttl_ms]
+                self.entry_key(tenant, digest, revisions), self.index_key(tenant)]
+        args: list[Any] = [len(names), *(str(r) for r in revisions), value, ttl_ms,
+                           entry_suffix(digest, revisions)]
         return bool(await self._run(self._fill, keys, args))
+
+    async def erase_tenant(self, tenant: str) -> int:
+        """Remove every cached entry of one tenant (an erasure), a batch per script,
+        through the tenant's index; returns how many entries were removed (entries
+        that had already expired are not counted)."""
+        removed = 0
+        for _ in range(MAX_ERASE_ROUNDS):
+            reply = await self._run(self._erase, [self.index_key(tenant)],
+                                    [f"{self._base(tenant)}e:", ERASE_BATCH])
+            try:
+                batch, left = (int(item) for item in reply)
+            except (TypeError, ValueError):
+                raise CacheStoreError("malformed erase reply") from None
+            removed += batch
+            if left == 0:
+                return removed
+        raise CacheStoreError("the tenant's entries grew faster than they were erased")
 
     async def bump(self, tenant: str, names: Sequence[str], expiries: Sequence[float],
                    now: float) -> None:

@@ -1,5 +1,6 @@
-"""Fixtures for the search-cache tests: a native provider on the in-memory backend,
-wrapped, with a counting event sink; Redis stores under a unique, cleaned-up prefix."""
+"""Fixtures for the search-cache tests: a native provider on the in-memory backend
+(with ``record_snapshot``, see ``recording_native``), wrapped, with a counting event
+sink; Redis stores under a unique, cleaned-up prefix."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from cache_support import REDIS_URL, CountingSink, delete_prefix, require_redis,
 from governed_memory import ManualClock
 from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
 from governed_memory.events import EventBus
-from governed_memory_native import NativeMemoryProvider, build_native_provider
+from governed_memory_native import NativeMemoryProvider
+from recording_native import build_recording_native
 
 
 @pytest.fixture
@@ -25,7 +27,7 @@ def sink() -> CountingSink:
 
 @pytest.fixture
 async def native(clock: ManualClock) -> AsyncIterator[NativeMemoryProvider]:
-    provider = build_native_provider({"backend": "memory"}, clock)
+    provider = build_recording_native({"backend": "memory"}, clock)
     await provider.start()
     try:
         yield provider

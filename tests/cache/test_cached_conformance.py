@@ -14,14 +14,14 @@ from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
 from governed_memory.clock import Clock
 from governed_memory.provider import MemoryProvider
 from governed_memory_conformance import ProviderConformance
-from governed_memory_native import build_native_provider
+from recording_native import build_recording_native
 
 
 class TestCachedNativeWithMemoryStore(ProviderConformance):
     provider_name = "native+cache(memory)"
 
     async def make_provider(self, clock: Clock) -> MemoryProvider:
-        inner = build_native_provider({"backend": "memory"}, clock)
+        inner = build_recording_native({"backend": "memory"}, clock)
         provider = CachedMemoryProvider(inner, InMemoryCacheStore(), clock=clock)
         await provider.start()
         return provider
@@ -47,7 +47,7 @@ class TestCachedNativeWithRedisStore(ProviderConformance):
 
         store = ScratchStore(RedisStoreConfig(url=REDIS_URL,
                                               key_prefix=unique_prefix("conformance")))
-        inner = build_native_provider({"backend": "memory"}, clock)
+        inner = build_recording_native({"backend": "memory"}, clock)
         provider = CachedMemoryProvider(inner, store, clock=clock)
         await provider.start()
         return provider

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 from typing import Any
 
 import attrs
@@ -34,7 +35,6 @@ from governed_memory import (
     MemoryStorageError,
     MemoryUnavailableError,
     MemoryValidationError,
-    Operation,
     ProfileRef,
     PurgeExpiredRequest,
     Scope,
@@ -51,6 +51,10 @@ from governed_memory.cache import (
     tenant_tag,
 )
 from governed_memory.events import EventBus
+from governed_memory.indexing import IndexingProvider
+from governed_memory.outbox import EventOutboxProvider
+from governed_memory.provider import ReviewingProvider, UsageReportingProvider
+from governed_memory.replay import ReplayingProvider
 from governed_memory_native import NativeMemoryProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -612,70 +616,63 @@ async def test_metrics_count_every_outcome(native: NativeMemoryProvider,
     assert totals[("governed_memory.cache.bypasses", "quarantined")] == 1
 
 
-# -- operations the wrapper does not know ----------------------------------------------------
+# -- optional operations: forwarded explicitly, exactly when the inner provider has them ---------
 
 
-@attrs.frozen
-class FutureWrite:
-    operation = Operation.UPDATE
-    scope: Scope
+class Plain:
+    """A provider with nothing optional (and an operation of its own)."""
 
-    def target_scopes(self) -> tuple[Scope, ...]:
-        return (self.scope,)
+    name = "plain"
 
-
-@attrs.frozen
-class FutureRead:
-    operation = Operation.GET
-    scope: Scope
-
-
-class Extended:
-    """A provider that has grown operations since the wrapper was written."""
-
-    def __init__(self, inner: NativeMemoryProvider) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.seen: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def approve(self, request: FutureWrite, ctx: Any) -> str:
-        self.seen.append("approve")
-        return "approved"
-
-    async def peek(self, request: FutureRead, ctx: Any) -> str:
-        self.seen.append("peek")
+    async def peek(self, request: object, ctx: Any) -> str:
         return "peeked"
-
-    async def usage(self, query: object, ctx: Any) -> int:
-        self.seen.append("usage")
-        return 7
 
     marker = "plain attribute"
 
 
-async def test_unknown_operations_pass_through_and_writes_invalidate(
+OPTIONAL = {
+    ReviewingProvider: ("approve", "reject"),
+    UsageReportingProvider: ("usage",),
+    EventOutboxProvider: ("pending_events", "acknowledge_events"),
+    IndexingProvider: ("configure_indexing", "outbox_status", "index_jobs",
+                       "process_index_jobs", "retry_dead_jobs", "reindex"),
+    ReplayingProvider: ("snapshot_header", "replay"),
+}
+
+
+def test_optional_operations_are_exactly_those_of_the_inner_provider(
         native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
         clock: ManualClock) -> None:
-    inner = Extended(native)
-    provider = wrap(inner, memory_store, sink, clock)
-    names = revision_names((ALICE_SCOPE,))
+    full = wrap(native, memory_store, sink, clock)
+    bare = wrap(Plain(), memory_store, sink, clock)
+    for protocol, names in OPTIONAL.items():
+        assert isinstance(full, protocol), protocol.__name__
+        assert not isinstance(bare, protocol), protocol.__name__
+        for name in names:
+            assert not hasattr(bare, name), f"{name} reachable over a provider without it"
+            assert inspect.signature(getattr(full, name)) == inspect.signature(
+                getattr(native, name)), f"{name} is forwarded with another signature"
+    assert isinstance(full, CachedMemoryProvider) and isinstance(bare, CachedMemoryProvider)
+    # Nothing else leaks through: no generic delegate guesses at arguments.
+    assert not hasattr(bare, "peek") and not hasattr(bare, "marker")
+    assert not hasattr(full, "no_such_operation")
 
-    async def revisions() -> tuple[int, ...]:
-        return (await memory_store.lookup(tenant_tag("acme"), names, "d", 0.0)).revisions
 
-    start = await revisions()
-    assert await provider.peek(FutureRead(ALICE_SCOPE), make_ctx(clock)) == "peeked"
-    assert await provider.usage(object(), make_ctx(clock)) == 7
-    assert await revisions() == start
-    assert await provider.approve(FutureWrite(ALICE_SCOPE), make_ctx(clock)) == "approved"
-    assert (await revisions())[0] > start[0]
-    assert inner.seen == ["peek", "usage", "approve"]
-    assert provider.marker == "plain attribute"
-    assert sink.count("invalidate", "update") == 1
-    assert not hasattr(provider, "no_such_operation")
+def test_every_public_operation_of_the_native_provider_is_forwarded(
+        native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
+        clock: ManualClock) -> None:
+    """A method added to the native provider and not to the wrapper fails here, by name,
+    rather than vanishing behind a profile's ``[cache] enabled``."""
+    not_forwarded = {
+        "backend": "the storage backend: reached through .inner, never governed",
+        "indexing": "the indexing settings: reached through .inner",
+        "flush_snapshots": "a native tool (tests, benchmarks): reached through .inner",
+        "vector_indexes": "in-process index status (benchmarks, tests): through .inner",
+    }
+    full = wrap(native, memory_store, sink, clock)
+    public = sorted(name for name in dir(NativeMemoryProvider) if not name.startswith("_"))
+    missing = [name for name in public if name not in not_forwarded and not hasattr(full, name)]
+    assert not missing, f"operations of the native provider the cache does not forward: {missing}"
 
 
 async def test_close_closes_the_provider_and_the_store(native: NativeMemoryProvider,
@@ -709,7 +706,8 @@ async def test_hits_on_flat_records_share_one_decoded_result(
     await over_spy.search(search(), make_ctx(clock))
     first = await over_spy.search(search(), make_ctx(clock))
     second = await over_spy.search(search(), make_ctx(clock))
-    assert first is second
+    assert first.hits is second.hits  # decoded once
+    assert first.snapshot_id != second.snapshot_id  # each hit has its own snapshot
 
 
 async def test_hits_on_nested_metadata_are_decoded_afresh(
@@ -751,12 +749,22 @@ def test_the_memo_is_bounded() -> None:
     assert len(disabled) == 0
 
 
-class Reviewing(Extended):
+class Reviewing:
     """Holds a pending record aside and makes it searchable on approve."""
 
     def __init__(self, inner: NativeMemoryProvider) -> None:
-        super().__init__(inner)
+        self.inner = inner
+        self.name = inner.name
         self.pending: dict[str, AddRequest] = {}
+
+    def capabilities(self) -> Any:
+        return self.inner.capabilities()
+
+    async def search(self, request: SearchRequest, ctx: Any) -> SearchResult:
+        return await self.inner.search(request, ctx)
+
+    async def add(self, request: AddRequest, ctx: Any) -> Any:
+        return await self.inner.add(request, ctx)
 
     async def approve(self, request: Any, ctx: Any) -> Any:
         return await self.inner.add(self.pending.pop(request.record_id), ctx)
@@ -769,7 +777,6 @@ class Reviewing(Extended):
 async def test_approve_and_reject_pass_through_and_approve_invalidates(
         native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
         clock: ManualClock) -> None:
-    from governed_memory.provider import ReviewingProvider
     from governed_memory.requests import ApproveRequest, RejectRequest
 
     inner = Reviewing(native)

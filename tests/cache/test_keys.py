@@ -55,6 +55,16 @@ def test_profile_and_provider_revisions_change_the_digest() -> None:
     assert digest(provider="native@2") != digest(provider="native@1")
 
 
+def test_the_policy_revision_changes_the_digest() -> None:
+    """Entries computed under one set of policies never answer under another."""
+    def under(policy_revision: str | None) -> str:
+        return search_digest(BASE, make_ctx(0.0, ALICE, policy_revision=policy_revision),
+                             "native@1")
+
+    assert len({under(None), under("policies-a"), under("policies-b")}) == 3
+    assert under("policies-a") == under("policies-a")
+
+
 def test_the_permission_boundary_changes_the_digest() -> None:
     fewer = attrs.evolve(ALICE, permissions=frozenset({Permission.READ}))
     bob = Principal("user:bob", "user", "acme", "bob", ALICE.permissions)

@@ -3,6 +3,7 @@ connection pool and error mapping."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -45,7 +46,7 @@ async def test_keys_carry_the_prefix_the_tenant_hash_tag_and_no_query(
     keys = await keys_of(store)
     prefix = store.config.key_prefix + "{" + tag + "}:"
     assert keys == sorted([prefix + "r:sh1:abc", prefix + "x:sh1:abc",
-                           prefix + "e:" + "f" * 64 + ":1.0"])
+                           prefix + "e:" + "f" * 64 + ":1.0", prefix + "i"])
 
 
 async def test_entries_get_the_ttl_capped_by_max_ttl(store: RedisCacheStore) -> None:
@@ -118,3 +119,33 @@ def test_build_redis_store_does_no_io() -> None:
                                "max_connections": 4, "socket_timeout_s": 0.5})
     assert built.config.max_connections == 4 and built.config.socket_timeout_s == 0.5
     assert built.name == "redis"
+
+
+async def fill_entries(store: RedisCacheStore, tenant: str, count: int,
+                       ttl_s: float = 10) -> None:
+    for n in range(count):
+        found = await store.lookup(tenant, ["a", "epoch"], f"d{n}", 0.0)
+        assert await store.fill(tenant, ["a", "epoch"], found.revisions, f"d{n}", b"v", ttl_s)
+
+
+async def test_erase_tenant_removes_and_counts_exactly_that_tenants_entries(
+        store: RedisCacheStore) -> None:
+    await fill_entries(store, "doomed", 600)  # more than one erasure batch
+    await fill_entries(store, "kept", 3)
+    assert await store.erase_tenant("doomed") == 600
+    left = await keys_of(store)
+    assert not [key for key in left if "{doomed}:e:" in key or key.endswith("{doomed}:i")]
+    assert len([key for key in left if "{kept}:e:" in key]) == 3
+    assert await store.erase_tenant("doomed") == 0
+    assert await store.erase_tenant("never-filled") == 0
+
+
+async def test_the_index_forgets_expired_entries_and_expires_itself(
+        store: RedisCacheStore) -> None:
+    await fill_entries(store, "t", 5, ttl_s=0.05)
+    await asyncio.sleep(0.1)
+    await fill_entries(store, "t", 1, ttl_s=10)  # a fill trims what has expired
+    assert await store.client.zcard(store.index_key("t")) == 1
+    index_ttl = await store.client.pttl(store.index_key("t"))
+    assert 9_000 < index_ttl <= 10_000, "the index lives as long as its longest entry"
+    assert await store.erase_tenant("t") == 1  # expired entries are not counted

@@ -2,7 +2,10 @@
 
 ``CachedMemoryProvider(inner, store, ...)`` caches ``search`` and invalidates on every
 write; ``InMemoryCacheStore`` is the bounded process-local store, and the Redis store
-lives in ``governed_memory_redis``. See ``docs/search-cache.md``.
+lives in ``governed_memory_redis``. ``attach_cache_events(provider, bus)`` sends the
+cache events of a provider's caches to a host's bus; ``SnapshotRecordingProvider`` is
+what a provider implements so that a hit gets a retrieval snapshot of its own. See
+``docs/search-cache.md``.
 """
 
 from governed_memory.cache.codec import CacheDecodeError, CachedSearch
@@ -15,15 +18,21 @@ from governed_memory.cache.keys import (
     tenant_tag,
 )
 from governed_memory.cache.memory_store import InMemoryCacheStore
-from governed_memory.cache.provider import CachedMemoryProvider, default_provider_revision
+from governed_memory.cache.provider import (
+    CachedMemoryProvider,
+    attach_cache_events,
+    default_provider_revision,
+)
 from governed_memory.cache.rules import is_cacheable
 from governed_memory.cache.signals import EVENT_TYPES, METER_NAME, OUTCOMES
+from governed_memory.cache.snapshots import SnapshotRecordingProvider
 from governed_memory.cache.store import (
     CacheStore,
     CacheStoreError,
     CacheStoreTimeout,
     CacheStoreUnavailable,
     CacheValueTooLarge,
+    ErasingCacheStore,
     Lookup,
     entry_suffix,
 )
@@ -42,8 +51,11 @@ __all__ = [
     "CacheValueTooLarge",
     "CachedMemoryProvider",
     "CachedSearch",
+    "ErasingCacheStore",
     "InMemoryCacheStore",
     "Lookup",
+    "SnapshotRecordingProvider",
+    "attach_cache_events",
     "default_provider_revision",
     "entry_suffix",
     "is_cacheable",

@@ -1,8 +1,8 @@
 """How a search becomes a cache identity, without any raw query text in a store key.
 
 The digest covers everything the provider's answer depends on apart from the data:
-the caller's permission boundary, the profile and provider revisions and the whole
-request (scopes, query, filters, retrieval options and page size). The data's state
+the caller's permission boundary, the profile, policy and provider revisions and the
+whole request (scopes, query, filters, retrieval options and page size). The data's state
 enters separately, as the revision of each scope searched plus the tenant epoch, so a
 write can change it without anyone enumerating the digests it affects.
 """
@@ -20,9 +20,10 @@ from governed_memory.principal import Principal
 from governed_memory.requests import SearchRequest
 from governed_memory.scope import Scope
 
-KEY_SCHEMA: Final = "gmc1"
+KEY_SCHEMA: Final = "gmc2"
 """Versions the derivation: changing what a digest covers must change this, so entries
-written under the old rule are never read under the new one."""
+written under the old rule are never read under the new one. ``gmc2`` added the
+policy revision."""
 
 EPOCH: Final = "epoch"
 """The per-tenant revision every key of the tenant includes. ``delete_user`` bumps it
@@ -73,6 +74,9 @@ def search_digest(request: SearchRequest, ctx: OperationContext, provider_revisi
         "schema": KEY_SCHEMA,
         "boundary": permission_boundary(ctx.principal, include_principal_id=include_principal_id),
         "profile": [ctx.profile.id, ctx.profile.version, ctx.profile.revision],
+        # The policies that decided this search: a changed policy set (a new redaction
+        # rule, a retention change) must not be answered from entries it never saw.
+        "policy": ctx.policy_revision,
         "provider": provider_revision,
         "operation": request.operation.value,
         "request": unstructure(request),

@@ -15,15 +15,18 @@ A bump that fails puts its scopes in quarantine in this process: lookups touchin
 them bypass the cache and retry the bump first, and a background task retries it so
 other processes sharing the store see the write soon too. A store failure of any kind
 bypasses the cache; a provider failure is passed on, never retried here.
+
+A hit is answered with a retrieval snapshot of its own (see
+:mod:`governed_memory.cache.snapshots`), and cache events go to the bus the host
+attaches, fail-closed when that bus is strict.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -36,11 +39,13 @@ from governed_memory.cache.codec import (
     encode_entry,
     valid_until,
 )
+from governed_memory.cache.forwarding import forwardings_for
 from governed_memory.cache.keys import EPOCH, revision_names, search_digest, tenant_tag
 from governed_memory.cache.memo import DEFAULT_MEMO_ENTRIES, DecodedMemo
 from governed_memory.cache.quarantine import HoldSnapshot, Quarantine
 from governed_memory.cache.rules import is_cacheable
 from governed_memory.cache.signals import CacheSignals
+from governed_memory.cache.snapshots import SnapshotRecordingProvider
 from governed_memory.cache.store import (
     CacheStore,
     CacheStoreError,
@@ -54,12 +59,10 @@ from governed_memory.clock import Clock, SystemClock
 from governed_memory.context import OperationContext
 from governed_memory.errors import (
     REFUSALS,
-    MemoryCapabilityUnsupportedError,
+    MemoryUnavailableError,
     MemoryValidationError,
 )
-from governed_memory.events import EventBus, MemoryEvent
-from governed_memory.operations import Operation, OperationKind
-from governed_memory.outbox import EventOutboxProvider
+from governed_memory.events import AuditUnavailableError, EventBus
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
     Capabilities,
@@ -94,19 +97,52 @@ DEFAULT_TTL_S: Final = 300.0
 DEFAULT_MAX_VALUE_BYTES: Final = 1024 * 1024
 DEFAULT_STORE_TIMEOUT_S: Final = 0.25
 DEFAULT_QUARANTINE_RETRY_S: Final = 1.0
+DEFAULT_ERASE_TIMEOUT_S: Final = 30.0
+"""Removing a tenant's entries on ``delete_user`` takes a round trip per batch; it gets
+this deadline instead of a lookup's."""
+
+
+_variants: dict[tuple[type, ...], type] = {}
+"""The class built for each combination of optional operations (one per combination
+per process)."""
 
 
 class CachedMemoryProvider:
     """Wraps ``inner`` (any provider) with a search cache kept in ``store``.
 
-    Only ``search`` is cached. ``get``, ``list``, ``history`` and every operation the
-    wrapper does not know go straight to ``inner``; writes (``add``, ``update``,
-    ``delete``, maintenance, and any future operation whose request names a write
-    ``Operation``, such as ``approve``) run on ``inner`` and then invalidate.
+    Only ``search`` is cached. ``get``, ``list``, ``history``, ``usage`` and replay go
+    straight to ``inner``; writes (``add``, ``update``, ``delete``, ``approve``,
+    ``reject`` and maintenance) run on ``inner`` and then invalidate.
+
+    The instance has exactly the optional operations ``inner`` has (review, usage, the
+    event outbox, the indexing outbox, replay; see :mod:`governed_memory.cache.forwarding`),
+    each forwarded with its own signature: ``CachedMemoryProvider(inner, store)``
+    returns an instance of a subclass that mixes in the ones that apply.
 
     ``provider_revision`` should change whenever ``inner`` could rank differently
     (a new version, another configuration); it is part of every key.
+
+    ``events`` is the bus for ``memory.cache.*`` events; a host that builds the wrapper
+    before its own bus attaches that bus later with :meth:`attach_events` (the manager
+    does, through :func:`attach_cache_events`), so a fail-closed trail covers them.
     """
+
+    def __new__(cls, inner: MemoryProvider, store: CacheStore, *args: Any,
+                **kwargs: Any) -> CachedMemoryProvider:
+        mixins = tuple(mixin for mixin in forwardings_for(inner) if not issubclass(cls, mixin))
+        if not mixins:
+            return super().__new__(cls)
+        key = (cls, *mixins)
+        variant = _variants.get(key)
+        if variant is None:
+            label = "+".join(mixin.__name__.removesuffix("Forwarding").lower()
+                             for mixin in mixins)
+            variant = type(f"{cls.__name__}[{label}]", (cls, *mixins),
+                           {"__module__": cls.__module__,
+                            "__qualname__": f"{cls.__qualname__}[{label}]"})
+            _variants[key] = variant
+        instance: CachedMemoryProvider = super().__new__(variant)
+        return instance
 
     def __init__(
         self,
@@ -124,9 +160,12 @@ class CachedMemoryProvider:
         decoded_memo_entries: int = DEFAULT_MEMO_ENTRIES,
         quarantine_retry_s: float | None = DEFAULT_QUARANTINE_RETRY_S,
         close_store: bool = True,
+        erase_timeout_s: float = DEFAULT_ERASE_TIMEOUT_S,
     ) -> None:
-        if not ttl_s > 0 or not store_timeout_s > 0 or max_value_bytes < 1:
-            raise ValueError("ttl_s, store_timeout_s and max_value_bytes must be positive")
+        if (not ttl_s > 0 or not store_timeout_s > 0 or max_value_bytes < 1
+                or not erase_timeout_s > 0):
+            raise ValueError("ttl_s, store_timeout_s, erase_timeout_s and max_value_bytes "
+                             "must be positive")
         if quarantine_retry_s is not None and not quarantine_retry_s > 0:
             raise ValueError("quarantine_retry_s must be positive (or None to disable)")
         self._inner = inner
@@ -137,6 +176,7 @@ class CachedMemoryProvider:
         self._ttl_s = ttl_s
         self._max_value_bytes = max_value_bytes
         self._store_timeout_s = store_timeout_s
+        self._erase_timeout_s = erase_timeout_s
         self._key_by_principal = key_by_principal
         self._quarantine_retry_s = quarantine_retry_s
         self._close_store = close_store
@@ -149,6 +189,11 @@ class CachedMemoryProvider:
         self._retry_task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self._memo = DecodedMemo(decoded_memo_entries)
+        self._recorder: SnapshotRecordingProvider | None = (
+            inner if isinstance(inner, SnapshotRecordingProvider) else None)
+        self._snapshots_unrecordable = False
+        """Set once ``inner`` answered with a snapshot id it cannot record for a hit:
+        from then on every search goes to ``inner`` (see ``governed_memory.cache.snapshots``)."""
 
     @property
     def inner(self) -> MemoryProvider:
@@ -163,26 +208,15 @@ class CachedMemoryProvider:
         """How many (tenant, scope) revisions this process currently distrusts."""
         return len(self._quarantine)
 
-    def __getattr__(self, name: str) -> Any:
-        """Operations this class does not define (``approve``, ``reject``, ``usage``, …)
-        reach ``inner``; those whose request names a write invalidate afterwards."""
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attribute = getattr(self._inner, name)
-        if not inspect.iscoroutinefunction(attribute):
-            return attribute
+    @property
+    def events(self) -> EventBus | None:
+        """The bus ``memory.cache.*`` events go to."""
+        return self._signals.events
 
-        async def delegated(request: Any, ctx: OperationContext, *args: Any,
-                            **kwargs: Any) -> Any:
-            operation = getattr(request, "operation", None)
-            if not isinstance(operation, Operation) or operation.kind is OperationKind.READ:
-                return await attribute(request, ctx, *args, **kwargs)
-            return await self._write(operation.value,
-                                     lambda: attribute(request, ctx, *args, **kwargs),
-                                     request, ctx)
-
-        delegated.__name__ = name
-        return delegated
+    def attach_events(self, events: EventBus) -> None:
+        """Send cache events to ``events`` from now on (the manager's own bus, so that
+        its ``[audit] fail_closed`` covers them as it covers every other event)."""
+        self._signals.events = events
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -245,8 +279,13 @@ class CachedMemoryProvider:
     ) -> ErasureReceipt:
         """Erase on ``inner``, bump the tenant epoch, then remove the tenant's cached
         answers (they may quote the erased user) and count them into the receipt as
-        ``cached_searches``. The tenant's other users lose their cached answers too:
-        an entry cannot be attributed to one user without reading it."""
+        ``cached_searches``. The epoch bump made every entry of the tenant unreachable,
+        so all of them are removed, the tenant's other users' included; they are
+        recomputed on their next search.
+
+        If the store cannot remove them (it has no ``erase_tenant``, or fails), the
+        receipt carries no ``cached_searches`` count: the entries stay unreachable and
+        expire within ``ttl_s``."""
         receipt = await self._write("delete_user",
                                     lambda: self._inner.delete_user(request, ctx), request, ctx)
         self._memo.drop_tenant(tenant_tag(request.tenant_id))
@@ -254,7 +293,8 @@ class CachedMemoryProvider:
             return receipt
         try:
             dropped = await self._store_call(
-                self._store.erase_tenant(tenant_tag(request.tenant_id)))
+                self._store.erase_tenant(tenant_tag(request.tenant_id)),
+                timeout_s=self._erase_timeout_s)
         except CacheStoreError as exc:
             # The epoch bump already made them unreachable; they age out by TTL.
             log.warning("search cache: could not remove erased tenant entries (%s)",
@@ -262,21 +302,6 @@ class CachedMemoryProvider:
             return receipt
         counts = {**receipt.counts, "cached_searches": dropped}
         return attrs.evolve(receipt, counts=counts).sealed()
-
-    # -- the event outbox, forwarded ---------------------------------------------------------
-
-    async def pending_events(self, limit: int) -> Sequence[MemoryEvent]:
-        return await self._outbox().pending_events(limit)
-
-    async def acknowledge_events(self, event_ids: Sequence[str]) -> None:
-        await self._outbox().acknowledge_events(event_ids)
-
-    def _outbox(self) -> EventOutboxProvider:
-        if not (self._inner.capabilities().event_outbox
-                and isinstance(self._inner, EventOutboxProvider)):
-            raise MemoryCapabilityUnsupportedError(
-                f"provider {self.name} has no event outbox (capability event_outbox)")
-        return self._inner
 
     async def purge_expired(
         self, request: PurgeExpiredRequest, ctx: OperationContext
@@ -292,9 +317,20 @@ class CachedMemoryProvider:
             raise
         except BaseException:
             # It may have been applied (a timeout, a lost connection, a cancellation).
-            await self._invalidate_shielded(operation, request, ctx, None)
+            try:
+                await self._invalidate_shielded(operation, request, ctx, None)
+            except AuditUnavailableError:
+                # The write's own failure says more; the bumps themselves were made.
+                log.error("search cache: the audit trail could not record the "
+                          "invalidation after a failed %s", operation)
             raise
-        await self._invalidate_shielded(operation, request, ctx, result)
+        try:
+            await self._invalidate_shielded(operation, request, ctx, result)
+        except AuditUnavailableError as exc:
+            raise AuditUnavailableError(
+                f"{operation} was applied and the search cache invalidated, but the audit "
+                "trail could not record the invalidation; retry with the same idempotency "
+                "key to get the result once the trail is back") from exc
         return result
 
     async def _invalidate_shielded(self, operation: str, request: Any, ctx: OperationContext,
@@ -307,26 +343,46 @@ class CachedMemoryProvider:
 
     async def _invalidate(self, operation: str, request: Any, ctx: OperationContext,
                           result: object) -> None:
+        """Bump every tenant the write touched, then emit one event per tenant and raise
+        the first one a strict bus refused: an unrecordable event must never leave a
+        tenant unbumped."""
         expiries = _expiries(request, result)
-        for tenant_id, names in _write_targets(request, ctx):
-            tag = tenant_tag(tenant_id)
-            hashes = tuple(name for name in names if name != EPOCH)
-            before = self._quarantine.snapshot(tag, names)
-            owed = before.expiries if before is not None else ()
+        signals = [await self._bump_one(operation, ctx, tenant_id, names, expiries)
+                   for tenant_id, names in _write_targets(request, ctx)]
+        refused: AuditUnavailableError | None = None
+        for signal in signals:
             try:
-                await self._store_call(self._store.bump(
-                    tag, names, tuple(sorted({*expiries, *owed})), ctx.now))
-            except CacheStoreError as exc:
-                self._quarantine.hold(tenant_id, tag, names, expiries)
-                await self._signals.signal("quarantine", ctx=ctx, operation=operation,
-                                           tenant_id=tenant_id, scope_hashes=hashes,
-                                           reason=exc.reason)
-                continue
+                await signal()
+            except AuditUnavailableError as exc:
+                refused = refused or exc
+        if refused is not None:
+            raise refused
+
+    async def _bump_one(self, operation: str, ctx: OperationContext, tenant_id: str,
+                        names: tuple[str, ...], expiries: tuple[float, ...]
+                        ) -> Callable[[], Awaitable[None]]:
+        """Bump one tenant's names (or quarantine them); return the event to emit."""
+        tag = tenant_tag(tenant_id)
+        hashes = tuple(name for name in names if name != EPOCH)
+        before = self._quarantine.snapshot(tag, names)
+        owed = before.expiries if before is not None else ()
+        outcome, reason = "invalidate", operation
+        try:
+            await self._store_call(self._store.bump(
+                tag, names, tuple(sorted({*expiries, *owed})), ctx.now))
+        except CacheStoreError as exc:
+            self._quarantine.hold(tenant_id, tag, names, expiries)
+            outcome, reason = "quarantine", exc.reason
+        else:
             if before is not None:
                 self._quarantine.release(before)
-            await self._signals.signal("invalidate", ctx=ctx, operation=operation,
+
+        async def signal() -> None:
+            await self._signals.signal(outcome, ctx=ctx, operation=operation,
                                        tenant_id=tenant_id, scope_hashes=hashes,
-                                       reason=operation)
+                                       reason=reason)
+
+        return signal
 
     # -- search -------------------------------------------------------------------------
 
@@ -374,16 +430,18 @@ class CachedMemoryProvider:
 
     # -- store access ---------------------------------------------------------------------
 
-    async def _store_call(self, awaitable: Awaitable[T]) -> T:
+    async def _store_call(self, awaitable: Awaitable[T], *,
+                          timeout_s: float | None = None) -> T:
         """One store operation under the cache's own deadline; every failure becomes a
         ``CacheStoreError`` so callers have exactly one thing to bypass on."""
+        deadline = self._store_timeout_s if timeout_s is None else timeout_s
         try:
-            async with asyncio.timeout(self._store_timeout_s):
+            async with asyncio.timeout(deadline):
                 return await awaitable
         except CacheStoreError:
             raise
         except TimeoutError:
-            raise CacheStoreTimeout(f"no answer within {self._store_timeout_s:g} s") from None
+            raise CacheStoreTimeout(f"no answer within {deadline:g} s") from None
         except Exception as exc:
             raise CacheStoreError(type(exc).__name__) from exc
 
@@ -421,6 +479,8 @@ class _Search:
                                    include_principal_id=owner._key_by_principal)
         except (ValueError, TypeError):
             return await self.bypass("unkeyable")
+        if owner._snapshots_unrecordable:
+            return await self.bypass("snapshot")
         if not await self.trusted():
             return await self.bypass("quarantined")
         computed: SearchResult | None = None
@@ -441,8 +501,11 @@ class _Search:
                         return await self.bypass("decode_error", computed)
                     owner._memo.put(memo_key, found.value, entry)
                 if entry.serves(self.ctx.now):
-                    await self.signal("hit", count=len(entry.result.hits))
-                    return entry.result
+                    served = await self.served(entry.result)
+                    if served is None:
+                        return await self.bypass("snapshot", computed)
+                    await self.signal("hit", count=len(served.hits))
+                    return served
                 await self.signal("miss", "outside_window")
             else:
                 await self.signal("miss", "revision_moved" if attempt else "absent")
@@ -450,6 +513,25 @@ class _Search:
             if await self.fill(found, digest, computed):
                 return computed
         return await self.bypass("revision_moved", computed)
+
+    async def served(self, cached: SearchResult) -> SearchResult | None:
+        """The cached answer as this operation's own: with a retrieval snapshot that
+        describes this operation, recorded by the provider; ``None`` when the provider
+        keeps snapshots but cannot record one for a hit (the search must reach it)."""
+        if cached.snapshot_id is None:
+            return cached  # the provider stores no snapshots: there is nothing to describe
+        recorder = self.owner._recorder
+        if recorder is None:
+            self.owner._snapshots_unrecordable = True
+            return None
+        try:
+            snapshot_id = await recorder.record_snapshot(self.request, self.ctx, cached)
+        except MemoryUnavailableError:
+            # As the provider's own search does: answer, without a snapshot to replay.
+            log.warning("search cache: retrieval snapshot of a hit not stored "
+                        "(storage unavailable for writes)")
+            snapshot_id = None
+        return attrs.evolve(cached, snapshot_id=snapshot_id)
 
     async def trusted(self) -> bool:
         """False while a name of this search is quarantined and its bump still fails."""
@@ -464,6 +546,11 @@ class _Search:
         """Store ``result`` if the revisions are unchanged; False only when they moved
         (the caller retries), True when the result should be returned as it is."""
         owner = self.owner
+        if result.snapshot_id is not None and owner._recorder is None:
+            # No hit could be served with a snapshot of its own: storing it is pointless.
+            owner._snapshots_unrecordable = True
+            await self.signal("bypassed", "snapshot")
+            return True
         until = valid_until(result, found.horizon)
         if until is not None and until <= self.ctx.now:
             return True  # it can serve no one
@@ -492,6 +579,27 @@ class _Search:
                             CachedSearch(result, self.ctx.now, until))
             await self.signal("fill", count=len(result.hits))
         return stored
+
+
+def attach_cache_events(provider: object, events: EventBus) -> int:
+    """Send the ``memory.cache.*`` events of every search cache in ``provider`` (the
+    provider itself, or any wrapper reached through ``inner``) to ``events``; returns
+    how many caches were attached.
+
+    A host that builds the cache before its own event bus (a profile's ``[cache]``
+    wraps the provider before the manager exists) calls this once the bus is built, so
+    cache events land in the same sinks and a strict (fail-closed) bus refuses a
+    search whose cache events it cannot record, exactly as it refuses any other
+    unrecordable event."""
+    attached = 0
+    for _ in range(8):
+        if isinstance(provider, CachedMemoryProvider):
+            provider.attach_events(events)
+            attached += 1
+        if not isinstance(getattr(type(provider), "inner", None), property):
+            break
+        provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
+    return attached
 
 
 def _write_targets(request: Any, ctx: OperationContext) -> list[tuple[str, tuple[str, ...]]]:

@@ -1,10 +1,14 @@
 """Events and metrics for every cache outcome.
 
-Events go to the ``EventBus`` the host passes in, with the operation id of the call
-they belong to, so an auditor can see that an answer came from the cache and under
-which scope revisions it was trusted. They carry scope hashes and a reason, never the
-query, content or key. Metrics use the OpenTelemetry API only: one counter per
-outcome, from a meter of an injectable ``MeterProvider`` (the global one otherwise).
+Events go to the ``EventBus`` the host passes in (the manager's own bus, once it
+attaches it with :func:`governed_memory.cache.attach_cache_events`), with the operation
+id of the call they belong to, so an auditor can see that an answer came from the cache
+and under which scope revisions it was trusted. On a strict (fail-closed) bus an event
+that cannot be recorded raises ``AuditUnavailableError`` like any other event of the
+operation: the caller decides what that means (see ``CachedMemoryProvider``). They
+carry scope hashes and a reason, never the query, content or key. Metrics use the
+OpenTelemetry API only: one counter per outcome, from a meter of an injectable
+``MeterProvider`` (the global one otherwise).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ class CacheSignals:
                  clock: Clock, provider: str, provider_revision: str, store: str) -> None:
         from governed_memory import __version__
 
-        self._events = events
+        self.events = events
+        """Where events go; replaced by ``CachedMemoryProvider.attach_events``."""
         self._clock = clock
         self._provider = provider
         self._provider_revision = provider_revision
@@ -62,10 +67,11 @@ class CacheSignals:
         if reason is not None:
             attributes[ATTR_REASON] = reason
         self._counters[outcome].add(1, attributes)
-        if self._events is None:
-            return
+        events = self.events
+        if events is None or not events.listening:
+            return  # nobody could record or refuse it: do not even build it
         hashes = tuple(scope_hashes)
-        await self._events.emit(MemoryEvent(
+        await events.emit(MemoryEvent(
             # A fresh id: the activity port numbers its own events by operation id.
             event_id=event_id(),
             type=f"memory.cache.{outcome}",
