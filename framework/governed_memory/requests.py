@@ -265,6 +265,11 @@ class SearchRequest(_Request):
                     "metadata_filter compares scalar values for equality",
                     field=f"metadata_filter.{name}",
                 )
+            if "\x00" in name or (isinstance(value, str) and "\x00" in value):
+                # Datastores disagree on NUL inside JSON text (SQLite's JSON functions stop
+                # at it, PostgreSQL refuses it): no filter can promise one answer.
+                raise MemoryValidationError("metadata_filter keys and values cannot hold NUL",
+                                            field=f"metadata_filter.{name}")
         _check_entities(self.entity_ids)
 
 

@@ -526,3 +526,9 @@ def test_provenance_is_a_provenance_or_a_mapping_of_its_fields(provenance: Any) 
         AddRequest(SCOPE, "c", provenance=provenance)
     assert info.value.field == "provenance"
     assert AddRequest(SCOPE, "c", provenance={"source_type": "web"}).provenance.source_type == "web"
+
+
+@pytest.mark.parametrize("metadata_filter", [{"lang": "e\x00n"}, {"la\x00ng": "en"}])
+def test_nul_in_a_metadata_filter_is_refused(metadata_filter: dict[str, str]) -> None:
+    refused(SearchRequest((SCOPE,), "q", metadata_filter=metadata_filter),
+            "metadata_filter." + next(iter(metadata_filter)))
