@@ -488,6 +488,14 @@ class ActivityPort:
 
             async def handler(_: object, __: OperationContext) -> Any:
                 return await store_request.call(indexing)
+        elif operation is Operation.SNAPSHOT_HEADER:
+            from governed_memory.replay import SnapshotHeaderRequest, read_header
+
+            assert isinstance(request, SnapshotHeaderRequest)
+            header_request = request
+
+            async def handler(_: object, __: OperationContext) -> Any:
+                return await read_header(self.provider, header_request)
         else:
             handler = getattr(self.provider, operation.value)
         try:

@@ -56,6 +56,8 @@ class Operation(enum.StrEnum):
     ERASE_USER_TURNS = "erase_user_turns"
     REPLAY = "replay"
     """Replay a stored retrieval snapshot (``governed_memory.replay``)."""
+    SNAPSHOT_HEADER = "snapshot_header"
+    """Find the scopes a snapshot covers, before replaying it."""
     # Store-wide indexing work (governed_memory.maintenance): an operator's.
     INDEX_STATUS = "index_status"
     PROCESS_INDEX_JOBS = "process_index_jobs"
@@ -104,6 +106,7 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.RECORD_EXTRACTION: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.ERASE_USER_TURNS: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.REPLAY: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.SNAPSHOT_HEADER: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.INDEX_STATUS: _OperationInfo(_I, Permission.ADMIN, "index_status"),
     Operation.PROCESS_INDEX_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
     Operation.RETRY_INDEX_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),

@@ -146,6 +146,12 @@ def authorize_scope(principal: Principal, request: MemoryRequest) -> str | None:
         if principal.kind is not PrincipalKind.SERVICE or principal.user_id is not None:
             return "store-wide operations are run by a service principal bound to no user"
         return None
+    if operation is Operation.SNAPSHOT_HEADER:
+        # Names a tenant, not a scope: the replay that follows is authorized on the
+        # snapshot's scopes like any read.
+        if getattr(request, "tenant_id", None) != principal.tenant_id:
+            return "tenant mismatch"
+        return None
     if isinstance(request, DeleteUserRequest):
         if request.tenant_id != principal.tenant_id:
             return "tenant mismatch"

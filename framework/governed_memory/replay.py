@@ -26,7 +26,7 @@ from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryValidationError,
 )
-from governed_memory.limits import canonical_json
+from governed_memory.limits import canonical_json, check_identifier
 from governed_memory.operations import Operation
 from governed_memory.principal import Principal
 from governed_memory.records import SearchHit
@@ -86,13 +86,41 @@ class ReplayRequest:
 
 
 @attrs.frozen(slots=True)
-class SnapshotHeader:
+class SnapshotHeaderRequest:
+    """Find which scopes a snapshot of the principal's tenant covers: a governed read of
+    its own, so even the lookup before a replay is decided, traced and evented."""
+
+    operation: ClassVar[Operation] = Operation.SNAPSHOT_HEADER
+
+    snapshot_id: str
+    tenant_id: str
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        return ()
+
+    def validate(self) -> None:
+        _check_snapshot_id(self.snapshot_id)
+        check_identifier(self.tenant_id, "tenant_id")
+
+    def fingerprint(self) -> str:
+        body = {"operation": self.operation.value, "snapshot_id": self.snapshot_id,
+                "tenant_id": self.tenant_id}
+        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+@attrs.frozen(slots=True)
+class SnapshotHeader(TierResult):
     """Who may replay a snapshot: its tenant and the exact scopes it searched."""
 
     snapshot_id: str
     tenant_id: str
     scopes: tuple[Scope, ...]
     erased: bool = False
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        return TierAudit(self, count=len(self.scopes),
+                         reasons=(f"snapshot {self.snapshot_id}",
+                                  *(("erased",) if self.erased else ())))
 
 
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -149,6 +177,15 @@ class ReplayingProvider(Protocol):
     async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult: ...
 
 
+async def read_header(provider: object, request: SnapshotHeaderRequest) -> SnapshotHeader:
+    """The activity port's call for a :class:`SnapshotHeaderRequest`."""
+    replaying = _replaying(provider)
+    if replaying is None:
+        raise MemoryCapabilityUnsupportedError(
+            "this provider stores no retrieval snapshots (no replay)")
+    return await replaying.snapshot_header(request.snapshot_id, request.tenant_id)
+
+
 def _replaying(provider: object) -> ReplayingProvider | None:
     for _ in range(8):
         if isinstance(getattr(type(provider), "inner", None), property):
@@ -164,12 +201,11 @@ async def replay_through(manager: GovernedMemoryManager, principal: Principal,
     if not isinstance(principal, Principal):
         raise MemoryValidationError("principal must be a Principal from authenticated "
                                     "context", field="principal")
-    _check_snapshot_id(snapshot_id)
-    provider = _replaying(manager.provider)
-    if provider is None:
-        raise MemoryCapabilityUnsupportedError(
-            "this provider stores no retrieval snapshots (no replay)")
-    header = await provider.snapshot_header(snapshot_id, principal.tenant_id)
+    header: SnapshotHeader = await manager.activity.execute(
+        cast("MemoryRequest", SnapshotHeaderRequest(snapshot_id, principal.tenant_id)),
+        principal)
+    if header.tenant_id != principal.tenant_id:
+        raise MemoryNotFoundError("no snapshot with that id in this tenant")
     if header.erased:
         raise SnapshotErasedError("the snapshot named a user who has been erased; "
                                   "nothing of it can be replayed")

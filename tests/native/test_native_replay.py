@@ -87,8 +87,11 @@ async def test_replay_is_a_governed_read(manager: GovernedMemoryManager) -> None
     sink = manager.test_sink  # type: ignore[attr-defined]
     sink.clear()
     await manager.replay(ALICE, snapshot_id)
-    assert sink.types() == ["memory.read.requested", "memory.read.completed"]
-    assert {event.operation for event in sink.events} == {"replay"}
+    # the lookup of the snapshot's scopes is a governed read of its own, then the replay
+    assert sink.types() == ["memory.read.requested", "memory.read.completed"] * 2
+    assert [event.operation for event in sink.events] == [
+        "snapshot_header", "snapshot_header", "replay", "replay"]
+    assert sink.events[1].decision_id and sink.events[1].decision_id != sink.events[3].decision_id
     assert all("green" not in event.to_json() for event in sink.events)
     sink.clear()
     with pytest.raises(MemoryScopeError):
