@@ -131,6 +131,8 @@ class AuditSink:
         self._size = 0
         """Bytes of the current file this sink has written or read and checked."""
         self._file_index = 0
+        self._following_for = -1
+        self._following_path = ""
         self._chain_id = ""
         self._seq = 0
         self._head = ""
@@ -376,25 +378,35 @@ class AuditSink:
         assert self._lock_fd is not None
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
+    def _following(self) -> str:
+        """The path of the file after the current one, as a string cached per file
+        number: it is looked for on every append, so it is built once."""
+        if self._following_for != self._file_index:
+            self._following_path = os.path.join(self.directory,
+                                                 file_name(self._file_index + 1))
+            self._following_for = self._file_index
+        return self._following_path
+
     def _unchanged_by_others(self) -> bool:
         assert self._fd is not None
         return (os.fstat(self._fd).st_size == self._size
-                and not (self.directory / file_name(self._file_index + 1)).exists())
+                and not os.path.exists(self._following()))
 
     def _catch_up(self) -> None:
         """Read on from where this sink last was: what other writers appended to the
         current file, then every file they rotated to. Each line is checked against the
         chain as this sink knows it; anything that does not link refuses the append."""
         assert self._fd is not None
-        current = self.directory / file_name(self._file_index)
         size = os.fstat(self._fd).st_size
-        if size < self._size:
-            raise AuditChainError(f"{current}: shrank from {self._size} to {size} bytes "
-                                  "while open (cut by someone); refusing to append")
-        if size > self._size:
+        if size != self._size:
+            current = self.directory / file_name(self._file_index)
+            if size < self._size:
+                raise AuditChainError(f"{current}: shrank from {self._size} to {size} "
+                                      "bytes while open (cut by someone); refusing to "
+                                      "append")
             self._take_in(current, self._size, self._walker(self._file_index))
-        while True:
-            following = self.directory / file_name(self._file_index + 1)
+        while os.path.exists(self._following()):  # another writer rotated
+            following = Path(self._following())
             try:
                 fd = os.open(following, os.O_WRONLY | os.O_APPEND)
             except FileNotFoundError:
