@@ -9,7 +9,9 @@ third-party sink needs no change here and the framework imports no plugin.
 Where files go is the host's decision, not the profile's: a relative path in the
 profile (``path``, ``checkpoint_path``, and the ``path`` of the built-in ``jsonl``
 sink) is resolved against ``base_dir``, which the host passes (the CLI passes the
-directory of its database) and which is the current directory when it passes none.
+directory of its database); when it passes none, paths stay as written, so a relative
+one is the current directory's when the sink opens its file (building never asks for
+the current directory, which may be gone in a long-running process).
 Other sinks' configs are handed over as written, since only the sink knows which of
 its keys are paths. Building does no I/O (sink factories must not): files are opened
 on the first event.
@@ -44,7 +46,7 @@ def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *
     from governed_memory.plugins import PluginManager
 
     plugins = plugins or PluginManager.load()
-    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    base = Path(base_dir) if base_dir is not None else None
     wanted: list[tuple[str, str, dict[str, Any]]] = []
     trail = spec.audit.trail_config
     if trail is not None:
@@ -94,9 +96,9 @@ def jsonl_sink_from_config(config: Mapping[str, Any]) -> EventSink:
     return JsonLinesEventSink(path, fsync=fsync)
 
 
-def _resolved(base: Path, value: str) -> Path:
+def _resolved(base: Path | None, value: str) -> Path:
     path = Path(value)
-    return path if path.is_absolute() else base / path
+    return path if base is None or path.is_absolute() else base / path
 
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:

@@ -100,11 +100,13 @@ def test_sinks_are_built_in_order_with_paths_under_the_base(tmp_path: Path) -> N
     assert not (tmp_path / "trail").exists()  # building opens nothing
 
 
-def test_relative_paths_default_to_the_current_directory(
+async def test_without_a_base_relative_paths_are_the_current_directorys(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
     (trail,) = build_sinks(profile({"path": "trail"}))
-    assert isinstance(trail, AuditSink) and trail.directory == tmp_path / "trail"
+    monkeypatch.chdir(tmp_path)  # where the process is when the trail opens
+    await trail.emit(event(0))
+    await trail.close()
+    assert verify_trail([tmp_path / "trail"]).entries == 1
 
 
 @pytest.mark.parametrize(("factory", "detail"), [
