@@ -195,7 +195,8 @@ class ActivityPort:
             decision_id=decision.decision_id if decision else ctx.decision_id,
             policy_revision=decision.policy_revision if decision else None,
             outcome=outcome if outcome is not None else (decision.outcome if decision else None),
-            reasons=summary.reasons or (decision.reasons() if decision else ()),
+            reasons=(summary.reasons or (decision.reasons() if decision else ())
+                     ) + tuple(ctx.notes.lines),
             record_ids=summary.record_ids,
             versions=summary.versions,
             content_hashes=summary.content_hashes if self.content_hashes_in_events else (),
@@ -550,6 +551,8 @@ class ActivityPort:
             summary = _Summary(tuple(r.id for r in items), tuple(r.version for r in items),
                                (), len(items))
         elif isinstance(result, SearchResult):
+            if result.snapshot_id is not None:
+                ctx.notes.add(f"snapshot {result.snapshot_id}")  # where replay finds it
             hits = tuple(h for h in result.hits if owned(h.record) and visible(h.record))
             result = attrs.evolve(result, hits=hits)  # keeps candidates, snapshot_id
             summary = _Summary(tuple(h.record.id for h in hits),

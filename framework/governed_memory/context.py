@@ -21,8 +21,27 @@ class ProfileRef:
 
 
 @attrs.frozen(slots=True)
+class OperationNotes:
+    """What a provider did besides the operation's own effect, for the trail to say.
+
+    A provider appends a short, content-free line (ids, counts) when an operation had a
+    side effect the caller did not name, e.g. an add that erased an expired record to
+    free its key. The activity port puts the lines into the outcome event's
+    ``reasons``, and a provider storing its committed event (the event outbox) adds
+    them itself before it stores it. The one mutable part of a context, and only ever
+    appended to by the provider serving the operation.
+    """
+
+    lines: list[str] = attrs.field(factory=list)
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+
+@attrs.frozen(slots=True)
 class OperationContext:
-    """Built by the manager for one operation; providers read, never mutate it.
+    """Built by the manager for one operation; providers read it and only ever append
+    to its ``notes``.
 
     ``now`` is fixed once per operation so that every expiry check and timestamp within
     one operation agrees.
@@ -47,6 +66,10 @@ class OperationContext:
     ``committed`` event, which the provider completes with
     ``governed_memory.outbox.finish_committed_event`` and stores in the write's own
     transaction (see ``governed_memory.outbox``)."""
+
+    notes: OperationNotes = attrs.field(factory=OperationNotes, eq=False, repr=False)
+    """Side effects the provider reports (:class:`OperationNotes`); shared by every
+    evolved copy of this context."""
 
     def fingerprint_of(self, request: object) -> str:
         """The idempotency fingerprint to store or compare for ``request``."""

@@ -319,6 +319,7 @@ class Mem0MemoryProvider:
                 raise MemoryConflictError("the key is already used by a record in this scope")
             if holder is not None:  # expired, so invisible: its key is free
                 self._erase_rows([holder], tombstone_idempotency=False)
+                ctx.notes.add(f"erased expired key holder {holder.record.id}")
         record = MemoryRecord(
             id=new_id(), scope=scope, scope_hash=sh, content=request.content,
             memory_type=request.memory_type, version=1, revision=new_revision(),

@@ -252,8 +252,9 @@ class NativeMemoryProvider:
                     raise MemoryConflictError("the key is already used by a record in this scope")
                 if holder is not None:
                     # An expired record is invisible, so its key is free: erase it first
-                    # (with its idempotency entries, as purge_expired would).
+                    # (with its idempotency entries, as purge_expired would), and say so.
                     await tx.erase_records([holder.id])
+                    ctx.notes.add(f"erased expired key holder {holder.id}")
             record = MemoryRecord(
                 id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
                 memory_type=request.memory_type, version=1, revision=new_revision(),
@@ -837,13 +838,18 @@ class NativeMemoryProvider:
             result = await body(tx)
             if ctx.committed_event is not None and result is not None:
                 event = finish_committed_event(ctx.committed_event, result)
+                if ctx.notes.lines:
+                    event = attrs.evolve(event,
+                                         reasons=event.reasons + tuple(ctx.notes.lines))
                 await tx.put_event(event)
                 stored.append(event)
             return result
 
+        noted = len(ctx.notes.lines)
         try:
             result = await self._backend.run_write(unit, tenant_id=tenant_id)
         except BaseException as exc:
+            del ctx.notes.lines[noted:]  # what a rolled-back unit did, it did not do
             self._acks = acks + self._acks
             if not isinstance(exc, MemoryError) or isinstance(exc, MemoryUnavailableError):
                 # Cancelled, or storage failed: the commit may or may not have happened,

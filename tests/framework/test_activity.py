@@ -556,3 +556,36 @@ async def test_provenance_may_be_given_as_a_mapping(manager: GovernedMemoryManag
     with pytest.raises(MemoryValidationError) as info:
         await manager.add(ALICE, ALICE_SCOPE, "x", provenance={"source": "web"})  # type: ignore[dict-item]
     assert info.value.field == "provenance"
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_an_add_that_erases_an_expired_key_holder_says_so(
+        clock: ManualClock, tmp_path: Any, backend: str) -> None:
+    from governed_memory_native import build_native_provider
+
+    config = ({"backend": "memory"} if backend == "memory"
+              else {"backend": "sqlite", "path": str(tmp_path / "m.db")})
+    sink = InMemoryEventSink()
+    async with GovernedMemoryManager(build_native_provider(config, clock), clock=clock,
+                                     sinks=[sink]) as manager:
+        old = await manager.add(ALICE, ALICE_SCOPE, "short-lived", key="k",
+                                expires_at=clock.now() + 10)
+        clock.advance(11)
+        sink.clear()
+        new = await manager.add(ALICE, ALICE_SCOPE, "takes the key", key="k")
+        committed = sink.events[-1]
+        assert committed.type == "memory.write.committed"
+        assert f"erased expired key holder {old.id}" in committed.reasons
+        assert committed.record_ids == (new.id,)
+        sink.clear()
+        await manager.add(ALICE, ALICE_SCOPE, "an ordinary add", key="other")
+        assert not any("erased" in reason for reason in sink.events[-1].reasons)
+
+
+async def test_a_search_event_names_its_snapshot(manager: GovernedMemoryManager,
+                                                 sink: InMemoryEventSink) -> None:
+    await manager.add(ALICE, ALICE_SCOPE, "likes tea")
+    sink.clear()
+    result = await manager.search(ALICE, ALICE_SCOPE, "tea")
+    assert result.snapshot_id is not None
+    assert f"snapshot {result.snapshot_id}" in sink.events[-1].reasons
