@@ -27,6 +27,19 @@ section can be re-run alone):
   searches) issued by 1 task, then spread over 8 concurrent tasks; throughput 8 ÷ 1.
 - ``pg-writers``: PostgreSQL, one manager; governed adds by 1 writer on one tenant, then
   by 8 concurrent writers each on its own tenant; throughput 8 ÷ 1.
+- ``vector-threshold`` (not in the default run): vector-only search p50 on SQLite at
+  small scope sizes, exact in storage (``vector_index_min_vectors`` above the size)
+  against the in-process index (``0``): where the index starts to pay, i.e. the
+  default threshold.
+- ``ann-libraries`` (not in the default run): usearch, hnswlib and faiss HNSW graphs and
+  faiss's fp16 scan over the hybrid section's vectors (the corpus through the 384-d
+  hashing embedder), outside the store: build time, memory, query p50/p95 on one core,
+  recall@10 against exact cosine after exact rescoring of each index's top 200, and
+  how much a pure-Python thread gets done meanwhile (≈ 1: the search releases the
+  GIL). A library that is not installed is reported as such.
+
+Rows of ``hybrid`` (and of the two sections above) merge by backend and size, so one
+backend or one size can be re-run alone.
 
 Seeding goes through ``bench/seeding.py`` (port-level bulk insert, records built as a
 governed add builds them) with the provider closed afterwards, so the manager opens the
@@ -78,6 +91,7 @@ SCOPE = Scope(TENANT, project_id="p", user_id="u1")
 EMBED_DIMENSION = 384
 SEED_CHUNK = 20_000
 SECTIONS = ("lexical", "crowd", "hybrid", "readers", "pg-writers")
+EXTRA_SECTIONS = ("vector-threshold", "ann-libraries")
 WARMUP = 5
 
 
@@ -198,13 +212,29 @@ async def search_row(config: dict[str, Any], scope: Scope, searches: int,
     load_before = load_average()
     try:
         (seconds, hits), lags = await with_ticker(timed_searches(manager, scope, searches, rng))
+        index = vector_index_status(manager)
     finally:
         await manager.close()
-    return {"searches": searches, "p50_ms": ms(seconds, 0.5), "p95_ms": ms(seconds, 0.95),
-            "mean_hits": round(statistics.fmean(hits), 2),
-            "lag_max_ms": round(max(lags, default=0.0) * 1000, 2),
-            "lag_p99_ms": ms(lags, 0.99) if lags else 0.0,
-            "load": [load_before, load_average()]}
+    row = {"searches": searches, "p50_ms": ms(seconds, 0.5), "p95_ms": ms(seconds, 0.95),
+           "mean_hits": round(statistics.fmean(hits), 2),
+           "lag_max_ms": round(max(lags, default=0.0) * 1000, 2),
+           "lag_p99_ms": ms(lags, 0.99) if lags else 0.0,
+           "load": [load_before, load_average()]}
+    if index is not None:
+        row["vector_index"] = index
+    return row
+
+
+def vector_index_status(manager: GovernedMemoryManager) -> dict[str, Any] | None:
+    """The native provider's vector-index counters (builds, catch-ups, fallbacks, rows
+    verified), when the provider has them."""
+    provider = getattr(manager, "provider", None)
+    indexes = getattr(provider, "vector_indexes", None)
+    if indexes is None:
+        return None
+    import attrs
+
+    return {"engine": indexes.describe(), **attrs.asdict(indexes.stats)}
 
 
 async def section_lexical(args: argparse.Namespace) -> dict[str, Any]:
@@ -249,6 +279,8 @@ async def section_crowd(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def section_hybrid(args: argparse.Namespace) -> dict[str, Any]:
+    """Hybrid p50 and lag at each size, then vector-only recall@10; the first search of
+    each run builds the scope's vector index (inside the warm-up searches)."""
     rows = []
     for backend in args.backends:
         for size in args.hybrid_sizes:
@@ -261,6 +293,190 @@ async def section_hybrid(args: argparse.Namespace) -> dict[str, Any]:
                     config, ids, texts, args.recall_queries, rng)
             rows.append({"backend": backend, "size": size, "seed_s": round(seconds, 1), **row})
     return {"rows": rows, "dimension": EMBED_DIMENSION}
+
+
+async def section_vector_threshold(args: argparse.Namespace) -> dict[str, Any]:
+    """Vector-only search at small sizes: exact in storage against the index."""
+    rows = []
+    for size in args.threshold_sizes:
+        rng = random.Random(size + 3)
+        with storage("sqlite") as config:
+            print(f"  vector-threshold sqlite {size:,}: seeding", file=sys.stderr, flush=True)
+            await seed(config, [(SCOPE, size)], rng, vectors=True)
+            row: dict[str, Any] = {"backend": "sqlite", "size": size}
+            for label, minimum in (("exact", 10**9), ("index", 0)):
+                row[label] = await search_row({**config, "vector_index_min_vectors": minimum},
+                                              SCOPE, args.threshold_searches,
+                                              random.Random(size), "vector")
+            row["index_over_exact_p50"] = round(row["index"]["p50_ms"]
+                                                / row["exact"]["p50_ms"], 2)
+        rows.append(row)
+    return {"rows": rows, "dimension": EMBED_DIMENSION}
+
+
+def ann_vectors(size: int, queries: int) -> tuple[Any, Any]:
+    """The hybrid section's data as float32 matrices: ``size`` corpus sentences and
+    ``queries`` 2-word queries through the 384-d hashing embedder (unit length)."""
+    import numpy as np
+
+    rng = random.Random(size + 1)
+    chosen = embedder()
+    texts = [CORPUS.sentence(rng) for _ in range(size)]
+    base = np.asarray(chosen.embed_sync(texts), dtype=np.float32)
+    asked = np.asarray(chosen.embed_sync([CORPUS.query_text(rng) for _ in range(queries)]),
+                       dtype=np.float32)
+    return base, asked
+
+
+def ann_libraries() -> dict[str, tuple[Callable[[Any, Any], Any],
+                                       Callable[[Any, Any, int, int], Any]]]:
+    """(build, search) per index, for the libraries that are installed. Graphs use the
+    same parameters everywhere: 16 links per node, 128 candidates while building."""
+    import numpy as np
+
+    found: dict[str, Any] = {}
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+
+        def faiss_fp16(base: Any, _: Any) -> Any:
+            index = faiss.IndexScalarQuantizer(base.shape[1], faiss.ScalarQuantizer.QT_fp16,
+                                               faiss.METRIC_INNER_PRODUCT)
+            index.add(base)
+            return index
+
+        def faiss_hnsw(base: Any, _: Any) -> Any:
+            index = faiss.IndexHNSWFlat(base.shape[1], 16, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = 128
+            index.add(base)
+            return index
+
+        def faiss_search(index: Any, query: Any, k: int, ef: int) -> Any:
+            params = (faiss.SearchParametersHNSW(efSearch=ef)
+                      if isinstance(index, faiss.IndexHNSW) else None)
+            return index.search(query[None, :], k, params=params)[1][0]
+
+        found["faiss-fp16-scan"] = (faiss_fp16, faiss_search)
+        found["faiss-hnsw"] = (faiss_hnsw, faiss_search)
+    except ImportError:
+        pass
+    try:
+        import hnswlib
+
+        def hnsw_build(base: Any, _: Any) -> Any:
+            index = hnswlib.Index(space="ip", dim=base.shape[1])
+            index.init_index(max_elements=len(base), M=16, ef_construction=128,
+                             allow_replace_deleted=True)
+            index.set_num_threads(1)
+            index.add_items(base, np.arange(len(base)))
+            return index
+
+        def hnsw_search(index: Any, query: Any, k: int, ef: int) -> Any:
+            index.set_ef(max(ef, k))
+            return index.knn_query(query, k=k, num_threads=1)[0][0]
+
+        found["hnswlib"] = (hnsw_build, hnsw_search)
+    except ImportError:
+        pass
+    try:
+        from usearch.index import Index as UsearchIndex
+
+        def usearch_build(base: Any, _: Any) -> Any:
+            index = UsearchIndex(ndim=base.shape[1], metric="ip", dtype="f32",
+                                 connectivity=16, expansion_add=128)
+            index.add(np.arange(len(base), dtype=np.uint64), base, threads=1)
+            return index
+
+        def usearch_search(index: Any, query: Any, k: int, ef: int) -> Any:
+            index.expansion_search = ef
+            return index.search(query, k, threads=1).keys.astype(np.int64)
+
+        found["usearch"] = (usearch_build, usearch_search)
+    except ImportError:
+        pass
+    return found
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as stat:
+        return int(stat.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def python_share(work: Callable[[], Any]) -> float:
+    """How much a pure-Python counting thread gets done while ``work`` runs, over what it
+    gets done alone: about 1 when ``work`` releases the GIL (2 cores), far less if not."""
+    import threading
+
+    def rate(during: Callable[[], Any]) -> float:
+        """Counts per second of the thread while ``during`` runs (repeated for 0.5 s)."""
+        stop, counts = threading.Event(), []
+
+        def count() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+            counts.append(n)
+
+        thread = threading.Thread(target=count)
+        thread.start()
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.5:
+            during()
+        elapsed = time.perf_counter() - began
+        stop.set()
+        thread.join()
+        return counts[0] / elapsed
+
+    return round(rate(work) / rate(lambda: time.sleep(0.05)), 2)
+
+
+async def section_ann_libraries(args: argparse.Namespace) -> dict[str, Any]:
+    import gc
+
+    import numpy as np
+
+    rows: list[dict[str, Any]] = []
+    libraries = ann_libraries()
+    for size in args.ann_sizes:
+        print(f"  ann-libraries {size:,}: embedding", file=sys.stderr, flush=True)
+        base, queries = ann_vectors(size, args.ann_queries)
+        exact = base.astype(np.float64) @ queries.astype(np.float64).T
+        for name, (build, search) in libraries.items():
+            for ef in (args.ann_ef if "hnsw" in name or name == "usearch" else [0]):
+                print(f"  ann-libraries {size:,}: {name} ef={ef}", file=sys.stderr, flush=True)
+                gc.collect()
+                before, load_before = rss_mb(), load_average()
+                began = time.perf_counter()
+                index = build(base, queries)
+                built = time.perf_counter() - began
+                memory = rss_mb() - before
+                k = 200
+                times, hit = [], 0
+                for column, query in enumerate(queries):
+                    start = time.perf_counter()
+                    labels = np.asarray(search(index, query, k, max(ef, k)), dtype=np.int64)
+                    times.append(time.perf_counter() - start)
+                    scores = exact[:, column]
+                    labels = labels[labels >= 0]
+                    top = labels[np.argsort(-scores[labels], kind="stable")][:10]
+                    tenth = -np.partition(-scores, 9)[9]
+                    hit += int(np.sum(scores[top] >= tenth - 1e-5))
+                def burst(index: Any = index, search: Any = search, ef: int = ef,
+                          queries: Any = queries) -> None:
+                    for query in queries:
+                        search(index, query, 200, max(ef, 200))
+
+                share = python_share(burst)
+                rows.append({"library": name, "size": size, "ef": ef or None,
+                             "build_s": round(built, 2), "rss_mb": round(memory, 1),
+                             "p50_ms": ms(times, 0.5), "p95_ms": ms(times, 0.95),
+                             "recall_at_10": round(hit / (10 * len(queries)), 3),
+                             "python_share": share, "load": [load_before, load_average()]})
+                del index
+    missing = sorted({"faiss-fp16-scan", "faiss-hnsw", "hnswlib", "usearch"} - set(libraries))
+    return {"rows": rows, "dimension": EMBED_DIMENSION, "missing": missing,
+            "shortlist": 200}
 
 
 async def vector_recall(config: dict[str, Any], ids: list[str], texts: list[str],
@@ -386,7 +602,26 @@ async def section_pg_writers(args: argparse.Namespace) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[argparse.Namespace], Awaitable[dict[str, Any]]]] = {
     "lexical": section_lexical, "crowd": section_crowd, "hybrid": section_hybrid,
     "readers": section_readers, "pg-writers": section_pg_writers,
+    "vector-threshold": section_vector_threshold, "ann-libraries": section_ann_libraries,
 }
+ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "hybrid": ("backend", "size"), "vector-threshold": ("backend", "size"),
+    "ann-libraries": ("library", "size", "ef"),
+}
+
+
+def merged(name: str, old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """A section's new figures; for sections with ``ROW_KEYS``, rows of the old run that
+    this run did not measure (another backend or size) are kept."""
+    keys = ROW_KEYS.get(name)
+    if keys is None or old is None:
+        return new
+    fresh = {tuple(row.get(key) for key in keys) for row in new["rows"]}
+    kept = [row for row in old.get("rows", [])
+            if tuple(row.get(key) for key in keys) not in fresh]
+    return {**new, "rows": sorted([*kept, *new["rows"]],
+                                  key=lambda row: tuple(str(row.get(key)).zfill(12)
+                                                        for key in keys))}
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -428,12 +663,18 @@ def markdown(data: dict[str, Any]) -> str:
                   "vector-only search against exact cosine over all seeded vectors (target "
                   "≥ 0.95).", "",
                   "| backend | memories | p50 ms | p95 ms | lag max ms | lag p99 ms | "
-                  "mean hits | vector recall@10 | seed s | load |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "mean hits | vector recall@10 | seed s | load | run |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
         lines += [f"| {r['backend']} | {r['size']:,} | {r['p50_ms']} | {r['p95_ms']} | "
                   f"{r['lag_max_ms']} | {r['lag_p99_ms']} | {r['mean_hits']} | "
                   f"{r.get('vector_recall_at_10', 'n/a')} | {r['seed_s']} | "
-                  f"{r['load']} |" for r in sec["rows"]]
+                  f"{r['load']} | {_run_of(r, sec)} |" for r in sec["rows"]]
+        engines = sorted({r["vector_index"]["engine"] for r in sec["rows"]
+                          if "vector_index" in r})
+        if engines:
+            lines += ["", "Vector index: " + "; ".join(engines) + ". Counters per row "
+                      "(builds, catch-ups, fallbacks to exact, candidates verified) are in "
+                      "`scale.json`."]
     if "readers" in sections:
         sec = sections["readers"]
         lines += ["", f"## 8 concurrent readers on one manager ÷ 1 reader ({sec['when']})", "",
@@ -452,9 +693,40 @@ def markdown(data: dict[str, Any]) -> str:
                   "|---:|---:|---:|---:|---|"]
         lines += [f"| {r['adds']} | {r['one_per_s']} | {r['eight_per_s']} | {r['ratio']} | "
                   f"{r['load']} |" for r in sec["rows"]]
+    if "vector-threshold" in sections:
+        sec = sections["vector-threshold"]
+        lines += ["", f"## Vector search: exact in storage or the index? ({sec['when']})", "",
+                  "Vector-only search (top 10), SQLite, one scope, hashing 384-d: exact "
+                  "(`vector_index_min_vectors` above the size) against the in-process index "
+                  "(`0`).", "",
+                  "| memories | exact p50 ms | index p50 ms | index ÷ exact | load |",
+                  "|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['size']:,} | {r['exact']['p50_ms']} | {r['index']['p50_ms']} | "
+                  f"{r['index_over_exact_p50']} | {r['exact']['load']} {r['index']['load']} |"
+                  for r in sec["rows"]]
+    if "ann-libraries" in sections:
+        sec = sections["ann-libraries"]
+        lines += ["", f"## Vector index libraries on the hybrid vectors ({sec['when']})", "",
+                  f"{sec['dimension']}-d hashing vectors of the corpus, one core, each index's "
+                  f"top {sec['shortlist']} rescored exactly; recall@10 against exact cosine. "
+                  "Python share: a pure-Python thread's progress during the searches over its "
+                  "progress alone (≈ 1: the GIL is released)."
+                  + (f" Not installed: {', '.join(sec['missing'])}." if sec["missing"] else ""),
+                  "", "| library | vectors | ef | build s | RSS MB | p50 ms | p95 ms | "
+                  "recall@10 | Python share | load |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['library']} | {r['size']:,} | {r['ef'] or '-'} | {r['build_s']} | "
+                  f"{r['rss_mb']} | {r['p50_ms']} | {r['p95_ms']} | {r['recall_at_10']} | "
+                  f"{r['python_share']} | {r['load']} |" for r in sec["rows"]]
     lines += ["", "Commands that produced these sections:", ""]
     lines += [f"- {name}: `{sec['command']}`" for name, sec in sections.items()]
     return "\n".join(lines) + "\n"
+
+
+def _run_of(row: dict[str, Any], section: dict[str, Any]) -> str:
+    """When a row was measured (rows merge across runs), and whether by a quick run."""
+    when = str(row.get("when", section["when"]))[:10]
+    return f"{when}{' (quick)' if row.get('quick', section.get('quick')) else ''}"
 
 
 def read_results(out: Path) -> dict[str, Any]:
@@ -474,7 +746,8 @@ def write_results(out: Path, data: dict[str, Any]) -> None:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS + EXTRA_SECTIONS,
+                        default=list(SECTIONS))
     parser.add_argument("--backends", nargs="+", choices=["sqlite", "postgres"],
                         default=["sqlite", "postgres"],
                         help="for lexical, crowd, hybrid and readers")
@@ -487,6 +760,13 @@ async def main() -> None:
     parser.add_argument("--hybrid-searches", type=int, default=50)
     parser.add_argument("--recall-queries", type=int, default=50,
                         help="vector-only searches checked against exact cosine")
+    parser.add_argument("--threshold-sizes", type=int, nargs="+",
+                        default=[250, 500, 1000, 2000, 4000, 8000])
+    parser.add_argument("--threshold-searches", type=int, default=50)
+    parser.add_argument("--ann-sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--ann-queries", type=int, default=100)
+    parser.add_argument("--ann-ef", type=int, nargs="+", default=[200, 800],
+                        help="search breadth of the graph indexes")
     parser.add_argument("--reader-records", type=int, default=10_000)
     parser.add_argument("--reader-ops", type=int, default=800)
     parser.add_argument("--writer-ops", type=int, default=400)
@@ -499,6 +779,8 @@ async def main() -> None:
         args.sizes, args.searches, args.crowd = [1000, 10_000], 20, 10_000
         args.hybrid_sizes, args.hybrid_searches, args.recall_queries = [2000], 10, 10
         args.reader_records, args.reader_ops, args.writer_ops = 2000, 200, 160
+        args.threshold_sizes, args.threshold_searches = [500, 2000], 10
+        args.ann_sizes, args.ann_queries, args.ann_ef = [2000], 20, [200]
     if args.million and 1_000_000 not in args.sizes:
         args.sizes.append(1_000_000)
     args.sizes.sort()
@@ -509,7 +791,10 @@ async def main() -> None:
         section = await RUNNERS[name](args)
         section.update(when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        command=command, quick=args.quick)
-        data["sections"][name] = section
+        if name in ROW_KEYS:  # rows outlive the run that measured them: stamp each
+            for row in section["rows"]:
+                row.update(when=section["when"], quick=args.quick)
+        data["sections"][name] = merged(name, data["sections"].get(name), section)
         data["meta"] = {"python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version,
                         "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
         write_results(args.out, data)

@@ -18,7 +18,7 @@ INDEX_KEYS: Final = frozenset({"index_max_attempts", "index_backoff_s",
                                "vector_index_max_vectors"})
 MAX_ATTEMPTS: Final = 100
 MAX_BACKOFF_S: Final = 3600.0
-DEFAULT_INDEX_MIN_VECTORS: Final = 2_000
+DEFAULT_INDEX_MIN_VECTORS: Final = 500
 DEFAULT_INDEX_MAX_VECTORS: Final = 1_000_000
 MAX_INDEX_VECTORS: Final = 1_000_000_000
 

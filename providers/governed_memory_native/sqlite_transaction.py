@@ -335,6 +335,11 @@ class SqliteTransaction(SharedStatements):
         if query.among is None:
             rows = await self._tuples(sql, bound)
         else:
+            # A vector index's shortlist: look the ids up one by one. The unary ``+``
+            # keeps the planner off the scope's indexes, which would walk the whole scope
+            # (linear in its size) to find a few dozen records.
+            sql = sql.replace("WHERE r.scope_hash IN", "WHERE +r.scope_hash IN").replace(
+                "r.status = 'active'", "+r.status = 'active'")
             rows = []
             for chunk in _chunks(list(dict.fromkeys(query.among))):
                 rows.extend(await self._tuples(f"{sql} AND r.id IN ({_marks(len(chunk))})",
@@ -345,13 +350,14 @@ class SqliteTransaction(SharedStatements):
 
     async def vector_scope_states(self, identity: EmbedderIdentity,
                                   scope_hashes: Sequence[str]) -> dict[str, VectorScopeState]:
-        scopes = list(dict.fromkeys(scope_hashes))
-        if not scopes:
-            return {}
-        rows = await self._tuples(
-            "SELECT scope_hash, seq, vectors FROM vector_scopes WHERE identity = ?"
-            f" AND scope_hash IN ({_marks(len(scopes))})", [str(identity), *scopes])
-        return {str(row[0]): VectorScopeState(int(row[1]), int(row[2])) for row in rows}
+        states: dict[str, VectorScopeState] = {}
+        for chunk in _chunks(list(dict.fromkeys(scope_hashes))):
+            rows = await self._tuples(
+                "SELECT scope_hash, seq, vectors FROM vector_scopes WHERE identity = ?"
+                f" AND scope_hash IN ({_marks(len(chunk))})", [str(identity), *chunk])
+            states.update((str(row[0]), VectorScopeState(int(row[1]), int(row[2])))
+                          for row in rows)
+        return states
 
     async def vector_changes(self, identity: EmbedderIdentity, scope_hash: str,
                              after_seq: int, limit: int) -> list[tuple[int, str]]:

@@ -500,7 +500,7 @@ async def test_small_scopes_are_searched_exactly_without_an_index(
 
 def test_index_settings_are_validated_at_load() -> None:
     config = parse_indexing_config({})
-    assert config.vector_index_min_vectors == 2_000
+    assert config.vector_index_min_vectors == 500
     assert config.vector_index_max_vectors == 1_000_000
     parsed = parse_indexing_config({"vector_index_min_vectors": 0,
                                     "vector_index_max_vectors": 10})
