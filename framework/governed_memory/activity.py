@@ -43,7 +43,6 @@ from governed_memory.events import (
     subject_hash,
 )
 from governed_memory.ids import new_id
-from governed_memory.indexing import indexing_provider_of
 from governed_memory.maintenance import StoreRequest
 from governed_memory.operations import Operation, OperationKind
 from governed_memory.outbox import (
@@ -481,14 +480,10 @@ class ActivityPort:
             )
         handler: Callable[..., Any]
         if isinstance(request, StoreRequest):
-            indexing = indexing_provider_of(self.provider)
-            if indexing is None:
-                raise MemoryCapabilityUnsupportedError(
-                    f"provider {self._provider_name} keeps no vectors (no indexing outbox)")
             store_request = request
 
             async def handler(_: object, __: OperationContext) -> Any:
-                return await store_request.call(indexing)
+                return await store_request.call(self.provider)
         elif operation is Operation.SNAPSHOT_HEADER:
             from governed_memory.replay import SnapshotHeaderRequest, read_header
 

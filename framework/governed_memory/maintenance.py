@@ -1,10 +1,12 @@
-"""Store-wide operations: the indexing outbox, its worker, reindexing.
+"""Store-wide operations: the indexing outbox, its worker, reindexing, housekeeping.
 
 These act on the store as a whole rather than on one scope: a worker round embeds
-whatever jobs are due, of any tenant, and a reindex walks every live record. They still
-pass the activity port like every other operation (a decision, a span, and
-``memory.index.*`` events: the index lifecycle as a trail sees it), so nothing reaches
-a provider's outbox except through governance. Only an operator may run them: the
+whatever jobs are due, of any tenant, a reindex walks every live record, and a
+maintenance round removes retrieval snapshots past their retention. They still pass
+the activity port like every other operation (a decision, a span, and ``memory.index.*``
+or ``memory.maintenance.*`` events: the index lifecycle and the maintenance worker as a
+trail sees them), so nothing reaches a provider's outbox or its housekeeping except
+through governance. Only an operator may run them: the
 scope-authorization rule demands a service principal with ``memory:admin`` that is
 bound to no user (``governed_memory.policy.authorize_scope``). Their events name the
 operator's tenant and carry counts, never record content.
@@ -15,11 +17,11 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
 
-from governed_memory.errors import MemoryValidationError
+from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.indexing import (
     IndexingProvider,
     IndexJob,
@@ -27,6 +29,7 @@ from governed_memory.indexing import (
     OutboxStatus,
     ReindexPage,
     WorkerReport,
+    indexing_provider_of,
 )
 from governed_memory.limits import canonical_json, check_text
 from governed_memory.operations import Operation
@@ -37,6 +40,7 @@ MAX_DEAD_LISTED = 1000
 MAX_WORKER_BATCH = 1000
 MAX_REINDEX_PAGE = 10_000
 MAX_JOB_IDS = 1000
+MAX_PURGE = 10_000
 
 
 def _check_int(value: object, field: str, low: int, high: int) -> None:
@@ -62,8 +66,40 @@ class StoreRequest:
                    for field in attrs.fields(type(self))}}  # type: ignore[arg-type]
         return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
-    async def call(self, provider: IndexingProvider) -> TierResult:  # pragma: no cover
+    async def call(self, provider: object) -> TierResult:  # pragma: no cover
+        """Run against the port's provider (under any wrapper); raises
+        ``MemoryCapabilityUnsupportedError`` if it cannot do this."""
         raise NotImplementedError
+
+
+def _indexing(provider: object) -> IndexingProvider:
+    indexing = indexing_provider_of(provider)
+    if indexing is None:
+        raise MemoryCapabilityUnsupportedError(
+            f"provider {getattr(provider, 'name', type(provider).__name__)} keeps no "
+            "vectors (no indexing outbox)")
+    return indexing
+
+
+@runtime_checkable
+class SnapshotKeeping(Protocol):
+    """A provider that stores retrieval snapshots and enforces their retention."""
+
+    async def purge_snapshots(self, *, limit: int) -> int:
+        """Remove up to ``limit`` snapshots older than the provider's retention."""
+        ...
+
+
+def _snapshot_keeping(provider: object) -> SnapshotKeeping:
+    for _ in range(8):
+        if not isinstance(getattr(type(provider), "inner", None), property):
+            break
+        provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
+    if not isinstance(provider, SnapshotKeeping):
+        raise MemoryCapabilityUnsupportedError(
+            f"provider {getattr(provider, 'name', type(provider).__name__)} stores no "
+            "retrieval snapshots")
+    return provider
 
 
 def _job_ids(value: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -138,9 +174,10 @@ class OutboxStatusRequest(StoreRequest):
     def validate(self) -> None:
         _check_int(self.dead_limit, "dead_limit", 0, MAX_DEAD_LISTED)
 
-    async def call(self, provider: IndexingProvider) -> OutboxReport:
-        status = await provider.outbox_status()
-        dead = (tuple(await provider.index_jobs(JobState.DEAD, self.dead_limit))
+    async def call(self, provider: object) -> OutboxReport:
+        indexing = _indexing(provider)
+        status = await indexing.outbox_status()
+        dead = (tuple(await indexing.index_jobs(JobState.DEAD, self.dead_limit))
                 if self.dead_limit else ())
         return OutboxReport(status, dead)
 
@@ -163,8 +200,9 @@ class ProcessIndexJobsRequest(StoreRequest):
             raise MemoryValidationError("lease_s must be from 0.1 to 86400 seconds",
                                         field="lease_s")
 
-    async def call(self, provider: IndexingProvider) -> WorkerRound:
-        return WorkerRound(await provider.process_index_jobs(
+    async def call(self, provider: object) -> WorkerRound:
+        indexing = _indexing(provider)
+        return WorkerRound(await indexing.process_index_jobs(
             worker_id=self.worker_id, limit=self.limit, lease_s=float(self.lease_s)))
 
 
@@ -185,9 +223,10 @@ class RetryDeadJobsRequest(StoreRequest):
         for i, job_id in enumerate(self.job_ids):
             check_text(job_id, f"job_ids[{i}]", max_bytes=128)
 
-    async def call(self, provider: IndexingProvider) -> Requeued:
+    async def call(self, provider: object) -> Requeued:
+        indexing = _indexing(provider)
         ids: Sequence[str] | None = None if self.job_ids is None else list(self.job_ids)
-        return Requeued(await provider.retry_dead_jobs(ids))
+        return Requeued(await indexing.retry_dead_jobs(ids))
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -205,9 +244,39 @@ class ReindexRequest(StoreRequest):
             check_text(self.cursor, "cursor", max_bytes=2048)
         _check_int(self.limit, "limit", 1, MAX_REINDEX_PAGE)
 
-    async def call(self, provider: IndexingProvider) -> ReindexStep:
-        return ReindexStep(await provider.reindex(cursor=self.cursor, limit=self.limit))
+    async def call(self, provider: object) -> ReindexStep:
+        indexing = _indexing(provider)
+        return ReindexStep(await indexing.reindex(cursor=self.cursor, limit=self.limit))
+
+
+@attrs.frozen(slots=True)
+class Purged(TierResult):
+    """How much a maintenance step removed."""
+
+    count: int
+    what: str
+
+    def audit(self, allowed: set[str]) -> TierAudit:
+        return TierAudit(self, count=self.count, reasons=(f"{self.what} {self.count}",))
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class PurgeSnapshotsRequest(StoreRequest):
+    """Remove up to ``limit`` retrieval snapshots past the provider's retention (the
+    maintenance worker's round; a snapshot is never removed around governance)."""
+
+    operation: ClassVar[Operation] = Operation.PURGE_SNAPSHOTS
+
+    limit: int = 1000
+
+    def validate(self) -> None:
+        _check_int(self.limit, "limit", 1, MAX_PURGE)
+
+    async def call(self, provider: object) -> Purged:
+        keeping = _snapshot_keeping(provider)
+        return Purged(await keeping.purge_snapshots(limit=self.limit),
+                      "expired retrieval snapshots removed")
 
 
 STORE_REQUESTS = (OutboxStatusRequest, ProcessIndexJobsRequest, RetryDeadJobsRequest,
-                  ReindexRequest)
+                  ReindexRequest, PurgeSnapshotsRequest)

@@ -7,6 +7,8 @@ because it comes from the host's authentication, per request, never from the sco
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,13 +21,15 @@ from opentelemetry.trace import TracerProvider
 from governed_memory.activity import ActivityPort
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.context import ProfileRef
-from governed_memory.errors import MemoryValidationError
+from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.indexing import ReindexPage, WorkerReport, WorkerSteps
 from governed_memory.maintenance import (
     OutboxReport,
     OutboxStatusRequest,
     ProcessIndexJobsRequest,
+    Purged,
+    PurgeSnapshotsRequest,
     ReindexRequest,
     ReindexStep,
     Requeued,
@@ -36,7 +40,7 @@ from governed_memory.maintenance import (
 from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
-from governed_memory.principal import Principal
+from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.profiles.build import build_components, wrap_with_cache
 from governed_memory.profiles.packs import PackRegistry, ResolvedPack
 from governed_memory.profiles.registry import ProfileRegistry
@@ -112,6 +116,16 @@ def _strings(values: Iterable[str], field: str) -> tuple[str, ...]:
     return tuple(values)
 
 
+MAINTENANCE_BATCH = 1000
+"""Snapshots a maintenance round removes at most."""
+
+MAINTENANCE_PRINCIPAL = Principal(
+    "governed-memory:maintenance", PrincipalKind.SERVICE, "operator",
+    permissions=frozenset({Permission.ADMIN}))
+"""Who the in-process maintenance round (``maintenance_interval_s``) acts as: an
+operator of no tenant's data, as its events say."""
+
+
 class GovernedMemoryManager:
     """Scoped, authorized, decided, traced and audited memory over one provider."""
 
@@ -131,12 +145,18 @@ class GovernedMemoryManager:
         meter_provider: MeterProvider | None = None,
         fail_closed: bool | None = None,
         outbox_interval_s: float | None = None,
+        maintenance_interval_s: float | None = None,
     ) -> None:
         """``fail_closed`` (default: the profile's ``[audit] fail_closed``) refuses any
         operation whose ``requested`` event the sinks cannot all record.
         ``outbox_interval_s`` drains a transactional provider's event outbox in the
         background at that period (it is always drained on ``start`` and after each
-        write)."""
+        write). ``maintenance_interval_s`` runs the maintenance round
+        (:meth:`purge_snapshots`, as :data:`MAINTENANCE_PRINCIPAL`) in the background
+        at that period; without it, run ``governed-memory worker`` or ``maintain``."""
+        if maintenance_interval_s is not None and not maintenance_interval_s > 0:
+            raise MemoryValidationError("maintenance_interval_s must be positive",
+                                        field="maintenance_interval_s")
         self.provider = provider
         self.clock = clock or SystemClock()
         if fail_closed is None:
@@ -167,6 +187,8 @@ class GovernedMemoryManager:
                              and profile_spec.privacy.capture_content_in_traces),
         )
         self.outbox_interval_s = outbox_interval_s
+        self.maintenance_interval_s = maintenance_interval_s
+        self._maintenance: asyncio.Task[None] | None = None
         self._started = False
 
     @classmethod
@@ -198,6 +220,7 @@ class GovernedMemoryManager:
         provider_config_overrides: Mapping[str, Any] | None = None,
         meter_provider: MeterProvider | None = None,
         outbox_interval_s: float | None = None,
+        maintenance_interval_s: float | None = None,
     ) -> GovernedMemoryManager:
         """Build from a versioned profile: ``"chat-assistant@1.0.0"`` (or a spec).
 
@@ -220,7 +243,8 @@ class GovernedMemoryManager:
         return cls(provider, policies=parts.policies, sinks=sinks, clock=clock,
                    tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
                    profile_spec=spec, policy_configuration=parts.policy_configuration,
-                   meter_provider=meter_provider, outbox_interval_s=outbox_interval_s)
+                   meter_provider=meter_provider, outbox_interval_s=outbox_interval_s,
+                   maintenance_interval_s=maintenance_interval_s)
 
     @classmethod
     def from_pack(
@@ -234,9 +258,12 @@ class GovernedMemoryManager:
         tracer_provider: TracerProvider | None = None,
         provider_config_overrides: Mapping[str, Any] | None = None,
         meter_provider: MeterProvider | None = None,
+        outbox_interval_s: float | None = None,
+        maintenance_interval_s: float | None = None,
     ) -> GovernedMemoryManager:
         """Build from the profile a domain pack (``"support-desk@1.0.0"``) selects for
-        one use (``"chat"``)."""
+        one use (``"chat"``); every other argument is :meth:`from_profile`'s (``clock``
+        replaces the system clock, for tests and simulations)."""
         plugins = plugins or PluginManager.load()
         profiles = ProfileRegistry.from_plugins(plugins)
         resolved = PackRegistry.from_plugins(plugins).resolve(pack, profiles)
@@ -244,7 +271,9 @@ class GovernedMemoryManager:
         manager = cls.from_profile(spec, plugins=plugins, clock=clock, sinks=sinks,
                                    tracer_provider=tracer_provider,
                                    provider_config_overrides=provider_config_overrides,
-                                   meter_provider=meter_provider)
+                                   meter_provider=meter_provider,
+                                   outbox_interval_s=outbox_interval_s,
+                                   maintenance_interval_s=maintenance_interval_s)
         manager.domain_pack = resolved
         return manager
 
@@ -261,6 +290,10 @@ class GovernedMemoryManager:
                 await outbox.drain()
                 if self.outbox_interval_s is not None:
                     outbox.start(self.outbox_interval_s)
+            if self.maintenance_interval_s is not None:
+                self._maintenance = asyncio.create_task(
+                    self._maintain_every(self.maintenance_interval_s),
+                    name="governed-memory-maintenance")
         except BaseException:
             # A start that fails leaves nothing open behind it (connections, threads).
             try:
@@ -277,7 +310,23 @@ class GovernedMemoryManager:
         outbox = self.activity.outbox
         return 0 if outbox is None else len((await outbox.drain()).delivered)
 
+    async def _maintain_every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                while await self.purge_snapshots(MAINTENANCE_PRINCIPAL) == MAINTENANCE_BATCH:
+                    pass  # a full page: more may be due
+            except MemoryCapabilityUnsupportedError:
+                return  # nothing to maintain here
+            except Exception as exc:  # the loop outlives one failure; the trail has it
+                log.warning("maintenance round failed: %s", type(exc).__name__)
+
     async def close(self) -> None:
+        task, self._maintenance = self._maintenance, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if self._started:
             self._started = False
             outbox = self.activity.outbox
@@ -483,6 +532,14 @@ class GovernedMemoryManager:
         result: ReindexStep = await self._execute_store(
             Operation.REINDEX, principal, lambda: ReindexRequest(cursor=cursor, limit=limit))
         return result.page
+
+    async def purge_snapshots(self, principal: Principal, *,
+                              limit: int = MAINTENANCE_BATCH) -> int:
+        """The maintenance round: remove up to ``limit`` retrieval snapshots past the
+        provider's retention; returns how many (``memory.maintenance.*`` events)."""
+        result: Purged = await self._execute_store(
+            Operation.PURGE_SNAPSHOTS, principal, lambda: PurgeSnapshotsRequest(limit=limit))
+        return result.count
 
     def worker_steps(self, principal: Principal) -> WorkerSteps:
         """The governed worker round bound to ``principal``, for

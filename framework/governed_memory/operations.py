@@ -20,6 +20,9 @@ class OperationKind(enum.StrEnum):
     INDEX = "index"
     """Store-wide work on the indexing outbox (``governed_memory.maintenance``): its
     events are the index lifecycle, ``memory.index.*``. It changes no memory."""
+    MAINTENANCE = "maintenance"
+    """Store-wide housekeeping (retention of retrieval snapshots): the maintenance
+    worker's ``memory.maintenance.*`` events. It changes no memory."""
 
 
 @attrs.frozen(slots=True)
@@ -63,6 +66,7 @@ class Operation(enum.StrEnum):
     PROCESS_INDEX_JOBS = "process_index_jobs"
     RETRY_INDEX_JOBS = "retry_index_jobs"
     REINDEX = "reindex"
+    PURGE_SNAPSHOTS = "purge_snapshots"
 
     @property
     def info(self) -> _OperationInfo:
@@ -111,11 +115,13 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.PROCESS_INDEX_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
     Operation.RETRY_INDEX_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
     Operation.REINDEX: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
+    Operation.PURGE_SNAPSHOTS: _OperationInfo(OperationKind.MAINTENANCE, Permission.ADMIN,
+                                              "delete_memory"),
 }
 
 STORE_OPERATIONS: frozenset[Operation] = frozenset(
     {Operation.INDEX_STATUS, Operation.PROCESS_INDEX_JOBS, Operation.RETRY_INDEX_JOBS,
-     Operation.REINDEX})
+     Operation.REINDEX, Operation.PURGE_SNAPSHOTS})
 """Operations on the store as a whole (no scope): only an operator runs them."""
 
 MAINTENANCE: frozenset[Operation] = frozenset(

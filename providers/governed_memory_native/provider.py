@@ -144,7 +144,7 @@ class NativeMemoryProvider:
         self._committed_ids: set[str] = set()
         self._acks: list[str] = []
         self._stored_unknown = True
-        self._snapshots = SnapshotWriter(backend, self._config.snapshot_retention_s)
+        self._snapshots = SnapshotWriter(backend)
         # Vector candidates of large scopes (see vector_index); lives in process memory.
         self._vector_indexes = VectorIndexes(self._config)
         self._refresher: asyncio.Task[None] | None = None
@@ -649,10 +649,21 @@ class NativeMemoryProvider:
             return snapshot_id
 
         async def unit(tx: WriteTransaction) -> None:
-            await store_snapshots(tx, [item], ctx.now - self._config.snapshot_retention_s)
+            await store_snapshots(tx, [item])
 
         await self._backend.run_write(unit)
         return snapshot_id
+
+    async def purge_snapshots(self, *, limit: int) -> int:
+        """Remove up to ``limit`` retrieval snapshots older than ``snapshot_retention_s``
+        (the governed maintenance round, ``governed_memory.maintenance``)."""
+        self._require_open()
+        before = self._clock.now() - self._config.snapshot_retention_s
+
+        async def unit(tx: WriteTransaction) -> int:
+            return await tx.purge_snapshots(before, limit)
+
+        return await self._backend.run_write(unit)
 
     async def flush_snapshots(self) -> None:
         """Store every retrieval snapshot still queued for a batch (tools, tests)."""

@@ -28,9 +28,6 @@ from governed_memory_native.port import StorageBackend, WriteTransaction
 
 logger = logging.getLogger("governed_memory_native.snapshots")
 
-PURGE_PER_SNAPSHOT: Final = 16
-"""Expired snapshots removed per stored one: retention costs every batch a little."""
-
 FLUSH_DELAY_S: Final = 0.05
 """How long a snapshot may wait for others to share its write."""
 
@@ -85,21 +82,20 @@ class PendingSnapshot:
     subjects: Sequence[str]
 
 
-async def store(tx: WriteTransaction, items: Sequence[PendingSnapshot],
-                expire_before: float) -> None:
-    """Store ``items`` and remove some expired snapshots, in the caller's transaction."""
+async def store(tx: WriteTransaction, items: Sequence[PendingSnapshot]) -> None:
+    """Store ``items`` in the caller's transaction. Retention is not enforced here: the
+    governed maintenance round (``purge_snapshots``) removes expired snapshots, so no
+    removal ever happens without a decision and an event."""
     for item in items:
         await tx.put_snapshot(item.snapshot_id, item.tenant_id, item.body,
                               created_at=item.created_at, subjects=item.subjects)
-    await tx.purge_snapshots(expire_before, PURGE_PER_SNAPSHOT * len(items))
 
 
 class SnapshotWriter:
     """Queues snapshots and stores them in batches, one write unit per batch."""
 
-    def __init__(self, backend: StorageBackend, retention_s: float) -> None:
+    def __init__(self, backend: StorageBackend) -> None:
         self._backend = backend
-        self._retention_s = retention_s
         self._queue: list[PendingSnapshot] = []
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -134,12 +130,10 @@ class SnapshotWriter:
             while self._queue:
                 items = self._queue[:MAX_BATCH]
                 del self._queue[:len(items)]
-                expire_before = max(item.created_at for item in items) - self._retention_s
 
                 async def unit(tx: WriteTransaction,
-                               items: Sequence[PendingSnapshot] = items,
-                               expire_before: float = expire_before) -> None:
-                    await store(tx, items, expire_before)
+                               items: Sequence[PendingSnapshot] = items) -> None:
+                    await store(tx, items)
 
                 try:
                     await self._backend.run_write(unit)

@@ -174,3 +174,33 @@ def test_a_provider_without_vectors_is_refused(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(cli_indexing, "_open_manager", open_manager)
     result = _invoke("outbox", "status", "--db", str(tmp_path / "x.db"), code=6)
     assert "keeps no vectors" in result.stderr
+
+
+def test_every_command_is_a_governed_operation_in_the_trail(monkeypatch: pytest.MonkeyPatch,
+                                                            database: Path) -> None:
+    from governed_memory.events import InMemoryEventSink
+
+    spec = loads_profile(PROFILE.format(dimension=32))
+    sink = InMemoryEventSink()
+
+    def open_manager(db: Path | None, profile: str | None = None) -> GovernedMemoryManager:
+        return GovernedMemoryManager.from_profile(
+            spec, plugins=PluginManager.load(blocked=[]), sinks=[sink],
+            provider_config_overrides={"path": str(db or database)})
+
+    monkeypatch.setattr(cli_indexing, "_open_manager", open_manager)
+    _add(database, "green tea", "black coffee")
+    _invoke("worker", "--db", str(database), "--once", "--worker-id", "w")
+    _invoke("reindex", "--db", str(database))
+    _invoke("outbox", "status", "--db", str(database))
+    _invoke("outbox", "retry", "--db", str(database), "--all")
+    assert "removed 0" in _invoke("maintain", "--db", str(database)).stdout
+    done = [(e.type, e.operation) for e in sink.events if e.type.endswith((".completed",))]
+    assert ("memory.index.completed", "process_index_jobs") in done
+    assert ("memory.index.completed", "reindex") in done
+    assert ("memory.index.completed", "index_status") in done
+    assert ("memory.index.completed", "retry_index_jobs") in done
+    assert ("memory.maintenance.completed", "purge_snapshots") in done
+    assert {e.principal_id for e in sink.events} == {e.principal_id for e in sink.events
+                                                     if e.principal_id.startswith("cli:")}
+    assert {e.tenant_id for e in sink.events} == {cli_indexing.STORE_TENANT}

@@ -124,11 +124,25 @@ async def test_erasing_the_user_erases_the_snapshot(manager: GovernedMemoryManag
 
 async def test_snapshots_expire_after_their_retention(manager: GovernedMemoryManager,
                                                       clock: ManualClock) -> None:
+    from governed_memory.manager import MAINTENANCE_PRINCIPAL
+
     snapshot_id, _ = await _seed(manager)
+    await manager.search(ALICE, ALICE_SCOPE, "coffee")  # storing one purges nothing
+    assert await manager.purge_snapshots(MAINTENANCE_PRINCIPAL) == 0  # not yet expired
     clock.advance(3601)
-    await manager.search(ALICE, ALICE_SCOPE, "coffee")  # storing one purges old ones
+    fresh = (await manager.search(ALICE, ALICE_SCOPE, "coffee")).snapshot_id
+    await manager.replay(ALICE, snapshot_id)  # expired, but nothing removes it silently
+    sink = manager.test_sink  # type: ignore[attr-defined]
+    sink.clear()
+    assert await manager.purge_snapshots(MAINTENANCE_PRINCIPAL) == 2  # the maintenance round
+    assert sink.types() == ["memory.maintenance.requested", "memory.maintenance.completed"]
+    assert sink.events[-1].count == 2
     with pytest.raises(MemoryNotFoundError):
         await manager.replay(ALICE, snapshot_id)
+    assert fresh is not None
+    await manager.replay(ALICE, fresh)  # within its retention: kept
+    with pytest.raises(MemoryScopeError):  # only an operator maintains the store
+        await manager.purge_snapshots(ALICE)
 
 
 async def test_replay_through_the_search_cache(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ no tenant; see ``governed_memory.maintenance``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -25,7 +26,7 @@ from governed_memory.cli.common import EXIT_CODES, current_profile, db_option, j
 from governed_memory.cli.common import open_manager as _open_manager
 from governed_memory.cli.common import operator as _operator
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryError
+from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryError
 from governed_memory.indexing import OutboxStatus, WorkerReport, run_worker
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Principal
@@ -73,9 +74,13 @@ def _report_text(report: WorkerReport) -> str:
 @click.option("--idle-s", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="wait between polls when no job is due")
 @click.option("--once", is_flag=True, help="process every due job, then exit")
+@click.option("--maintain-every", "maintain_s", type=click.FloatRange(min=0), default=300.0,
+              show_default=True,
+              help="seconds between maintenance rounds (snapshot retention); 0: none")
 def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, idle_s: float,
-           once: bool) -> None:
-    """Run the indexing worker: embed what writes queued, until SIGINT/SIGTERM."""
+           once: bool, maintain_s: float) -> None:
+    """Run the indexing and maintenance worker: embed what writes queued, and enforce
+    retrieval-snapshot retention, until SIGINT/SIGTERM (every round is governed)."""
     name = worker_id or _default_worker_id()
 
     async def work(manager: GovernedMemoryManager, operator: Principal) -> WorkerReport:
@@ -83,18 +88,61 @@ def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, i
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        maintaining = (asyncio.create_task(_maintain(manager, operator, stop, maintain_s))
+                       if maintain_s > 0 and not once else None)
         try:
-            return await run_worker(
+            report = await run_worker(
                 manager.worker_steps(operator), worker_id=name, stop=stop, batch=batch,
                 lease_s=lease_s,
                 idle_s=idle_s, until_idle=once,
                 on_report=lambda r: click.echo(_report_text(r), err=True))
+            if once and maintain_s > 0:
+                await _maintenance_round(manager, operator)
+            return report
         finally:
+            stop.set()
+            if maintaining is not None:
+                await maintaining
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
     total = _run(db, work)
     click.echo(f"worker {name} stopped: {_report_text(total)}")
+
+
+async def _maintenance_round(manager: GovernedMemoryManager, operator: Principal) -> int:
+    """Purge expired snapshots page by page; 0 when the provider keeps none."""
+    removed = 0
+    try:
+        while (step := await manager.purge_snapshots(operator)) > 0:
+            removed += step
+    except MemoryCapabilityUnsupportedError:
+        return 0
+    if removed:
+        click.echo(f"maintenance: removed {removed} expired retrieval snapshot(s)", err=True)
+    return removed
+
+
+async def _maintain(manager: GovernedMemoryManager, operator: Principal,
+                    stop: asyncio.Event, every_s: float) -> None:
+    while not stop.is_set():
+        try:
+            await _maintenance_round(manager, operator)
+        except MemoryError as exc:  # recorded in the trail; the worker goes on
+            click.echo(f"maintenance round failed ({exc.code})", err=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=every_s)
+
+
+@click.command()
+@db_option
+def maintain(db: Path | None) -> None:
+    """Run one maintenance round now: remove retrieval snapshots past their retention."""
+
+    async def work(manager: GovernedMemoryManager, operator: Principal) -> int:
+        return await _maintenance_round(manager, operator)
+
+    click.echo(f"removed {_run(db, work)} expired retrieval snapshot(s)")
 
 
 @click.command()
@@ -198,4 +246,4 @@ def outbox_retry(db: Path | None, job_ids: tuple[str, ...], all_dead: bool) -> N
     click.echo(f"requeued {requeued} dead job(s)")
 
 
-COMMANDS = (worker, reindex, outbox)
+COMMANDS = (worker, reindex, outbox, maintain)
