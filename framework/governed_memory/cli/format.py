@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from governed_memory.events import MemoryEvent
 from governed_memory.records import MemoryRecord, MemoryVersion, Page, SearchResult
+from governed_memory.replay import ReplayResult
 
 
 def when(epoch: float | None) -> str:
@@ -59,6 +60,8 @@ def search_text(result: SearchResult) -> str:
                             for s in hit.explanation.signals)
         lines.append(f"{hit.rank:>2}. {hit.score:8.3f}  {record_line(hit.record)}")
         lines.append(f"    why: {signals}")
+    if result.snapshot_id is not None:
+        lines.append(f"snapshot: {result.snapshot_id}  (governed-memory replay)")
     return "\n".join(lines)
 
 
@@ -79,3 +82,14 @@ def event_table(events: Iterable[MemoryEvent]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
                      for row in rows)
+
+
+def replay_text(result: ReplayResult) -> str:
+    lines = [f"snapshot {result.snapshot_id} taken {when(result.created_at)} "
+             f"(profile {result.profile}, {result.candidates} candidate(s))"]
+    for hit in result.hits:
+        lines.append(f"{hit.rank:>3}. {hit.score:.4f}  " + record_line(hit.record))
+    lines.extend(f"     erased since: {record_id}" for record_id in result.erased_record_ids)
+    if not result.hits and not result.erased_record_ids:
+        lines.append("(no hits)")
+    return "\n".join(lines)

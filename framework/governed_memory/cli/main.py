@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from governed_memory import __version__
@@ -29,7 +30,7 @@ from governed_memory.cli.review import approve, reject
 from governed_memory.converter import unstructure
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.plugins import PluginManager
-from governed_memory.records import MemoryType
+from governed_memory.records import ErasureReceipt, MemoryType
 
 TYPES = click.Choice([t.value for t in MemoryType])
 
@@ -182,14 +183,15 @@ def update(db: Path | None, record_id: str, expected_revision: str | None, conte
 @click.argument("record_id")
 @click.option("--expected-revision", default=None)
 @click.option("--hard", is_flag=True, help="remove the record and its history physically")
+@click.option("--idempotency-key", default=None)
 @json_option
 def delete(db: Path | None, record_id: str, expected_revision: str | None, hard: bool,
-           as_json: bool, **scope_kw: Any) -> None:
+           idempotency_key: str | None, as_json: bool, **scope_kw: Any) -> None:
     """Delete a memory (soft: a tombstone version; --hard: gone with its history)."""
     scope = scope_from(scope_kw)
     result = run_with_manager(db, lambda m: m.delete(
         operator(scope.tenant_id), scope, record_id, expected_revision=expected_revision,
-        hard=hard))
+        hard=hard, idempotency_key=idempotency_key))
     emit(result, as_json, lambda r: f"deleted {r.record_id} ({'hard' if r.hard else 'soft'}"
                                     + (f", tombstone v{r.version}" if r.version else "") + ")")
 
@@ -205,6 +207,91 @@ def history(db: Path | None, record_id: str, as_json: bool, **scope_kw: Any) -> 
     result = run_with_manager(db, lambda m: m.history(operator(scope.tenant_id), scope,
                                                       record_id))
     emit(list(result), as_json, fmt.history_text)
+
+
+def _receipt_text(receipt: ErasureReceipt) -> str:
+    counts = ", ".join(f"{name} {count}" for name, count in sorted(receipt.counts.items()))
+    return (f"erased user {receipt.user_id} of tenant {receipt.tenant_id}: {counts}\n"
+            f"receipt {receipt.receipt_hash} (request {receipt.request_id}, "
+            f"{len(receipt.scope_hashes)} scope(s))")
+
+
+@cli.command("delete-user")
+@db_option
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--user", "user_id", required=True)
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@json_option
+def delete_user(db: Path | None, tenant_id: str, user_id: str, yes: bool,
+                as_json: bool) -> None:
+    """Erase a user in every scope of the tenant and print the erasure receipt."""
+    if not yes:
+        click.confirm(f"Erase every memory of user {user_id!r} in tenant {tenant_id!r}?",
+                      abort=True, err=True)
+    result = run_with_manager(db, lambda m: m.delete_user(operator(tenant_id), tenant_id,
+                                                          user_id))
+    emit(result, as_json, _receipt_text)
+
+
+@cli.command("delete-all")
+@db_option
+@scope_options
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@json_option
+def delete_all(db: Path | None, yes: bool, as_json: bool, **scope_kw: Any) -> None:
+    """Erase every memory of one exact scope (not its sub-scopes)."""
+    scope = scope_from(scope_kw)
+    if not yes:
+        click.confirm(f"Erase every memory of scope {scope.scope_hash}?", abort=True,
+                      err=True)
+    result = run_with_manager(db, lambda m: m.delete_all(operator(scope.tenant_id), scope))
+    emit({"erased": result}, as_json, lambda r: f"erased {r['erased']} record(s)")
+
+
+@cli.command("purge-expired")
+@db_option
+@scope_options
+@click.option("--limit", type=click.IntRange(1, 100), default=100, show_default=True,
+              help="records inspected per page")
+@json_option
+def purge_expired(db: Path | None, limit: int, as_json: bool, **scope_kw: Any) -> None:
+    """Physically remove the expired memories of one exact scope, page by page."""
+    scope = scope_from(scope_kw)
+
+    async def work(m: GovernedMemoryManager) -> dict[str, int]:
+        removed = pages = 0
+        after: str | None = None
+        while True:
+            page = await m.purge_expired(operator(scope.tenant_id), scope, limit=limit,
+                                         after=after)
+            removed, pages = removed + page.deleted, pages + 1
+            if page.next_cursor is None:
+                return {"purged": removed, "pages": pages}
+            after = page.next_cursor
+
+    result = run_with_manager(db, work)
+    emit(result, as_json,
+         lambda r: f"purged {r['purged']} expired record(s) in {r['pages']} page(s)")
+
+
+@cli.command()
+@db_option
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--user", "user_id", default=None,
+              help="replay as this user (default: the tenant's operator)")
+@click.argument("snapshot_id")
+@json_option
+def replay(db: Path | None, tenant_id: str, user_id: str | None, snapshot_id: str,
+           as_json: bool) -> None:
+    """Replay a stored retrieval snapshot: what that search returned, at its versions."""
+
+    async def work(m: GovernedMemoryManager) -> Any:
+        principal = operator(tenant_id)
+        if user_id is not None:
+            principal = attrs.evolve(principal, user_id=user_id)
+        return await m.replay(principal, snapshot_id)
+
+    emit(run_with_manager(db, work), as_json, fmt.replay_text)
 
 
 def main() -> None:
