@@ -94,21 +94,28 @@ def test_plugins_register_specs_mappings_and_files(tmp_path: Path) -> None:
         registry.get("tiny@1.0.0")
 
 
-def test_a_broken_registration_names_its_plugin() -> None:
-    plugins = PluginManager.load([TeamProfiles({"id": "x", "version": "1.0.0", "bad": 1})],
+def test_a_broken_registration_is_listed_and_spares_the_rest() -> None:
+    plugins = PluginManager.load([TeamProfiles({"id": "x", "version": "1.0.0", "bad": 1},
+                                               spec())],
                                  entry_points=False, blocked=[])
-    with pytest.raises(MemoryConfigurationError, match=r"plugin TeamProfiles: .*bad: unknown key"):
-        ProfileRegistry.from_plugins(plugins)
+    registry = ProfileRegistry.from_plugins(plugins)
+    [broken] = registry.broken
+    assert "plugin TeamProfiles:" in broken and "bad: unknown key" in broken
+    assert registry.entry("team@1.0.0").spec == spec()  # the good profile of the same plugin
     plugins = PluginManager.load([TeamProfiles(42)], entry_points=False, blocked=[])
-    with pytest.raises(MemoryConfigurationError, match="registered a profile as int"):
-        ProfileRegistry.from_plugins(plugins)
+    assert "registered a profile as int" in ProfileRegistry.from_plugins(plugins).broken[0]
 
 
-def test_a_conflicting_third_party_profile_is_an_error() -> None:
+def test_a_conflicting_third_party_profile_is_refused_and_the_rest_stay_usable() -> None:
     clash = parse_profile({"id": "local", "version": "1.0.0", "description": "mine"})
     plugins = PluginManager.load([TeamProfiles(clash)], blocked=[])
-    with pytest.raises(MemoryConfigurationError, match=r"local@1.0.0 registered twice"):
-        ProfileRegistry.from_plugins(plugins)
+    registry = ProfileRegistry.from_plugins(plugins)  # no longer fails as a whole
+    with pytest.raises(MemoryConfigurationError,
+                       match=r"local@1.0.0 registered twice with different content "
+                             r"\(by .*; by .*\)") as info:
+        registry.get("local@1.0.0")
+    assert "TeamProfiles" in str(info.value) and "profiles" in str(info.value)
+    assert registry.get("chat-assistant@1.0.0").id == "chat-assistant"  # untouched
 
 
 # -- validation against the registered plugins ------------------------------------------------

@@ -83,6 +83,8 @@ def profiles_list(as_json: bool) -> None:
             click.echo(f"  {e.spec.description}")
         if e.problem:
             click.echo(f"  problem: {e.problem}")
+    for broken in registry.broken:  # registrations that are no profile at all
+        click.echo(f"broken registration: {broken}", err=True)
 
 
 @profiles.command("show")

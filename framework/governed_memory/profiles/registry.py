@@ -5,7 +5,11 @@ different content is an error (the same content twice, say from two plugins that
 vendor one file, is fine). Each profile is checked against the registered plugins when
 the registry is built; a profile that cannot be used here (its provider is not
 installed, a policy is blocked) is kept with its problem and refuses to build, so one
-broken third-party profile does not take the others down with it.
+broken third-party profile does not take the others down with it. The same holds for
+plugins that disagree: when two register one ``id@version`` with different content,
+that reference refuses to build (naming both plugins: neither can be trusted to be the
+real one) and every other profile stays usable; a registration that is not a profile
+at all is listed in ``broken`` instead of failing the registry.
 """
 
 from __future__ import annotations
@@ -43,9 +47,15 @@ class RegisteredProfile:
 class ProfileRegistry:
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], RegisteredProfile] = {}
+        self.broken: list[str] = []
+        """Plugin registrations that are not profiles at all (unreadable files, bad
+        shapes), each with its error; they make no entry."""
 
     def register(self, spec: MemoryProfileSpec, *, origin: str = "code",
-                 problem: str | None = None) -> RegisteredProfile:
+                 problem: str | None = None, conflicts: str = "raise") -> RegisteredProfile:
+        """Add ``spec``. The same ``id@version`` with other content raises, or with
+        ``conflicts="refuse"`` (how plugins' profiles are collected) marks that reference
+        unusable, naming both origins, and returns the refused entry."""
         if not isinstance(spec, MemoryProfileSpec):
             raise MemoryConfigurationError(f"{origin}: expected a MemoryProfileSpec, "
                                            f"got {type(spec).__name__}")
@@ -53,10 +63,14 @@ class ProfileRegistry:
         existing = self._entries.get(key)
         if existing is not None:
             if existing.spec.revision != spec.revision:
-                raise MemoryConfigurationError(
-                    f"profile {spec.key} registered twice with different content "
-                    f"(by {existing.origin}: {existing.spec.revision}; by {origin}: "
-                    f"{spec.revision})")
+                conflict = (f"profile {spec.key} registered twice with different content "
+                            f"(by {existing.origin}: {existing.spec.revision}; by {origin}: "
+                            f"{spec.revision})")
+                if conflicts != "refuse":
+                    raise MemoryConfigurationError(conflict)
+                refused = RegisteredProfile(existing.spec, existing.origin, conflict)
+                self._entries[key] = refused
+                return refused
             return existing
         entry = RegisteredProfile(spec, origin, problem)
         self._entries[key] = entry
@@ -117,13 +131,17 @@ class ProfileRegistry:
         """
         registry = cls()
         for origin, item in plugins.profiles:
-            spec = _spec_of(origin, item)
+            try:
+                spec = _spec_of(origin, item)
+            except MemoryConfigurationError as exc:
+                registry.broken.append(str(exc))
+                continue
             try:
                 check_against_plugins(spec, plugins)
             except MemoryConfigurationError as exc:
-                registry.register(spec, origin=origin, problem=str(exc))
+                registry.register(spec, origin=origin, problem=str(exc), conflicts="refuse")
             else:
-                registry.register(spec, origin=origin)
+                registry.register(spec, origin=origin, conflicts="refuse")
         return registry
 
 
