@@ -41,7 +41,11 @@ from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.principal import Permission, Principal, PrincipalKind
-from governed_memory.profiles.build import build_components, wrap_with_cache
+from governed_memory.profiles.build import (
+    build_components,
+    wrap_with_cache,
+    wrap_with_fallback,
+)
 from governed_memory.profiles.packs import PackRegistry, ResolvedPack
 from governed_memory.profiles.registry import ProfileRegistry
 from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
@@ -240,6 +244,8 @@ class GovernedMemoryManager:
         if spec.cache.enabled:
             provider = wrap_with_cache(provider, spec, plugins, clock, EventBus(sinks),
                                        meter_provider=meter_provider)
+        # Outside the cache: a degraded (fallback) answer is never cached.
+        provider = wrap_with_fallback(provider, spec, plugins, clock)
         return cls(provider, policies=parts.policies, sinks=sinks, clock=clock,
                    tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
                    profile_spec=spec, policy_configuration=parts.policy_configuration,

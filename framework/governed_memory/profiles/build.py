@@ -60,6 +60,31 @@ def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: 
                                 ttl_s=section.ttl_s, meter_provider=meter_provider)
 
 
+def wrap_with_fallback(provider: MemoryProvider, spec: MemoryProfileSpec,
+                       plugins: PluginManager, clock: Clock) -> MemoryProvider:
+    """The profile's ``[fallback]``: reads fall back to that provider while the primary
+    is unavailable (``governed_memory.fallback``); without one, ``provider`` as it is.
+    The fallback gets the profile's indexing settings too, so it ranks alike."""
+    name = spec.fallback.provider
+    if name is None:
+        return provider
+    from governed_memory.errors import MemoryConfigurationError
+    from governed_memory.fallback import FallbackProvider
+    from governed_memory.indexing import configure_from_profile
+    from governed_memory.profiles.loading import _plain, _problem
+
+    try:
+        registration = plugins.providers.get(name)
+    except MemoryConfigurationError as exc:
+        raise _problem(spec, "fallback.provider", str(exc)) from None
+    try:
+        fallback: MemoryProvider = registration.factory(_plain(spec.fallback.config), clock)
+        configure_from_profile(fallback, spec, plugins)
+    except MemoryConfigurationError as exc:
+        raise _problem(spec, "fallback.config", str(exc)) from None
+    return FallbackProvider(provider, fallback)
+
+
 def build_components(spec: MemoryProfileSpec, plugins: PluginManager, clock: Clock,
                      provider_config_overrides: Mapping[str, Any] | None = None
                      ) -> ProfileComponents:

@@ -558,7 +558,10 @@ class MemoryProfileSpec:
             raise ProfileProblem("spec_version", f"{self.spec_version} is not a known schema "
                                                  f"version (1..{CURRENT_SPEC_VERSION})")
         _positive("timeout_s", self.timeout_s)
-        if self.fallback.provider is not None and self.fallback.provider == self.provider.name:
+        if (self.fallback.provider == self.provider.name
+                and self.fallback.config == self.provider.config):
+            # The same provider elsewhere (a replica) is a fallback; the very same one
+            # is not.
             raise ProfileProblem("fallback.provider", "falls back to the primary provider")
         enabled = set(self.policies.enabled)
         for path, policy, asks in _ENFORCED_BY:

@@ -1,0 +1,191 @@
+"""A profile's ``[fallback]``: a provider to read from while the primary is down.
+
+Reads (``get``, ``list``, ``search``, ``history``) go to the primary; when it answers
+``MemoryUnavailableError`` (it cannot be reached, it is not started, its pool is
+exhausted) the same read goes to the fallback, and the operation's
+notes say so (``degraded: read from fallback <name>``), so the outcome event in the
+trail marks the answer as degraded. Writes never go to the fallback: a write the
+primary cannot take fails, because a fallback is typically a replica or an older copy,
+and a write there would be lost or would fork the data. Every answer, the fallback's
+included, still passes the activity port's scope check on the way back.
+
+Any other error of the primary (a conflict, not found, a storage error) is its answer
+and is not retried elsewhere: only unavailability is a reason to ask someone else.
+Usage (for quotas), replay and the outboxes come from the primary only: a replica's
+count may be behind, and a quota decided on it could let a write through.
+
+The fallback must be a read replica of the primary, fed by the datastore's own
+replication, so that every write, erasures included, reaches it: the framework never
+writes there, so a fallback holding an independent copy would keep data that
+``delete_user`` erased from the primary, and its receipt would not cover it.
+
+Place it outside the search cache (the manager does): a degraded answer is never
+cached, and a cache hit still answers while the primary is down.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from governed_memory.cache.forwarding import forwardings_for
+from governed_memory.context import OperationContext
+from governed_memory.errors import MemoryUnavailableError
+from governed_memory.provider import MemoryProvider
+from governed_memory.records import (
+    Capabilities,
+    CleanupPage,
+    DeleteResult,
+    ErasureReceipt,
+    HealthStatus,
+    MemoryRecord,
+    MemoryVersion,
+    Page,
+    SearchResult,
+)
+from governed_memory.requests import (
+    AddRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
+    PurgeExpiredRequest,
+    SearchRequest,
+    UpdateRequest,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_variants: dict[tuple[type, ...], type] = {}
+
+
+class FallbackProvider:
+    """The primary provider, with reads falling back to ``fallback`` while it is down.
+
+    Like the search cache, the wrapper offers exactly the optional operations the
+    primary offers (review, the outboxes, replay), each forwarded to the primary.
+    """
+
+    def __new__(cls, primary: MemoryProvider, fallback: MemoryProvider,
+                **kwargs: Any) -> FallbackProvider:
+        mixins = tuple(m for m in forwardings_for(primary) if not issubclass(cls, m))
+        if not mixins:
+            return super().__new__(cls)
+        key = (cls, *mixins)
+        variant = _variants.get(key)
+        if variant is None:
+            label = "+".join(m.__name__.removesuffix("Forwarding").lower() for m in mixins)
+            variant = type(f"{cls.__name__}[{label}]", (cls, *mixins),
+                           {"__module__": cls.__module__,
+                            "__qualname__": f"{cls.__qualname__}[{label}]"})
+            _variants[key] = variant
+        instance: FallbackProvider = super().__new__(variant)
+        return instance
+
+    def __init__(self, primary: MemoryProvider, fallback: MemoryProvider) -> None:
+        self._inner = primary
+        self._fallback = fallback
+        self.name: str = str(getattr(primary, "name", type(primary).__name__))
+        self.fallback_name: str = str(getattr(fallback, "name", type(fallback).__name__))
+        self.revision = str(getattr(primary, "revision", "unknown"))
+
+    @property
+    def inner(self) -> MemoryProvider:
+        """The primary (what ``indexing_provider_of`` and replay unwrap to)."""
+        return self._inner
+
+    @property
+    def fallback(self) -> MemoryProvider:
+        return self._fallback
+
+    # -- lifecycle: both, so a broken fallback is found at start, not during an outage --
+
+    def capabilities(self) -> Capabilities:
+        return self._inner.capabilities()
+
+    async def start(self) -> None:
+        await self._inner.start()
+        try:
+            await self._fallback.start()
+        except BaseException:
+            await self._inner.close()
+            raise
+
+    async def close(self) -> None:
+        try:
+            await self._inner.close()
+        finally:
+            await self._fallback.close()
+
+    async def health(self) -> HealthStatus:
+        """The primary's health; when it is down, whether reads can still be served."""
+        status = await self._inner.health()
+        if status.ok:
+            return status
+        backup = await self._fallback.health()
+        detail = (f"{status.detail}; reads fall back to {self.fallback_name} "
+                  f"({'ok' if backup.ok else 'down: ' + backup.detail})")
+        return HealthStatus(ok=False, provider=status.provider, detail=detail,
+                            latency_ms=status.latency_ms)
+
+    # -- reads: the primary, else the fallback -------------------------------------------
+
+    async def _read(self, ctx: OperationContext, primary: Callable[[], Awaitable[T]],
+                    fallback: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await primary()
+        except MemoryUnavailableError as exc:
+            log.warning("provider %s unavailable (%s); reading from fallback %s",
+                        self.name, exc.code, self.fallback_name)
+            result = await fallback()
+            ctx.notes.add(f"degraded: read from fallback {self.fallback_name}")
+            return result
+
+    async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._read(ctx, lambda: self._inner.get(request, ctx),
+                                lambda: self._fallback.get(request, ctx))
+
+    async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]:
+        return await self._read(ctx, lambda: self._inner.list(request, ctx),
+                                lambda: self._fallback.list(request, ctx))
+
+    async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
+        return await self._read(ctx, lambda: self._inner.search(request, ctx),
+                                lambda: self._fallback.search(request, ctx))
+
+    async def history(self, request: HistoryRequest,
+                      ctx: OperationContext) -> tuple[MemoryVersion, ...]:
+        return await self._read(ctx, lambda: self._inner.history(request, ctx),
+                                lambda: self._fallback.history(request, ctx))
+
+    # -- writes: the primary only ---------------------------------------------------------
+
+    async def _write(self, operation: str, call: Callable[[], Awaitable[T]],
+                     request: Any, ctx: OperationContext) -> T:
+        """The forwarding mixins' write path: straight to the primary."""
+        return await call()
+
+    async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._inner.add(request, ctx)
+
+    async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._inner.update(request, ctx)
+
+    async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
+        return await self._inner.delete(request, ctx)
+
+    async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int:
+        return await self._inner.delete_all(request, ctx)
+
+    async def delete_user(self, request: DeleteUserRequest,
+                          ctx: OperationContext) -> ErasureReceipt:
+        return await self._inner.delete_user(request, ctx)
+
+    async def purge_expired(self, request: PurgeExpiredRequest,
+                            ctx: OperationContext) -> CleanupPage:
+        return await self._inner.purge_expired(request, ctx)
