@@ -126,7 +126,7 @@ async def test_the_fallback_is_scope_checked_like_the_primary(setup: Any) -> Non
 
 
 async def test_health_says_whether_reads_can_be_served(setup: Any) -> None:
-    manager, primary, replica, sink, clock = setup
+    manager, primary, *_ = setup
     await primary._inner.close()
     status = await manager.provider.health()
     assert not status.ok and "reads fall back to native (ok)" in status.detail
