@@ -109,14 +109,26 @@ def test_compliance_strict_works_from_the_cli_end_to_end(run: Run, tmp_path: Pat
     assert "16 entries" in later.stdout and "1 checkpoint(s) matched" in later.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="the CLI's delete has no --idempotency-key "
-                                       "(cli/main.py), which compliance-strict requires")
-def test_compliance_strict_deletes_from_the_cli(run: Run, tmp_path: Path) -> None:
+def test_compliance_strict_deletes_and_erases_from_the_cli(run: Run, tmp_path: Path) -> None:
     strict = ["--profile", STRICT, "--db", str(tmp_path / "memory.db")]
     rid = _json(run("add", *strict, *ALICE, "prefers oolong tea", "--idempotency-key", "w1",
                     "--json"))["id"]
+    refused = run("delete", *strict, *ALICE, rid, code=3)  # the profile wants a key
+    assert "idempotency" in refused.stderr
     run("delete", *strict, *ALICE, rid, "--idempotency-key", "d1")
-    assert _operations(tmp_path / "audit")[-1] == ("delete", "committed")
+    run("get", *strict, *ALICE, rid, code=4)
+    trail = tmp_path / "audit"
+    assert _operations(trail)[-6:] == [("delete", "requested"), ("delete", "rejected"),
+                                       ("delete", "requested"), ("delete", "committed"),
+                                       ("get", "requested"), ("get", "rejected")]
+    assert run("audit", "verify", str(trail)).stdout.startswith("OK chain")
+    # the erasure is on the trail too, with a receipt the subject report verifies
+    run("search", *strict, *ALICE, "tea")
+    run("delete-user", *strict, *ALICE, "--yes")
+    report = _json(run("audit", "report", str(trail), *ALICE, "--json"))
+    (erasure,) = report["erasures"]
+    assert erasure["receipt_verified"] and erasure["counts"]["records"] == 1
+    assert erasure["counts"]["retrieval_snapshots"] == 1  # the search named alice's scope
 
 
 def test_a_failing_trail_refuses_fail_closed_commands(run: Run, tmp_path: Path) -> None:
