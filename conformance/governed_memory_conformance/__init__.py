@@ -1,8 +1,11 @@
 """governed-memory's provider conformance suite.
 
 A provider's test module subclasses :class:`ProviderConformance` and implements
-``async def make_provider(self, clock)``; the project's root ``conftest.py`` opts in
-with ``pytest_plugins = ["governed_memory_conformance.plugin"]``.
+``async def make_provider(self, clock)``; a store's subclasses
+:class:`TurnStoreConformance`, :class:`WorkingStateStoreConformance` or
+:class:`CacheStoreConformance` and implements ``async def make_store(self, clock)``.
+The project's root ``conftest.py`` opts in with
+``pytest_plugins = ["governed_memory_conformance.plugin"]``.
 """
 
 import pytest
@@ -13,6 +16,7 @@ pytest.register_assert_rewrite(
     "governed_memory_conformance.harness",
     "governed_memory_conformance.model",
     "governed_memory_conformance.suite",
+    "governed_memory_conformance.stores",
 )
 
 from governed_memory_conformance.base import scenario  # noqa: E402
@@ -24,15 +28,23 @@ from governed_memory_conformance.capabilities import (  # noqa: E402
 from governed_memory_conformance.guard import expected_failure  # noqa: E402
 from governed_memory_conformance.harness import Harness, expect_error  # noqa: E402
 from governed_memory_conformance.settings import ConformanceSettings  # noqa: E402
+from governed_memory_conformance.stores import (  # noqa: E402
+    CacheStoreConformance,
+    TurnStoreConformance,
+    WorkingStateStoreConformance,
+)
 from governed_memory_conformance.suite import ProviderConformance  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CAPABILITY_NAMES",
+    "CacheStoreConformance",
     "ConformanceSettings",
     "Harness",
     "ProviderConformance",
+    "TurnStoreConformance",
+    "WorkingStateStoreConformance",
     "__version__",
     "capabilities_of",
     "expect_error",

@@ -17,7 +17,7 @@ import os
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Concatenate, Final, ParamSpec, TypeVar
+from typing import Any, ClassVar, Concatenate, Final, NoReturn, ParamSpec, TypeVar
 
 import hypothesis
 import pytest
@@ -38,6 +38,11 @@ THOROUGH_ENV: Final = "GOVERNED_MEMORY_CONFORMANCE_THOROUGH"
 THOROUGH_NOT_REQUESTED: Final = (
     "thorough run not requested (pytest -m slow or --conformance-thorough; "
     "governed-memory conformance --thorough)")
+
+
+class ReopenUnsupported(NotImplementedError):
+    """Raised by :meth:`ConformanceBase.reopen_provider` when the test class cannot
+    open a provider over storage an earlier one wrote (the default)."""
 
 _declared: dict[type, Capabilities] = {}
 """Capabilities per test class, probed once: a class builds its provider the same way
@@ -69,6 +74,43 @@ class ConformanceBase:
             f"{type(self).__name__} must implement `async def make_provider(self, clock)` "
             "returning a fresh, empty, started provider"
         )
+
+    async def reopen_provider(self, clock: Clock) -> MemoryProvider:
+        """Return a new **started** provider over the storage of the provider that
+        :meth:`make_provider` built last in this test (which the suite has closed).
+
+        Implement it to have durability proven: a provider that declares ``durable``
+        must show that what it acknowledged survives closing and opening again. The
+        usual way is to remember in ``make_provider`` where the storage is (a
+        directory from :meth:`fresh_directory`, a namespace token) and build over the
+        same place here. A class that cannot (its storage lives and dies with the
+        instance) leaves it alone, and the durability tests skip saying exactly that.
+        """
+        raise ReopenUnsupported(
+            f"{type(self).__name__} cannot reopen storage (it implements no reopen_provider)")
+
+    async def cleanup_provider(self, provider: MemoryProvider) -> None:
+        """The cleanup hook: called on each started provider the suite built, just before
+        the suite closes it for good, to remove what the provider stored outside
+        :meth:`fresh_directory` (a key prefix, a schema, a bucket).
+
+        Files need nothing (pytest removes the directories). A server-backed provider
+        either overrides this in its test class, or offers ``async def
+        dispose_storage(self) -> None`` on the provider itself (remove everything this
+        instance's configuration names), which the default calls; that is how
+        ``governed-memory conformance --provider`` cleans up after plugins it knows
+        nothing about. Not called between a provider and its reopening.
+        """
+        dispose = getattr(provider, "dispose_storage", None)
+        if callable(dispose):
+            await dispose()
+
+    async def finish_provider(self, provider: MemoryProvider) -> None:
+        """Clean up (``cleanup_provider``), then close, whatever the cleanup does."""
+        try:
+            await self.cleanup_provider(provider)
+        finally:
+            await provider.close()
 
     # -- pytest wiring ------------------------------------------------------------------
 
@@ -133,7 +175,7 @@ class ConformanceBase:
                     f"the test did not finish within {timeout:g} s; a provider call hangs"
                 ) from None
             finally:
-                await provider.close()
+                await self.finish_provider(provider)
 
         with asyncio.Runner() as runner:
             return runner.run(main())
@@ -146,6 +188,49 @@ class ConformanceBase:
                 "governed_memory.MemoryProvider"
             )
         return provider
+
+    def run_across_reopen(
+        self,
+        before: Callable[[Harness], Awaitable[T]],
+        after: Callable[[Harness, T], Awaitable[None]],
+    ) -> None:
+        """Run ``before`` on a fresh provider, close it, reopen the same storage with
+        :meth:`reopen_provider` and run ``after`` on the new one (with the same clock,
+        so the time has not moved); skip if the class cannot reopen."""
+        if type(self).reopen_provider is ConformanceBase.reopen_provider:
+            self._skip_reopen(ReopenUnsupported(
+                f"{type(self).__name__} cannot reopen storage (it implements no "
+                "reopen_provider)"))
+        clock = ManualClock()
+        timeout = self.conformance_settings.scenario_timeout
+
+        async def main() -> None:
+            first = await self.start_provider(clock)
+            try:
+                async with asyncio.timeout(timeout):
+                    seen = await before(Harness(first, clock))
+            finally:
+                await first.close()
+            try:
+                second = await self.reopen_provider(clock)
+            except ReopenUnsupported as exc:
+                self._skip_reopen(exc)
+            try:
+                async with asyncio.timeout(timeout):
+                    await after(Harness(second, clock), seen)
+            except TimeoutError:
+                raise AssertionError(
+                    f"the test did not finish within {timeout:g} s; a provider call hangs"
+                ) from None
+            finally:
+                await self.finish_provider(second)
+
+        with asyncio.Runner() as runner:
+            runner.run(main())
+
+    def _skip_reopen(self, why: ReopenUnsupported) -> NoReturn:
+        pytest.skip(f"{self.describe()} declares durable, but durability across a reopen "
+                    f"is not tested: {why}")
 
     # -- hypothesis ---------------------------------------------------------------------
 

@@ -18,10 +18,19 @@ import pytest
 from governed_memory_conformance.suite import ProviderConformance
 
 
-def suite_tests() -> dict[str, Any]:
-    """Every test the suite defines, by name."""
-    return {name: getattr(ProviderConformance, name) for name in dir(ProviderConformance)
-            if name.startswith("test")}
+def suite_tests(suite: type = ProviderConformance) -> dict[str, Any]:
+    """Every test a suite defines, by name."""
+    return {name: getattr(suite, name) for name in dir(suite) if name.startswith("test")}
+
+
+def suite_of(cls: type) -> type | None:
+    """The suite ``cls`` subclasses (``None`` for a suite itself or anything else)."""
+    from governed_memory_conformance.stores import SUITES
+
+    for suite in (ProviderConformance, *SUITES):
+        if issubclass(cls, suite) and cls is not suite:
+            return suite
+    return None
 
 
 def xfail_reason(test: object) -> str | None:
@@ -35,17 +44,22 @@ def xfail_reason(test: object) -> str | None:
 
 
 MACHINERY = ("_conformance_context", "declared_capabilities", "require_capabilities",
-             "run_on_provider", "start_provider", "hypothesis_settings")
+             "run_on_provider", "start_provider", "run_across_reopen", "finish_provider",
+             "hypothesis_settings")
 """Methods every suite test runs through. Replacing one (to skip what is declared, or to
 shrink the examples to nothing) would weaken every test at once, so it is refused
 outright; there is no expected failure to declare here."""
 
 
-def violations(cls: type) -> list[str]:
-    """What ``cls`` did to suite tests without an ``xfail(reason=...)``; empty if nothing."""
+def violations(cls: type, suite: type = ProviderConformance) -> list[str]:
+    """What ``cls`` did to ``suite``'s tests without an ``xfail(reason=...)``; empty if
+    nothing."""
+    from governed_memory_conformance.stores.base import STORE_MACHINERY
+
+    machinery = MACHINERY if suite is ProviderConformance else STORE_MACHINERY
     problems = [f"{cls.__qualname__}.{name} replaces the suite's machinery"
-                for name in MACHINERY if _definer(cls, name) not in ProviderConformance.__mro__]
-    for name, original in suite_tests().items():
+                for name in machinery if _definer(cls, name) not in suite.__mro__]
+    for name, original in suite_tests(suite).items():
         current = getattr(cls, name, None)
         if current is original:
             continue

@@ -35,7 +35,7 @@ from governed_memory.requests import (
 )
 from governed_memory.scope import Scope
 
-from governed_memory_conformance.scopes import HOME
+from governed_memory_conformance.scopes import HOME, SUITE_SCOPES
 
 E = TypeVar("E", bound=BaseException)
 
@@ -172,3 +172,29 @@ class Harness:
             result = await self.search(record.content, (record.scope,), limit=100)
             assert record.id not in [hit.record.id for hit in result.hits], (
                 f"{why}: search still returns the record")
+
+
+async def occupied_scopes(provider: MemoryProvider, clock: ManualClock) -> list[Scope]:
+    """The scopes the suite writes to in which ``provider`` already lists a record."""
+    h = Harness(provider, clock)
+    return [scope for scope in SUITE_SCOPES if (await h.page(scope, limit=1)).items]
+
+
+NOT_EMPTY_ADVICE: Final = (
+    "so instances share storage. Give each instance its own namespace: put '{namespace}' "
+    "in the config where the provider names its storage (a key prefix, a schema, a "
+    "database or collection name; '{tmp}' for files), and let the cleanup hook remove what "
+    "an instance leaves (a dispose_storage() method on the provider, or cleanup_provider "
+    "in the test class; see docs/writing-a-provider.md)")
+
+
+async def assert_empty(provider: MemoryProvider, clock: ManualClock, who: str) -> None:
+    """Fail plainly when a provider that should be fresh already holds records."""
+    occupied = await occupied_scopes(provider, clock)
+    if occupied:
+        names = ", ".join(str(scope.dimensions()) for scope in occupied[:3])
+        more = f" and {len(occupied) - 3} more" if len(occupied) > 3 else ""
+        raise AssertionError(
+            f"{who}: a new provider instance is not empty: it already lists records in "
+            f"{len(occupied)} scope(s) the suite writes to ({names}{more}), "
+            + NOT_EMPTY_ADVICE)

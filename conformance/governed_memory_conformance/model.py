@@ -2,8 +2,8 @@
 
 It holds what a caller could know from the outside: which records exist in which scope,
 their versions, revisions, contents and expiry, and what each operation must answer.
-Where the contract leaves a provider a choice (deleting an already expired record, say)
-the model answers with the set of acceptable outcomes instead of guessing one.
+Where the contract leaves a provider a choice (hard-deleting an already expired record,
+say) the model answers with the set of acceptable outcomes instead of guessing one.
 """
 
 from __future__ import annotations
@@ -119,7 +119,10 @@ class ReferenceModel:
         if expected_revision is not None and expected_revision != record.revision:
             return {Outcome.CONFLICT}
         if record.uncertain or (record.expired(now) and not record.deleted):
-            # Invisible but perhaps still stored: deleting it or calling it missing are
+            if not hard:
+                # An expired record is gone for every soft write (ExpiredDeletionTests).
+                return {refused(expected_revision)}
+            # Invisible but perhaps still stored: erasing it or calling it missing are
             # both faithful to the contract.
             return {Outcome.OK, refused(expected_revision)}
         return {Outcome.OK}

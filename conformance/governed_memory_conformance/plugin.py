@@ -16,7 +16,7 @@ import inspect
 import pytest
 
 from governed_memory_conformance.capabilities import CORE, capabilities_of
-from governed_memory_conformance.guard import suite_tests, violations
+from governed_memory_conformance.guard import suite_of, suite_tests, violations
 from governed_memory_conformance.suite import ProviderConformance
 
 
@@ -29,7 +29,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+ASYNCIO_LOOP_SCOPE = "asyncio_default_fixture_loop_scope"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    _settle_pytest_asyncio(config)
     config.addinivalue_line(
         "markers", "slow: long property runs (the conformance suite's thorough variants)")
     config.addinivalue_line(
@@ -55,11 +60,14 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
-    """Refuse to collect a module whose provider class drops or weakens a suite test."""
-    if not (inspect.isclass(obj) and issubclass(obj, ProviderConformance)
-            and obj is not ProviderConformance):
+    """Refuse to collect a module whose provider (or store) class drops or weakens a
+    suite test."""
+    if not inspect.isclass(obj):
         return
-    problems = violations(obj)
+    suite = suite_of(obj)
+    if suite is None:
+        return
+    problems = violations(obj, suite)
     if problems:
         raise collector.CollectError(
             "governed-memory conformance guard: "
@@ -69,3 +77,32 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
             "test_x = expected_failure(ProviderConformance.test_x, reason='BUG: ...'); "
             "the suite's machinery not at all"
         )
+
+
+def _settle_pytest_asyncio(config: pytest.Config) -> None:
+    """Keep pytest-asyncio quiet in a project that installed it but never configured it.
+
+    The suite does not use pytest-asyncio (every test runs its own event loop), yet with
+    the plugin installed and ``asyncio_default_fixture_loop_scope`` unset, pytest-asyncio
+    prints a deprecation warning on every run that loads this suite. When the project
+    has not chosen, this sets the value pytest-asyncio already behaves as when unset
+    ("fixture-scope", which it names as the way to keep today's behaviour), before
+    pytest-asyncio reads it (this hook runs first); a project's own choice always wins,
+    and a pytest-asyncio without that value is left alone.
+    """
+    if not config.pluginmanager.hasplugin("asyncio"):
+        return
+    try:
+        import pytest_asyncio.plugin as asyncio_plugin
+    except ImportError:
+        return
+    unchanged = getattr(asyncio_plugin, "_MATCH_FIXTURE_SCOPE", None)
+    if not isinstance(unchanged, str):
+        return
+    try:
+        chosen = config.getini(ASYNCIO_LOOP_SCOPE)
+    except ValueError:  # not registered: nothing to settle
+        return
+    if not chosen:
+        # getini cached the unset value; the cache is what pytest-asyncio reads next.
+        config._inicache[ASYNCIO_LOOP_SCOPE] = unchanged

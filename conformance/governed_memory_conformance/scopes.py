@@ -25,3 +25,13 @@ SAME_VALUE_OTHER_DIMENSION: Final = Scope(TENANT, agent_id="alice")
 
 NEIGHBOURS: Final = (PARENT, SIBLING, CHILD, ELSEWHERE, SAME_VALUE_OTHER_DIMENSION)
 """Every scope that must never see ``HOME``'s records (and vice versa)."""
+
+MODEL_SCOPES: Final = (
+    Scope(TENANT, user_id="m1"),
+    Scope(TENANT, user_id="m1", session_id="m1"),
+    Scope(TENANT, user_id="m2"),
+)
+"""The scopes the reference-model state machine writes to."""
+
+SUITE_SCOPES: Final = (HOME, *NEIGHBOURS, *MODEL_SCOPES)
+"""Where the suite writes most: a fresh provider must show nothing in any of them."""

@@ -52,6 +52,7 @@ from governed_memory.cache import (
 )
 from governed_memory.events import EventBus
 from governed_memory.indexing import IndexingProvider
+from governed_memory.maintenance import SnapshotKeeping
 from governed_memory.outbox import EventOutboxProvider
 from governed_memory.provider import ReviewingProvider, UsageReportingProvider
 from governed_memory.replay import ReplayingProvider
@@ -637,6 +638,7 @@ OPTIONAL = {
     IndexingProvider: ("configure_indexing", "outbox_status", "index_jobs",
                        "process_index_jobs", "retry_dead_jobs", "reindex"),
     ReplayingProvider: ("snapshot_header", "replay"),
+    SnapshotKeeping: ("purge_snapshots",),
 }
 
 

@@ -179,7 +179,7 @@ class ExampleProvider:
         self._check_revision(current, request.expected_revision)
         changes = {name: getattr(request, name) for name in (
             "content", "memory_type", "importance", "visibility", "entity_ids", "expires_at",
-            "invalid_at") if getattr(request, name) is not None}
+            "invalid_at", "superseded_by") if getattr(request, name) is not None}
         if request.metadata is not None:
             changes["metadata"] = json_copy(request.metadata)
         if request.clear_expires_at:

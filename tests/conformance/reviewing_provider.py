@@ -42,17 +42,26 @@ class ReviewingExampleProvider(ExampleProvider):
 
     async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord:
         request.validate()
+        replay = self._replay(request, ctx)
+        if replay is not None:
+            return detached(replay)
         current = self._pending(request, ctx)
         record = attrs.evolve(current, status=RecordStatus.ACTIVE, version=current.version + 1,
                               revision=new_revision(), updated_at=ctx.now)
         self._commit(record, VersionOperation.APPROVE, ctx)
+        self._remember(request, ctx, record)
         return detached(record)
 
     async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult:
         request.validate()
+        replay = self._replay(request, ctx)
+        if replay is not None:
+            return replay  # type: ignore[no-any-return]
         current = self._pending(request, ctx)
         self._erase({current.id})
-        return DeleteResult(current.id, current.scope_hash, hard=True)
+        result = DeleteResult(current.id, current.scope_hash, hard=True)
+        self._remember(request, ctx, result)
+        return result
 
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
         counted = [row.record for row in self._rows.values()

@@ -76,3 +76,71 @@ def test_unknown_provider_and_bad_config_are_refused(tmp_path: Path) -> None:
     bad = conformance(tmp_path, "--provider", "native", "--config", "[1, 2]")
     assert bad.returncode == 2
     assert "must be a JSON object" in bad.stderr
+
+
+# -- server-backed providers: a namespace per instance, an emptiness check, cleanup --------------
+
+HERE = Path(__file__).parent
+SERVER_TESTS = FEW + " or survive_a_reopen or key_of_an_expired"
+
+
+def with_file_server(tmp_path: Path) -> dict[str, str]:
+    from file_server_provider import register_for_subprocess
+
+    site = tmp_path / "site"
+    register_for_subprocess(site)
+    return {"PYTHONPATH": os.pathsep.join([str(site), str(HERE), str(HERE.parent)])}
+
+
+def server_conformance(tmp_path: Path, config: dict[str, str], *args: str,
+                       ) -> subprocess.CompletedProcess[str]:
+    if not SCRIPT.exists():
+        pytest.skip(f"console script not installed next to {sys.executable}")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOVERNED_MEMORY_HOME", "PYTEST_ADDOPTS", "HYPOTHESIS_PROFILE")}
+    env.update(with_file_server(tmp_path))
+    return subprocess.run([str(SCRIPT), "conformance", "--provider", "file-server",
+                           "--config", json.dumps(config), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_every_instance_gets_its_own_namespace_and_is_cleaned_up(tmp_path: Path) -> None:
+    server = tmp_path / "server"
+    server.mkdir()
+    proc = server_conformance(tmp_path, {"server": str(server), "namespace": "{namespace}"},
+                              "-k", SERVER_TESTS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == "PASS"
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()
+            if line and line.split()[0] == "durable"}
+    assert rows["durable"] == ["1", "0", "0", "0"], "the durability test must run and pass"
+    assert list(server.iterdir()) == [], "the cleanup hook left namespaces on the server"
+
+
+def test_an_instance_that_is_not_empty_fails_saying_so(tmp_path: Path) -> None:
+    server = tmp_path / "server"
+    server.mkdir()
+    # An earlier run left a record in the one namespace every instance is configured with.
+    seed = tmp_path / "seed.py"
+    seed.write_text(
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from governed_memory import AddRequest, ManualClock\n"
+        "from governed_memory_conformance.harness import Harness\n"
+        "from governed_memory_conformance.scopes import HOME\n"
+        "from file_server_provider import FileServerProvider\n"
+        "async def main():\n"
+        "    provider = FileServerProvider(ManualClock(), Path(sys.argv[1]), 'shared')\n"
+        "    await provider.start()\n"
+        "    await Harness(provider, ManualClock()).add('left over', key='k')\n"
+        "    await provider.close()\n"
+        "asyncio.run(main())\n", encoding="utf-8")
+    env = {**os.environ, **with_file_server(tmp_path)}
+    subprocess.run([sys.executable, str(seed), str(server)], env=env, check=True, timeout=60)
+    proc = server_conformance(tmp_path, {"server": str(server), "namespace": "shared"},
+                              "-k", "round_trips")
+    assert proc.returncode == 1
+    assert "a new provider instance is not empty" in proc.stdout, proc.stdout
+    assert "put '{namespace}' in the config" in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "FAIL"
+    assert (server / "shared.json").exists(), "the check must not destroy what it found"

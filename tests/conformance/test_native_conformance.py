@@ -1,8 +1,10 @@
-"""The conformance suite over the native provider's backends."""
+"""The conformance suite over the native provider's backends. The durable ones reopen
+their storage (``reopen_provider``) for the durability tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from governed_memory.clock import Clock
@@ -23,10 +25,18 @@ class TestNativeMemory(ProviderConformance):
 
 class TestNativeSqlite(ProviderConformance):
     provider_name = "native"
+    _path: Path | None = None
 
     async def make_provider(self, clock: Clock) -> MemoryProvider:
-        path = self.fresh_directory() / "memory.db"
-        provider = build_native_provider({"backend": "sqlite", "path": str(path)}, clock)
+        self._path = self.fresh_directory() / "memory.db"
+        return await self._open(clock)
+
+    async def reopen_provider(self, clock: Clock) -> MemoryProvider:
+        return await self._open(clock)
+
+    async def _open(self, clock: Clock) -> MemoryProvider:
+        assert self._path is not None
+        provider = build_native_provider({"backend": "sqlite", "path": str(self._path)}, clock)
         await provider.start()
         return provider
 
@@ -47,9 +57,14 @@ class TestNativePostgres(ProviderConformance):
 
     provider_name = "native"
     conformance_settings = ConformanceSettings(isolation_examples=10, machine_examples=10)
+    _directory: Path | None = None
 
     async def make_provider(self, clock: Clock) -> MemoryProvider:
-        config = postgres_config(self.fresh_directory())
-        provider = build_native_provider(config, clock)
+        self._directory = self.fresh_directory()  # names the schema
+        return await self.reopen_provider(clock)
+
+    async def reopen_provider(self, clock: Clock) -> MemoryProvider:
+        assert self._directory is not None
+        provider = build_native_provider(postgres_config(self._directory), clock)
         await provider.start()
         return provider

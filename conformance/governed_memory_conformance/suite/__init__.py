@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from governed_memory_conformance.suite.cas import CompareAndSetTests
 from governed_memory_conformance.suite.crud import CrudTests, LifecycleTests
-from governed_memory_conformance.suite.deletion import DeletionTests
+from governed_memory_conformance.suite.deletion import DeletionTests, ExpiredDeletionTests
+from governed_memory_conformance.suite.durability import DurabilityTests
 from governed_memory_conformance.suite.expiry import ExpiryTests
 from governed_memory_conformance.suite.history import HistoryTests
 from governed_memory_conformance.suite.idempotency import IdempotencyTests
@@ -26,6 +27,7 @@ class ProviderConformance(
     PaginationTests,
     ExpiryTests,
     DeletionTests,
+    ExpiredDeletionTests,
     HistoryTests,
     IsolationTests,
     MaintenanceTests,
@@ -33,6 +35,7 @@ class ProviderConformance(
     LimitTests,
     ReviewTests,
     UsageTests,
+    DurabilityTests,
     StatefulTests,
 ):
     """The shared provider conformance suite.
@@ -48,6 +51,8 @@ class ProviderConformance(
 
     ``make_provider`` returns a fresh, empty, started provider that reads time from
     ``clock`` (a ``ManualClock`` the suite moves to test expiry); the suite closes it.
+    A durable provider's class also implements ``reopen_provider(clock)``: a new started
+    provider over the storage ``make_provider`` built last (see ``ConformanceBase``).
     ``capabilities()`` decides what runs: a test of an undeclared capability is skipped
     with the capability named, a declared one must pass.
 

@@ -166,3 +166,24 @@ class CrudTests(ConformanceBase):
             versions = await h.history(pending.id)
             assert [v.record.status for v in versions] == [RecordStatus.PENDING_REVIEW], (
                 "history shows a pending_review record as it is")
+
+    @scenario
+    async def test_supersession_is_kept_by_add_and_update(self, h: Harness) -> None:
+        """Extraction records that a newer fact replaces an older one: the new record
+        names the old in ``supersedes``, the old one gets ``superseded_by`` (with
+        ``invalid_at``) in an update, and later updates keep both."""
+        older = await h.add("Alice lives in Lyon", memory_type=MemoryType.FACT)
+        h.advance(10)
+        newer = await h.add("Alice lives in Paris", memory_type=MemoryType.FACT,
+                            supersedes=older.id)
+        assert newer.supersedes == older.id, "add dropped supersedes"
+        assert (await h.get(newer.id)).supersedes == older.id
+        marked = await h.update(older.id, superseded_by=newer.id, invalid_at=h.clock.now())
+        assert (marked.superseded_by, marked.invalid_at) == (newer.id, h.clock.now()), (
+            "update dropped superseded_by or invalid_at")
+        assert_same_record(await h.get(older.id), marked, "get after marking supersession")
+        later = await h.update(older.id, content="Alice lived in Lyon", importance=0.9)
+        assert later.superseded_by == newer.id, "a later update dropped superseded_by"
+        assert later.invalid_at == marked.invalid_at, "a later update dropped invalid_at"
+        touched = await h.update(newer.id, metadata={"checked": True})
+        assert touched.supersedes == older.id, "an update dropped supersedes"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from governed_memory.errors import MemoryNotFoundError
-from governed_memory.records import RecordStatus, VersionOperation
+from governed_memory.errors import MemoryConflictError, MemoryNotFoundError
+from governed_memory.records import MemoryRecord, RecordStatus, VersionOperation
 
 from governed_memory_conformance.base import ConformanceBase, scenario
 from governed_memory_conformance.capabilities import requires
 from governed_memory_conformance.harness import Harness, expect_error
+from governed_memory_conformance.model import Outcome
 
 
 class DeletionTests(ConformanceBase):
@@ -73,3 +74,72 @@ class DeletionTests(ConformanceBase):
                                "history after a hard delete of a tombstone")
         await expect_error(MemoryNotFoundError, h.delete(record.id, hard=True),
                            "hard delete of an erased record")
+
+    @requires("hard_delete", "idempotency")
+    @scenario
+    async def test_hard_delete_leaves_no_idempotent_replay_of_the_record(
+        self, h: Harness
+    ) -> None:
+        record = await h.add("erased walrus", key="k", idempotency_key="add-1")
+        edited = await h.update(record.id, content="erased walrus, edited",
+                                idempotency_key="upd-1")
+        await h.delete(record.id, hard=True)
+        await assert_not_replayed(h, record, edited, "a hard delete")
+
+
+async def assert_not_replayed(h: Harness, record: MemoryRecord, edited: MemoryRecord,
+                              erasure: str) -> None:
+    """After ``erasure``, retrying the add and the update that wrote ``record`` (with
+    their idempotency keys) must not hand back the erased content: a replay entry that
+    still holds it is erased content left in storage. Refusing the retry (a conflict)
+    or treating it as a new write are both faithful."""
+    scope = record.scope
+    try:
+        again = await h.add(record.content, scope=scope, key=record.key,
+                            idempotency_key="add-1")
+    except MemoryConflictError:
+        pass
+    else:
+        assert again.id != record.id, (
+            f"after {erasure}, retrying the add returned the erased record")
+    try:
+        replayed = await h.update(record.id, scope, content=edited.content,
+                                  idempotency_key="upd-1")
+    except (MemoryConflictError, MemoryNotFoundError):
+        pass
+    else:
+        raise AssertionError(f"after {erasure}, retrying the update returned the erased "
+                             f"record's content (version {replayed.version})")
+    await expect_error(MemoryNotFoundError, h.get(record.id, scope),
+                       f"get of a record erased by {erasure}")
+
+
+class ExpiredDeletionTests(ConformanceBase):
+    """The rule for deleting a record whose expiry has passed, as the native provider
+    implements it: an expired record is gone for every read and every soft write, so a
+    soft delete of it is refused like a soft delete of a missing record
+    (``MemoryNotFoundError``; ``MemoryConflictError`` when an ``expected_revision``
+    is given). A hard delete may still erase it (or find it already purged)."""
+
+    @requires("soft_delete", "expiry")
+    @scenario
+    async def test_soft_delete_of_an_expired_record_is_refused(self, h: Harness) -> None:
+        record = await h.add("expiring walrus", key="k", expires_at=h.clock.now() + 5)
+        h.advance(5)
+        await expect_error(MemoryNotFoundError, h.delete(record.id),
+                           "soft delete of an expired record")
+        if h.capabilities.compare_and_set:
+            await expect_error(MemoryConflictError,
+                               h.delete(record.id, expected_revision=record.revision),
+                               "soft delete of an expired record with its last revision")
+        if h.capabilities.hard_delete:
+            try:
+                result = await h.delete(record.id, hard=True)
+            except MemoryNotFoundError:
+                outcome = Outcome.NOT_FOUND
+            else:
+                outcome = Outcome.OK
+                assert (result.record_id, result.hard) == (record.id, True)
+            assert outcome in (Outcome.OK, Outcome.NOT_FOUND)
+        await h.assert_invisible(record, "an expired record after refused deletes")
+        assert (await h.add("successor", key="k")).key == "k", "an expired record held its key"

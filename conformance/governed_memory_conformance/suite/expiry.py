@@ -119,3 +119,21 @@ class ExpiryTests(ConformanceBase):
         elsewhere = await purge_all(h, SIBLING, limit=100)
         assert sum(page.deleted for page in elsewhere) == len(neighbours), (
             "purging one scope must leave another scope's expired records for its own purge")
+
+    @requires("expiry", "purge_expired")
+    @scenario
+    async def test_purge_expired_keeps_a_cursor_over_pages_that_purge_nothing(
+        self, h: Harness
+    ) -> None:
+        """A page that inspected ``limit`` records and found none expired still returns a
+        cursor: stopping there would leave every later expired record in storage."""
+        now = h.clock.now()
+        live = [await h.add(f"live {n}") for n in range(4)]
+        expired = [await h.add(f"expiring {n}", expires_at=now + 1) for n in range(3)]
+        h.advance(1)
+        pages = await purge_all(h, HOME, limit=2)
+        assert sum(page.deleted for page in pages) == len(expired), (
+            f"purge in pages of 2 removed {sum(p.deleted for p in pages)} of "
+            f"{len(expired)} expired records behind {len(live)} live ones "
+            f"(pages: {[(p.deleted, p.next_cursor is not None) for p in pages]})")
+        assert await h.ids() == sorted(record.id for record in live)

@@ -59,3 +59,22 @@ class HistoryTests(ConformanceBase):
         for scope in NEIGHBOURS:
             await expect_error(MemoryNotFoundError, h.history(record.id, scope),
                                f"history of a record of {HOME} asked from {scope}")
+
+    @requires("history", "expiry")
+    @scenario
+    async def test_history_of_an_expired_record_is_not_found(self, h: Harness) -> None:
+        """An expired record is gone for every read, ``history`` included: a provider may
+        purge it at any moment, so an answer would depend on when the purge ran."""
+        record = await h.add("v1", expires_at=h.clock.now() + 10)
+        await h.update(record.id, content="v2")
+        assert len(await h.history(record.id)) == 2
+        h.advance(10)
+        await expect_error(MemoryNotFoundError, h.history(record.id),
+                           "history of an expired record")
+        if h.capabilities.soft_delete:
+            tombstoned = await h.add("deleted, then expired", expires_at=h.clock.now() + 10)
+            await h.delete(tombstoned.id)
+            assert len(await h.history(tombstoned.id)) == 2, "a tombstone's history is shown"
+            h.advance(10)
+            await expect_error(MemoryNotFoundError, h.history(tombstoned.id),
+                               "history of a soft-deleted record whose expiry passed")

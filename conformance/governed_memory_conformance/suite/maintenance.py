@@ -138,3 +138,19 @@ class MaintenanceTests(ConformanceBase):
                                f"delete_user(tenant_id={tenant_id!r}, user_id={user_id!r})")
         for record in kept:
             assert not await h.is_invisible(record), "a refused erasure erased something"
+
+    @requires("delete_user", "idempotency")
+    @scenario
+    async def test_delete_user_leaves_no_idempotent_replay_of_the_users_records(
+        self, h: Harness
+    ) -> None:
+        from governed_memory_conformance.suite.deletion import assert_not_replayed
+
+        record = await h.add("alice's erased note", key="k", idempotency_key="add-1")
+        edited = await h.update(record.id, content="alice's erased note, edited",
+                                idempotency_key="upd-1")
+        kept = await h.add("bob's note", scope=SIBLING, idempotency_key="add-1")
+        assert await delete_user(h, TENANT, "alice") == 1
+        await assert_not_replayed(h, record, edited, "delete_user")
+        again = await h.add("bob's note", scope=SIBLING, idempotency_key="add-1")
+        assert again.id == kept.id, "delete_user of alice forgot bob's idempotency entry"

@@ -14,6 +14,7 @@ from governed_memory_conformance.capabilities import requires
 from governed_memory_conformance.harness import Harness, expect_error
 from governed_memory_conformance.scopes import ELSEWHERE, HOME, SIBLING, TENANT
 from governed_memory_conformance.suite.crud import GHOST_ID
+from governed_memory_conformance.suite.records import assert_same_record
 
 
 def reviewer(h: Harness) -> ReviewingProvider:
@@ -24,16 +25,20 @@ def reviewer(h: Harness) -> ReviewingProvider:
 
 
 async def approve(h: Harness, record_id: str, scope: Scope = HOME,
-                  expected_revision: str | None = None) -> MemoryRecord:
+                  expected_revision: str | None = None,
+                  idempotency_key: str | None = None) -> MemoryRecord:
     request = ApproveRequest(scope=scope, record_id=record_id,
-                             expected_revision=expected_revision)
+                             expected_revision=expected_revision,
+                             idempotency_key=idempotency_key)
     return await reviewer(h).approve(request, h.ctx(scope.tenant_id))
 
 
 async def reject(h: Harness, record_id: str, scope: Scope = HOME,
-                 expected_revision: str | None = None) -> object:
+                 expected_revision: str | None = None,
+                 idempotency_key: str | None = None) -> object:
     request = RejectRequest(scope=scope, record_id=record_id,
-                            expected_revision=expected_revision)
+                            expected_revision=expected_revision,
+                            idempotency_key=idempotency_key)
     return await reviewer(h).reject(request, h.ctx(scope.tenant_id))
 
 
@@ -89,6 +94,67 @@ class ReviewTests(ConformanceBase):
                                decide(h, pending.id, expected_revision="r-stale"),
                                f"{decide.__name__} with a stale expected_revision")
         assert await h.ids() == [active.id], "a refused review decision changed something"
+
+
+    @requires("review", "idempotency")
+    @scenario
+    async def test_review_decisions_replay_their_idempotency_keys(self, h: Harness) -> None:
+        approved_one = await h.add("approved walrus", status=RecordStatus.PENDING_REVIEW)
+        rejected_one = await h.add("rejected walrus", status=RecordStatus.PENDING_REVIEW)
+        first = await approve(h, approved_one.id, idempotency_key="review-1")
+        h.advance(10)
+        again = await approve(h, approved_one.id, idempotency_key="review-1")
+        assert_same_record(again, first, "a retried approve")
+        assert (await h.get(approved_one.id)).version == first.version, (
+            "a retried approve wrote another version")
+        await expect_error(MemoryConflictError,
+                           approve(h, rejected_one.id, idempotency_key="review-1"),
+                           "approve reusing an idempotency key for another record")
+        assert await h.is_invisible(rejected_one), "a conflicting approve approved something"
+        refused = await reject(h, rejected_one.id, idempotency_key="review-2")
+        assert await reject(h, rejected_one.id, idempotency_key="review-2") == refused, (
+            "a retried reject must return the first result, not fail")
+        await expect_error(MemoryConflictError,
+                           reject(h, approved_one.id, idempotency_key="review-2"),
+                           "reject reusing an idempotency key for another record")
+        assert not await h.is_invisible(approved_one), "a conflicting reject erased something"
+
+    @requires("review")
+    @scenario
+    async def test_a_decided_record_cannot_be_decided_again(self, h: Harness) -> None:
+        pending = await h.add("walrus under review", status=RecordStatus.PENDING_REVIEW)
+        approved = await approve(h, pending.id)
+        for decide in (approve, reject):
+            await expect_error(MemoryConflictError, decide(h, pending.id),
+                               f"{decide.__name__} of an approved record")
+        assert_same_record(await h.get(pending.id), approved, "an approved record")
+        rejected = await h.add("walrus refused", status=RecordStatus.PENDING_REVIEW)
+        await reject(h, rejected.id)
+        for decide in (approve, reject):
+            await expect_error(MemoryNotFoundError, decide(h, rejected.id),
+                               f"{decide.__name__} of a rejected record")
+
+    @requires("review")
+    @scenario
+    async def test_a_pending_record_holds_its_key_and_hides_from_every_read(
+        self, h: Harness
+    ) -> None:
+        pending = await h.add("pending walrus", key="k", status=RecordStatus.PENDING_REVIEW)
+        await expect_error(MemoryConflictError, h.add("another walrus", key="k"),
+                           "add of a key a pending record holds")
+        for scope in (SIBLING, ELSEWHERE):
+            await expect_error(MemoryNotFoundError, approve(h, pending.id, scope),
+                               f"approve of a pending record from {scope}")
+        await h.assert_invisible(pending, "a pending record")
+        if h.capabilities.expiry:
+            expiring = await h.add("pending, then expired", status=RecordStatus.PENDING_REVIEW,
+                                   expires_at=h.clock.now() + 5)
+            h.advance(5)
+            for decide in (approve, reject):
+                await expect_error(MemoryNotFoundError, decide(h, expiring.id),
+                                   f"{decide.__name__} of an expired pending record")
+        approved = await approve(h, pending.id)
+        assert (await h.get_key("k")).id == approved.id
 
 
 class UsageTests(ConformanceBase):

@@ -14,7 +14,6 @@ from governed_memory.clock import ManualClock
 from governed_memory.errors import MemoryConflictError, MemoryNotFoundError
 from governed_memory.records import MemoryRecord, VersionOperation
 from governed_memory.requests import DeleteAllRequest, PurgeExpiredRequest
-from governed_memory.scope import Scope
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -33,15 +32,11 @@ from governed_memory_conformance.model import (
     Outcome,
     ReferenceModel,
 )
-from governed_memory_conformance.scopes import TENANT
+from governed_memory_conformance.scopes import MODEL_SCOPES
 
 T = TypeVar("T")
 
-SCOPES: Final = (
-    Scope(TENANT, user_id="m1"),
-    Scope(TENANT, user_id="m1", session_id="m1"),
-    Scope(TENANT, user_id="m2"),
-)
+SCOPES: Final = MODEL_SCOPES
 WORDS: Final = ("tea", "coffee", "walk")
 PICK: Final = st.integers(min_value=0, max_value=1_000)
 REVISION_MODES: Final = st.sampled_from(("current", "none", "stale"))
@@ -52,6 +47,7 @@ class ProviderMachine(RuleBasedStateMachine):
 
     def __init__(self, suite: ConformanceBase) -> None:
         super().__init__()
+        self.suite = suite
         self.runner = asyncio.Runner()
         self.timeout = suite.conformance_settings.scenario_timeout
         self.clock = ManualClock()
@@ -68,7 +64,7 @@ class ProviderMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            self.runner.run(self.h.provider.close())
+            self.runner.run(self.suite.finish_provider(self.h.provider))
         finally:
             self.runner.close()
 

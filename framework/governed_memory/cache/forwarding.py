@@ -2,8 +2,8 @@
 
 ``CachedMemoryProvider`` is built as a class that has exactly the optional
 operations its inner provider has: review (``approve``, ``reject``), usage, the event
-outbox, the indexing outbox and replay. Each is a real method with the protocol's own
-signature, so ``hasattr``, ``isinstance(cached, ReviewingProvider)`` and the
+outbox, the indexing outbox, replay and snapshot retention. Each is a real method with
+the protocol's own signature, so ``hasattr``, ``isinstance(cached, ReviewingProvider)`` and the
 activity port's capability checks tell the truth, and a call with the wrong arguments
 fails where it is made, not deep inside a generic delegate. An operation not listed
 here is not reachable through the wrapper: a provider that grows one gets it
@@ -32,6 +32,7 @@ from governed_memory.indexing import (
     ReindexPage,
     WorkerReport,
 )
+from governed_memory.maintenance import SnapshotKeeping
 from governed_memory.outbox import EventOutboxProvider
 from governed_memory.provider import ReviewingProvider, UsageReportingProvider
 from governed_memory.records import DeleteResult, MemoryRecord
@@ -143,12 +144,22 @@ class ReplayForwarding(_Forwarding):
         return result
 
 
+class SnapshotKeepingForwarding(_Forwarding):
+    """Retention of retrieval snapshots (``governed_memory.maintenance``): snapshots are
+    what replay reads, never a search answer, so removing old ones invalidates nothing."""
+
+    async def purge_snapshots(self, *, limit: int) -> int:
+        removed: int = await self._inner.purge_snapshots(limit=limit)
+        return removed
+
+
 FORWARDINGS: Final[tuple[tuple[type, type[_Forwarding]], ...]] = (
     (ReviewingProvider, ReviewForwarding),
     (UsageReportingProvider, UsageForwarding),
     (EventOutboxProvider, OutboxForwarding),
     (IndexingProvider, IndexingForwarding),
     (ReplayingProvider, ReplayForwarding),
+    (SnapshotKeeping, SnapshotKeepingForwarding),
 )
 """(protocol, mixin): the wrapper gets the mixin exactly when the inner provider
 implements the protocol."""

@@ -107,8 +107,9 @@ def _capability_order() -> list[str]:
 @click.option("--provider", "provider_name", required=True, metavar="NAME",
               help="a provider registered by a plugin (see `governed-memory providers list`)")
 @click.option("--config", "config_json", default="{}", show_default=True, metavar="JSON",
-              help="the provider config as a JSON object; '{tmp}' in a string value becomes a "
-                   "fresh empty directory for each provider instance")
+              help="the provider config as a JSON object; in any string value, '{tmp}' becomes "
+                   "a fresh empty directory and '{namespace}' a token unique to each provider "
+                   "instance (use it in a key prefix, schema or database name)")
 @click.option("-k", "keyword", default=None, metavar="EXPRESSION",
               help="run only the tests matching this pytest -k expression")
 @click.option("--thorough", is_flag=True,
@@ -120,7 +121,10 @@ def conformance(provider_name: str, config_json: str, keyword: str | None, thoro
     """Prove a registered provider against the shared conformance suite.
 
     Every provider instance is built with GOVERNED_MEMORY_HOME pointing at a fresh
-    temporary directory, so the default configuration never touches your own data.
+    temporary directory, so the default configuration never touches your own data;
+    '{namespace}' in the config gives each instance storage of its own on a server. A
+    new instance that already lists records fails its test saying so, and a provider's
+    dispose_storage() (if it has one) runs before each instance is closed for good.
     The exit code is 0 only if every test of a declared capability passed.
     """
     config = _parse_config(config_json)
