@@ -462,3 +462,15 @@ def test_pytest_asyncio_stays_quiet_when_the_project_never_configured_it(
                                           "-k", "round_trips")
     chosen.assert_outcomes(passed=1)
     chosen.stdout.fnmatch_lines(["*asyncio_default_fixture_loop_scope=function*"])
+
+
+def test_the_guide_names_every_suite_test() -> None:
+    """docs/writing-a-provider.md lists the suite's tests by area; a new test joins it."""
+    from governed_memory_conformance.stores import SUITES
+
+    guide = (Path(__file__).parents[2] / "docs" / "writing-a-provider.md").read_text(
+        encoding="utf-8")
+    unnamed = sorted(name for name in suite_tests()
+                     if f"`{name}" not in guide and not name.endswith("_thorough"))
+    assert not unnamed, f"suite tests the guide does not name: {unnamed}"
+    assert all(suite.__name__ in guide for suite in SUITES)
