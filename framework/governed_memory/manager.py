@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -219,17 +220,21 @@ class GovernedMemoryManager:
         *,
         plugins: PluginManager | None = None,
         clock: Clock | None = None,
-        sinks: Sequence[EventSink] = (),
+        sinks: Sequence[EventSink] | None = None,
         tracer_provider: TracerProvider | None = None,
         provider_config_overrides: Mapping[str, Any] | None = None,
         meter_provider: MeterProvider | None = None,
         outbox_interval_s: float | None = None,
         maintenance_interval_s: float | None = None,
+        sinks_base_dir: str | os.PathLike[str] | None = None,
     ) -> GovernedMemoryManager:
         """Build from a versioned profile: ``"chat-assistant@1.0.0"`` (or a spec).
 
-        The profile names the provider and its config, the policies in order, and the
-        deadline; its id, version and revision go into every event and span.
+        The profile names the provider and its config, the policies in order, the
+        deadline and its event sinks; its id, version and revision go into every event
+        and span. ``sinks=None`` (the default) builds the sinks the profile's
+        ``[audit]`` names (``governed_memory.sinks.build_sinks``, relative paths under
+        ``sinks_base_dir``); pass sinks (or ``()``) to choose them yourself.
         ``provider_config_overrides`` replace provider config keys for this process
         (say, a database ``path``) without changing the profile's revision.
         """
@@ -239,6 +244,10 @@ class GovernedMemoryManager:
         else:
             spec = ProfileRegistry.from_plugins(plugins).get(profile)
         clock = clock or SystemClock()
+        if sinks is None:
+            from governed_memory.sinks import build_sinks
+
+            sinks = build_sinks(spec, plugins, base_dir=sinks_base_dir)
         parts = build_components(spec, plugins, clock, provider_config_overrides)
         provider = parts.provider
         if spec.cache.enabled:
@@ -260,12 +269,13 @@ class GovernedMemoryManager:
         *,
         plugins: PluginManager | None = None,
         clock: Clock | None = None,
-        sinks: Sequence[EventSink] = (),
+        sinks: Sequence[EventSink] | None = None,
         tracer_provider: TracerProvider | None = None,
         provider_config_overrides: Mapping[str, Any] | None = None,
         meter_provider: MeterProvider | None = None,
         outbox_interval_s: float | None = None,
         maintenance_interval_s: float | None = None,
+        sinks_base_dir: str | os.PathLike[str] | None = None,
     ) -> GovernedMemoryManager:
         """Build from the profile a domain pack (``"support-desk@1.0.0"``) selects for
         one use (``"chat"``); every other argument is :meth:`from_profile`'s (``clock``
@@ -279,7 +289,8 @@ class GovernedMemoryManager:
                                    provider_config_overrides=provider_config_overrides,
                                    meter_provider=meter_provider,
                                    outbox_interval_s=outbox_interval_s,
-                                   maintenance_interval_s=maintenance_interval_s)
+                                   maintenance_interval_s=maintenance_interval_s,
+                                   sinks_base_dir=sinks_base_dir)
         manager.domain_pack = resolved
         return manager
 

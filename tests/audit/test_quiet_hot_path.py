@@ -110,3 +110,27 @@ async def test_an_explicit_tracer_records_every_operation(tmp_path: Path) -> Non
         await manager.add(ALICE, ALICE_SCOPE, "likes green tea")
     names = [span.name for span in spans.get_finished_spans()]
     assert "create_memory native" in names and "governed_memory.policy.decide" in names
+
+
+async def test_from_profile_builds_the_trail_its_audit_section_names(tmp_path: Path) -> None:
+    from governed_memory.audit import verify_trail
+    from governed_memory.profiles import loads_profile
+
+    spec = loads_profile("""
+        spec_version = 1
+        id = "trail-test"
+        version = "1.0.0"
+        [provider]
+        name = "native"
+        config = { backend = "memory" }
+        [audit]
+        path = "trail"
+    """)
+    manager = GovernedMemoryManager.from_profile(spec, sinks_base_dir=tmp_path)
+    assert manager.events.listening
+    async with manager:
+        await manager.add(ALICE, ALICE_SCOPE, "recorded")
+    report = verify_trail([tmp_path / "trail"])
+    assert report.ok and report.entries == 2
+    quiet = GovernedMemoryManager.from_profile(spec, sinks=())  # the caller's choice wins
+    assert not quiet.events.listening
