@@ -84,9 +84,14 @@ def compute_scope_hash(dimensions: Mapping[str, str]) -> str:
 class ScopeLevel(enum.StrEnum):
     """Which dimensions are load-bearing when recalling at a level.
 
-    Levels nest: each keeps the dimensions of the one above plus its own. ``domain_pack``
-    is kept at every level because a domain pack is an isolation boundary of its own;
-    ``agent_id`` is kept from SESSION down, where an agent's own working memory lives.
+    As in the reference's owner scoping: a PROJECT memory belongs to the project
+    (anyone of the tenant working in it), a USER memory to the user wherever they work
+    (a preference follows them from project to project), a SESSION memory to the user's
+    session, and a RUN memory to everything through the run. So PROJECT and USER are
+    siblings, not nested: USER drops ``project_id``. ``tenant_id``, ``workspace_id``
+    (a division of the tenant) and ``domain_pack`` (an isolation boundary of its own)
+    are kept at every level below GLOBAL; ``agent_id`` from SESSION down, where an
+    agent's own working memory lives.
     """
 
     GLOBAL = "global"
@@ -101,9 +106,9 @@ _LEVEL_KEEPS: Final[dict[ScopeLevel, tuple[str, ...]]] = {
     ScopeLevel.GLOBAL: ("tenant_id", "domain_pack"),
     ScopeLevel.TENANT: ("tenant_id", "workspace_id", "domain_pack"),
     ScopeLevel.PROJECT: ("tenant_id", "workspace_id", "project_id", "domain_pack"),
-    ScopeLevel.USER: ("tenant_id", "workspace_id", "project_id", "user_id", "domain_pack"),
-    ScopeLevel.SESSION: ("tenant_id", "workspace_id", "project_id", "user_id", "session_id",
-                         "agent_id", "domain_pack"),
+    ScopeLevel.USER: ("tenant_id", "workspace_id", "user_id", "domain_pack"),
+    ScopeLevel.SESSION: ("tenant_id", "workspace_id", "user_id", "session_id", "agent_id",
+                         "domain_pack"),
     ScopeLevel.RUN: ("tenant_id", "workspace_id", "project_id", "user_id", "session_id",
                      "run_id", "agent_id", "domain_pack"),
 }

@@ -12,11 +12,18 @@ from governed_memory.models import ModelCall, ScriptedModel
 from governed_memory.tiers import MemoryTiers, Role, ToolCall, TurnDraft
 
 ALICE = Principal("user:alice", PrincipalKind.USER, "acme", "alice")
+BOB = Principal("user:bob", PrincipalKind.USER, "acme", "bob")
 OWNER = Scope("acme", project_id="handbook", user_id="alice", session_id="s1")
-USER_SCOPE = Scope("acme", project_id="handbook", user_id="alice")
+"""Alice, working in the handbook project, in session s1: the owner a turn is built for."""
+# The exact scope of each level of OWNER, spelled out (the reference's owner scoping):
+# a user's memories and sessions follow them from project to project; only PROJECT
+# keys on the project.
+SESSION_SCOPE = Scope("acme", user_id="alice", session_id="s1")
+USER_SCOPE = Scope("acme", user_id="alice")
 PROJECT_SCOPE = Scope("acme", project_id="handbook")
 TENANT_SCOPE = Scope("acme")
-SESSION_SCOPE = OWNER
+IN_OTHER_PROJECT = OWNER.replace(project_id="billing", session_id="s2")
+"""Alice again, in another project and a later session."""
 
 
 class FlakyProvider:

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from context_support import ALICE, OWNER, converse, roles, routed, tool_chain
+from context_support import (
+    ALICE,
+    BOB,
+    OWNER,
+    SESSION_SCOPE,
+    USER_SCOPE,
+    converse,
+    roles,
+    routed,
+    tool_chain,
+)
 from governed_memory import (
     GovernedMemoryManager,
     InMemoryEventSink,
@@ -18,9 +28,6 @@ from governed_memory.tiers import MemoryTiers, Role, TurnDraft
 from governed_memory.turncontext import ContextPolicy, MemoryContextBuilder
 from governed_memory.turncontext.summarizer import FRONTIER, SOURCES, summary_key
 from governed_memory.turncontext.tokens import approximate_tokens
-
-BOB = Principal("user:bob", PrincipalKind.USER, "acme", "bob")
-
 
 # -- step 1: identity --------------------------------------------------------------------
 
@@ -70,7 +77,7 @@ async def test_step3_disabled_returns_a_plain_window_and_calls_no_model(
 async def test_step4_turns_the_summary_covers_are_not_replayed(
         tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
     await converse(tiers, 3, words=2)
-    await manager.add(ALICE, OWNER, "Alice asked three things.", memory_type="summary",
+    await manager.add(ALICE, SESSION_SCOPE, "Alice asked three things.", memory_type="summary",
                       key=summary_key("s1"), metadata={FRONTIER: 4})
     context = await MemoryContextBuilder(tiers).build(ALICE, OWNER, "more?")
     assert context.summary == "Alice asked three things."
@@ -93,7 +100,7 @@ async def test_step5_refresh_folds_the_older_turns_under_one_key(
     assert model.tasks().count("summarize") == 1
     assert context.summary is not None and context.summary.startswith("[8 turns folded")
     assert [t.seq for t in context.messages] == [9, 10, 11, 12]
-    record = await manager.get(ALICE, OWNER, key=summary_key("s1"))
+    record = await manager.get(ALICE, SESSION_SCOPE, key=summary_key("s1"))
     assert record.memory_type is MemoryType.SUMMARY
     assert record.metadata[FRONTIER] == 8 and len(record.metadata[SOURCES]) == 8
 
@@ -121,10 +128,10 @@ async def test_step5_a_later_refresh_folds_only_new_turns_and_keeps_one_row(
     assert len(summarize) == 2
     # The second fold saw the prior summary and only turns after the frontier.
     assert "question 3:" not in summarize[1].user and "[8 turns folded" in summarize[1].user
-    record = await manager.get(ALICE, OWNER, key=summary_key("s1"))
+    record = await manager.get(ALICE, SESSION_SCOPE, key=summary_key("s1"))
     assert record.version == 2 and record.metadata[FRONTIER] == 16
     assert [t.seq for t in context.messages] == [17, 18, 19, 20]
-    listed = await manager.list(ALICE, OWNER, memory_types=["summary"])
+    listed = await manager.list(ALICE, SESSION_SCOPE, memory_types=["summary"])
     assert len(listed.items) == 1
 
 
@@ -164,13 +171,13 @@ async def test_step5_catch_up_reads_at_most_four_pages_per_turn_and_resumes(
     first = await builder.build(ALICE, OWNER, "q1")
     assert model.tasks().count("summarize") == 4
     assert "summary.catching_up" in first.degraded
-    record = await manager.get(ALICE, OWNER, key=summary_key("s1"))
+    record = await manager.get(ALICE, SESSION_SCOPE, key=summary_key("s1"))
     assert record.metadata[FRONTIER] == 40
     # The current turn still gets its recent window.
     assert [t.seq for t in first.messages][-1] == 120 and first.window_tokens <= 400
     for _ in range(3):
         await builder.build(ALICE, OWNER, "again")
-    record = await manager.get(ALICE, OWNER, key=summary_key("s1"))
+    record = await manager.get(ALICE, SESSION_SCOPE, key=summary_key("s1"))
     assert record.metadata[FRONTIER] == 116  # caught up, then folded the window's head
     pages = [c for c in model.calls if c.task == "summarize"]
     assert all(c.user.count("\nuser: ") + c.user.count("\nassistant: ") <= 10 for c in pages)
@@ -267,7 +274,7 @@ async def test_step7_without_history_no_model_is_called(tiers: MemoryTiers) -> N
 async def test_step8_recall_uses_the_standalone_query_and_the_event_names_versions(
         tiers: MemoryTiers, manager: GovernedMemoryManager, sink: InMemoryEventSink) -> None:
     await converse(tiers, 1, words=2)
-    owner_user = OWNER.replace(session_id=None)
+    owner_user = USER_SCOPE
     kept = await manager.add(ALICE, owner_user, "Dana owns the ingest pipeline",
                              memory_type="fact")
     await manager.add(ALICE, owner_user, "Alice prefers short answers",
@@ -300,13 +307,13 @@ async def test_model_failures_never_fail_the_turn(tiers: MemoryTiers,
 async def test_step5_a_cleared_gap_does_not_stall_catch_up(
         tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
     await converse(tiers, 5, words=2)                      # seq 1..10
-    await manager.add(ALICE, OWNER, "early talk", memory_type="summary",
+    await manager.add(ALICE, SESSION_SCOPE, "early talk", memory_type="summary",
                       key=summary_key("s1"), metadata={FRONTIER: 4})
     # Turns 5..10 disappear (another tool cleared them), but the summary row stays.
     store = tiers.turn_store
     assert store is not None
-    session = await store.recent(OWNER, 100)
-    await store.clear(OWNER)
+    session = await store.recent(SESSION_SCOPE, 100)
+    await store.clear(SESSION_SCOPE)
     assert len(session) == 10
     await converse(tiers, 10, words=20, start=5)           # seq 11..30
     model = routed()
@@ -315,7 +322,7 @@ async def test_step5_a_cleared_gap_does_not_stall_catch_up(
     context = await MemoryContextBuilder(tiers, policy=policy, model=model).build(
         ALICE, OWNER, "next?")
     assert "summary.catching_up" not in context.degraded
-    record = await manager.get(ALICE, OWNER, key=summary_key("s1"))
+    record = await manager.get(ALICE, SESSION_SCOPE, key=summary_key("s1"))
     assert record.metadata[FRONTIER] == 26  # folded the window's head, not stuck at 4
     assert [t.seq for t in context.messages] == [27, 28, 29, 30]
 
@@ -324,7 +331,7 @@ async def test_clearing_a_session_erases_its_summary(
         tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
     await converse(tiers, 6, words=20)
     await MemoryContextBuilder(tiers, policy=POLICY, model=routed()).build(ALICE, OWNER, "x")
-    assert (await manager.get(ALICE, OWNER, key=summary_key("s1"))).content
+    assert (await manager.get(ALICE, SESSION_SCOPE, key=summary_key("s1"))).content
     with pytest.raises(MemoryScopeError, match="memory:delete"):
         await tiers.clear(ALICE, OWNER)  # clearing takes memory:delete
     deleter = Principal("user:alice", PrincipalKind.USER, "acme", "alice",
@@ -336,7 +343,7 @@ async def test_clearing_a_session_erases_its_summary(
 
 async def test_anchors_are_echoed_and_recalled_entities_seed_a_follow_up(
         tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
-    user = OWNER.replace(session_id=None)
+    user = USER_SCOPE
     await manager.add(ALICE, user, "ingest runs nightly", entity_ids=["kg:ingest", "kg:cron"])
     await manager.add(ALICE, user, "ingest is owned by Dana", entity_ids=["kg:dana",
                                                                           "kg:ingest"])

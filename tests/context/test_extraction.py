@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from context_support import ALICE, OWNER, USER_SCOPE, FlakyProvider, routed
+from context_support import (
+    ALICE,
+    OWNER,
+    SESSION_SCOPE,
+    USER_SCOPE,
+    FlakyProvider,
+    routed,
+)
 from governed_memory import (
     GovernedMemoryManager,
     ManualClock,
@@ -61,8 +68,8 @@ async def test_facts_are_stored_add_only_with_validity_and_provenance(
     assert tea.provenance.source_type == "conversation" and tea.provenance.session_id == "s1"
     # Alice may not write the shared project scope (that takes memory:admin), so her
     # project fact is kept in the session rather than lost; an admin's lands there.
-    assert by_content["The project uses PostgreSQL"].scope == OWNER
-    assert by_content["Alice is testing extraction"].scope == OWNER
+    assert by_content["The project uses PostgreSQL"].scope == SESSION_SCOPE
+    assert by_content["Alice is testing extraction"].scope == SESSION_SCOPE
     call = model.calls[0]
     assert call.task == "extract" and "untrusted" in call.system
     assert "secrets" in call.system
@@ -79,12 +86,14 @@ async def test_the_importance_floor_and_blank_facts(tiers: MemoryTiers,
 
 
 @pytest.mark.parametrize(("judged", "owner", "expected"), [
-    ("tenant", OWNER, OWNER),
-    ("global", OWNER, OWNER),
-    ("nonsense", OWNER, OWNER),
-    ("project", NO_PROJECT, NO_PROJECT),  # cannot address a project: session
-    ("user", OWNER, USER_SCOPE),
-    ("project", OWNER, OWNER),  # Alice cannot write the shared project scope
+    ("tenant", OWNER, SESSION_SCOPE),
+    ("global", OWNER, SESSION_SCOPE),
+    ("nonsense", OWNER, SESSION_SCOPE),
+    ("project", NO_PROJECT, SESSION_SCOPE),  # cannot address a project: session
+    ("user", OWNER, USER_SCOPE),  # no project: a preference follows the user
+    ("user", NO_PROJECT, USER_SCOPE),
+    ("session", OWNER, SESSION_SCOPE),
+    ("project", OWNER, SESSION_SCOPE),  # Alice cannot write the shared project scope
 ])
 async def test_scope_is_never_wider_than_project(tiers: MemoryTiers,
                                                  manager: GovernedMemoryManager, judged: str,
@@ -201,13 +210,15 @@ async def test_an_unknown_or_short_reference_is_ignored(
 
 async def test_a_reference_to_another_scope_is_ignored(
         tiers: MemoryTiers, manager: GovernedMemoryManager) -> None:
-    other = await manager.add(ALICE, OWNER, "Alice lives in Paris")  # session scope
-    turns = await turns_of(tiers, "Berlin now")
+    other = await manager.add(ALICE, SESSION_SCOPE, "Alice lives in Paris")
+    turns = await turns_of(tiers, "Paris is over, Berlin now")
     ref = reference(other.content_hash)
     model = routed(extract={"facts": [fact("Alice lives in Berlin", scope="user",
                                            replaces=ref)]})
     result = await MemoryExtractor(manager, model).extract(ALICE, OWNER, turns)
+    assert f"[{ref}]" in model.calls[0].user  # the prompt did list it
     assert result.superseded == () and result.stored[0].supersedes is None
+    assert result.stored[0].scope == USER_SCOPE
 
 
 async def test_a_failed_amendment_still_hides_the_old_row(

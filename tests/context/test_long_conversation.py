@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from context_support import ALICE, OWNER, USER_SCOPE, routed
-from governed_memory import GovernedMemoryManager
+from context_support import ALICE, OWNER, SESSION_SCOPE, USER_SCOPE, routed
+from governed_memory import GovernedMemoryManager, MemoryNotFoundError
 from governed_memory.tiers import MemoryTiers, Role, ToolCall, TurnDraft
 from governed_memory.turncontext import ContextPolicy, MemoryContextBuilder
 from governed_memory.turncontext.summarizer import FRONTIER, summary_key
@@ -45,9 +45,9 @@ async def test_two_hundred_turns_never_exceed_the_budget(
         await tiers.append(ALICE, OWNER, TurnDraft.assistant(f"answer {turn} " + "ok " * 15))
         turn += 1
         try:
-            record = await manager.get(ALICE, OWNER, key=summary_key("s1"))
+            record = await manager.get(ALICE, SESSION_SCOPE, key=summary_key("s1"))
             frontiers.append(record.metadata[FRONTIER])
-        except Exception:
+        except MemoryNotFoundError:  # no summary yet
             frontiers.append(0)
     assert frontiers == sorted(frontiers) and frontiers[-1] > 150
     # No turn was folded into the summary twice.

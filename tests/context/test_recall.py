@@ -11,6 +11,7 @@ from context_support import (
     ALICE,
     OWNER,
     PROJECT_SCOPE,
+    SESSION_SCOPE,
     TENANT_SCOPE,
     USER_SCOPE,
     FlakyProvider,
@@ -52,7 +53,7 @@ async def test_equal_scores_order_session_user_project_tenant(
     for scope in (TENANT_SCOPE, PROJECT_SCOPE):
         await _admin_add(manager, scope, f"shared rule for {scope.scope_hash[:8]} tea")
     await manager.add(ALICE, USER_SCOPE, "user rule tea")
-    await manager.add(ALICE, OWNER, "session rule tea")
+    await manager.add(ALICE, SESSION_SCOPE, "session rule tea")
     flaky.fail.add("search")  # flat relevance: equal scores everywhere
     result = await MemoryRecall(ContextPolicy(), manager).recall(ALICE, OWNER, "tea")
     assert [m.level for m in result.memories] == [
@@ -60,19 +61,29 @@ async def test_equal_scores_order_session_user_project_tenant(
 
 
 async def test_each_level_is_an_exactly_narrowed_owner(manager: GovernedMemoryManager) -> None:
-    await manager.add(ALICE, Scope("acme", project_id="other", user_id="alice"),
-                      "other project tea secret plan")
-    await manager.add(ALICE, OWNER.replace(session_id="s2"), "other session tea")
+    # Near misses of every level: none of these is one of the owner's exact scopes.
+    await manager.add(ALICE, SESSION_SCOPE.replace(session_id="s2"), "other session tea")
+    await manager.add(ALICE, OWNER, "tea kept under the whole owner, a scope of no level")
+    await manager.add(ALICE, USER_SCOPE.replace(agent_id="bot"), "an agent's own tea")
     await _admin_add(manager, Scope("acme", project_id="other"), "other project tea rule")
-    mine = await manager.add(ALICE, USER_SCOPE, "my tea")
+    await _admin_add(manager, Scope("acme", user_id="bob"), "bob's tea preference")
+    await _admin_add(manager, SESSION_SCOPE.replace(user_id="bob"), "bob's s1 tea")
+    await _admin_add(manager, Scope("acme", workspace_id="ws"), "another workspace's tea")
+    mine = [await manager.add(ALICE, USER_SCOPE, "my tea"),
+            await manager.add(ALICE, SESSION_SCOPE, "my session tea"),
+            await _admin_add(manager, PROJECT_SCOPE, "the handbook's tea rule"),
+            await _admin_add(manager, TENANT_SCOPE, "acme's tea rule")]
     result = await MemoryRecall(ContextPolicy(), manager).recall(ALICE, OWNER, "tea")
-    assert [m.record.id for m in result.memories] == [mine.id]
+    assert {m.record.id for m in result.memories} == {r.id for r in mine}
+    assert {m.level: m.record.scope for m in result.memories} == {
+        ScopeLevel.SESSION: SESSION_SCOPE, ScopeLevel.USER: USER_SCOPE,
+        ScopeLevel.PROJECT: PROJECT_SCOPE, ScopeLevel.TENANT: TENANT_SCOPE}
 
 
 async def test_dedup_cap_and_no_summaries(manager: GovernedMemoryManager) -> None:
-    await manager.add(ALICE, OWNER, "Alice likes green tea")
+    await manager.add(ALICE, SESSION_SCOPE, "Alice likes green tea")
     await manager.add(ALICE, USER_SCOPE, "alice   likes GREEN tea")  # same, normalized
-    await manager.add(ALICE, OWNER, "green tea summary", memory_type="summary")
+    await manager.add(ALICE, SESSION_SCOPE, "green tea summary", memory_type="summary")
     for i in range(8):
         await manager.add(ALICE, USER_SCOPE, f"green tea fact number {i}")
     result = await MemoryRecall(ContextPolicy(recall_top_k=4), manager).recall(

@@ -222,11 +222,11 @@ NARROWED = {
     ScopeLevel.TENANT: {"tenant_id": "acme", "workspace_id": "ws", "domain_pack": "legal"},
     ScopeLevel.PROJECT: {"tenant_id": "acme", "workspace_id": "ws", "project_id": "proj",
                          "domain_pack": "legal"},
-    ScopeLevel.USER: {"tenant_id": "acme", "workspace_id": "ws", "project_id": "proj",
-                      "user_id": "alice", "domain_pack": "legal"},
-    ScopeLevel.SESSION: {"tenant_id": "acme", "workspace_id": "ws", "project_id": "proj",
-                         "user_id": "alice", "session_id": "s1", "agent_id": "bot",
-                         "domain_pack": "legal"},
+    # the reference's owner scoping: a user's memories follow them across projects
+    ScopeLevel.USER: {"tenant_id": "acme", "workspace_id": "ws", "user_id": "alice",
+                      "domain_pack": "legal"},
+    ScopeLevel.SESSION: {"tenant_id": "acme", "workspace_id": "ws", "user_id": "alice",
+                         "session_id": "s1", "agent_id": "bot", "domain_pack": "legal"},
     ScopeLevel.RUN: FULL.dimensions(),
 }
 
@@ -242,10 +242,22 @@ def test_narrow_keeps_the_dimensions_of_the_level(level: ScopeLevel) -> None:
     assert narrowed.scope_hash == expected_hash(NARROWED[level])
 
 
-def test_levels_nest() -> None:
+def test_levels_nest_except_project_and_user_which_are_siblings() -> None:
     order = list(ScopeLevel)
     for wider, narrower in itertools.pairwise(order):
+        if (wider, narrower) == (ScopeLevel.PROJECT, ScopeLevel.USER):
+            assert "project_id" not in NARROWED[narrower]
+            assert set(NARROWED[ScopeLevel.TENANT]) <= set(NARROWED[narrower])
+            continue
         assert set(NARROWED[wider]) <= set(NARROWED[narrower])
+
+
+def test_a_user_level_memory_is_the_same_scope_in_every_project() -> None:
+    in_a = narrow(Scope("acme", project_id="a", user_id="alice"), ScopeLevel.USER)
+    in_b = narrow(Scope("acme", project_id="b", user_id="alice"), ScopeLevel.USER)
+    assert in_a == in_b == Scope("acme", user_id="alice")
+    assert narrow(Scope("acme", project_id="a", user_id="alice"), ScopeLevel.PROJECT) != \
+        narrow(Scope("acme", project_id="b", user_id="alice"), ScopeLevel.PROJECT)
 
 
 def test_narrow_without_optional_dimensions_keeps_what_is_set() -> None:

@@ -11,6 +11,7 @@ from governed_memory import (
     ManualClock,
     MemoryConfigurationError,
     MemoryConflictError,
+    MemoryNotFoundError,
     MemoryScopeError,
     MemoryStorageError,
     MemoryValidationError,
@@ -18,6 +19,7 @@ from governed_memory import (
     PrincipalKind,
     Scope,
 )
+from governed_memory.scope import ScopeLevel
 from governed_memory.tiers import (
     InMemoryTurnStore,
     InMemoryWorkingStateStore,
@@ -169,12 +171,62 @@ async def test_working_state_needs_a_run(tiers: MemoryTiers) -> None:
 async def test_snapshot_returns_every_tier(tiers: MemoryTiers) -> None:
     await tiers.append(ALICE, OWNER, TurnDraft.user("what tea do I like?"))
     await tiers.update(ALICE, OWNER, {"step": "answer"})
-    await tiers.save(ALICE, OWNER.replace(session_id=None, run_id=None),
-                     "Alice likes green tea", memory_type="preference")
+    saved = await tiers.save(ALICE, OWNER, "Alice likes green tea",
+                             memory_type="preference", level=ScopeLevel.USER)
+    assert saved.scope == Scope("acme", user_id="alice")
     snap = await tiers.snapshot(ALICE, OWNER, query="green tea")
     assert [t.content for t in snap.turns] == ["what tea do I like?"]
     assert dict(snap.working_state) == {"step": "answer"}
     assert [m.content for m in snap.memories] == ["Alice likes green tea"]
+    # A user-level memory comes back in every project of that user, never for Bob.
+    elsewhere = Scope("acme", project_id="q", user_id="alice", session_id="s9")
+    snap = await tiers.snapshot(ALICE, elsewhere, query="green tea")
+    assert [m.id for m in snap.memories] == [saved.id] and snap.turns == ()
+    bobs = await tiers.snapshot(BOB, Scope("acme", project_id="p", session_id="s1"),
+                                query="green tea")
+    assert bobs.memories == ()
+
+
+async def test_save_get_and_delete_at_a_level(tiers: MemoryTiers) -> None:
+    owner = OWNER.replace(agent_id="bot", workspace_id="ws")
+    expected = {
+        None: owner,
+        ScopeLevel.SESSION: Scope("acme", workspace_id="ws", user_id="alice",
+                                  session_id="s1", agent_id="bot"),
+        ScopeLevel.USER: Scope("acme", workspace_id="ws", user_id="alice"),
+        "user": Scope("acme", workspace_id="ws", user_id="alice"),
+        ScopeLevel.RUN: owner,
+    }
+    for level, scope in expected.items():
+        record = await tiers.save(ALICE, owner, f"note at {level}", level=level)
+        assert record.scope == scope
+        assert (await tiers.get(ALICE, owner, record.id, level=level)).id == record.id
+        assert (await tiers.get(ALICE, scope, record.id)).id == record.id
+    user_note = await tiers.save(ALICE, owner, "a user note", level=ScopeLevel.USER)
+    # The same user-level record from another project's owner.
+    other = owner.replace(project_id="q", session_id="s2", run_id=None)
+    assert (await tiers.get(ALICE, other, user_note.id, level="user")).id == user_note.id
+    # Bob never reaches it: not from his own user scope, not by naming Alice's.
+    with pytest.raises(MemoryNotFoundError):
+        await tiers.get(BOB, other.replace(user_id=None), user_note.id, level="user")
+    with pytest.raises(MemoryScopeError):
+        await tiers.get(BOB, other, user_note.id, level="user")
+    deleted = await tiers.delete(ALICE, other, user_note.id, level=ScopeLevel.USER)
+    assert deleted.record_id == user_note.id
+    # A level the owner cannot address, or no level at all, writes nothing.
+    for bad in ("team", 3):
+        with pytest.raises(MemoryValidationError, match="level"):
+            await tiers.save(ALICE, owner, "never stored", level=bad)  # type: ignore[arg-type]
+    with pytest.raises(MemoryValidationError, match="project"):
+        await tiers.save(ALICE, owner.replace(project_id=None), "never stored",
+                         level=ScopeLevel.PROJECT)
+    # Alice may not write the shared project scope (memory:admin).
+    with pytest.raises(MemoryScopeError):
+        await tiers.save(ALICE, owner, "never stored", level=ScopeLevel.PROJECT)
+    for scope in (owner, expected[ScopeLevel.USER], owner.replace(project_id=None),
+                  Scope("acme", workspace_id="ws", project_id="p")):
+        listed = await tiers.long_term.list(ADMIN, scope)
+        assert "never stored" not in {r.content for r in listed.items}
 
 
 async def test_snapshot_derives_the_user_from_the_principal(tiers: MemoryTiers) -> None:

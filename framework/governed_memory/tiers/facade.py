@@ -3,7 +3,9 @@
 - conversation: the turns of a session (``append``, ``recent``, ``clear``);
 - working: one run's scratch state, bounded by a TTL (``scratch``, ``update``,
   ``clear_working``);
-- long-term: governed memories (``save``, ``get``, ``search``, ``delete``).
+- long-term: governed memories (``save``, ``get``, ``search``, ``delete``), each kept in
+  one exact scope: the one given, or with ``level=`` the owner narrowed to that level
+  (a preference at ``ScopeLevel.USER`` follows its user into every project).
 
 Each tier is optional; calling into one that was not configured raises
 ``MemoryConfigurationError``. Every call goes through an activity port (validation,
@@ -95,7 +97,24 @@ def check_owner(principal: Principal, scope: Scope) -> Scope:
 
 
 def session_scope(principal: Principal, scope: Scope) -> Scope:
+    """Where a session's turns and rolling summary live: tenant, workspace, user,
+    session, agent and domain pack, not the project, so a session that moves between
+    projects keeps one history and one summary (the reference's owner scoping)."""
     return narrow(owner_scope(principal, scope), ScopeLevel.SESSION)
+
+
+def level_scope(principal: Principal, scope: Scope, level: ScopeLevel | str | None) -> Scope:
+    """The owner as given (``level=None``), or narrowed to exactly ``level``'s
+    dimensions; an unknown level, or one the owner cannot address (``PROJECT`` without
+    a project), is a ``MemoryValidationError``, never a wider scope."""
+    owner = owner_scope(principal, scope)
+    if level is None:
+        return owner
+    try:
+        chosen = ScopeLevel(level)
+    except ValueError:
+        raise MemoryValidationError(f"unknown scope level {level!r}", field="level") from None
+    return narrow(owner, chosen)
 
 
 def run_scope(principal: Principal, scope: Scope) -> Scope:
@@ -321,13 +340,20 @@ class MemoryTiers:
 
     # -- long-term tier -----------------------------------------------------------------
 
-    async def save(self, principal: Principal, scope: Scope, content: str,
-                   **fields: Any) -> MemoryRecord:
-        return await self.long_term.add(principal, owner_scope(principal, scope), content,
-                                        **fields)
+    async def save(self, principal: Principal, scope: Scope, content: str, *,
+                   level: ScopeLevel | str | None = None, **fields: Any) -> MemoryRecord:
+        """Store a memory in exactly ``scope`` or, with ``level``, in the owner narrowed
+        to that level. Recall reads level scopes only, so a memory meant to come back in
+        later turns is saved at a level: ``level=ScopeLevel.USER`` for a preference
+        (every project of the user), ``PROJECT`` for a project fact, ``SESSION`` for
+        this conversation."""
+        return await self.long_term.add(principal, level_scope(principal, scope, level),
+                                        content, **fields)
 
-    async def get(self, principal: Principal, scope: Scope, record_id: str) -> MemoryRecord:
-        return await self.long_term.get(principal, owner_scope(principal, scope), record_id)
+    async def get(self, principal: Principal, scope: Scope, record_id: str, *,
+                  level: ScopeLevel | str | None = None) -> MemoryRecord:
+        return await self.long_term.get(principal, level_scope(principal, scope, level),
+                                        record_id)
 
     async def search(self, principal: Principal, scope: Scope, query: str, *,
                      levels: Iterable[ScopeLevel] = (ScopeLevel.SESSION, ScopeLevel.USER),
@@ -344,8 +370,8 @@ class MemoryTiers:
                                            limit=limit, memory_types=memory_types)
 
     async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
-                     hard: bool = False) -> DeleteResult:
-        return await self.long_term.delete(principal, owner_scope(principal, scope),
+                     hard: bool = False, level: ScopeLevel | str | None = None) -> DeleteResult:
+        return await self.long_term.delete(principal, level_scope(principal, scope, level),
                                            record_id, hard=hard)
 
     # -- combined -----------------------------------------------------------------------

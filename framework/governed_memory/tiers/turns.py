@@ -2,9 +2,9 @@
 
 A turn is what a chat or agent loop said or was told: a user message, an assistant
 reply (possibly calling tools), a tool result answering one call, or a system note.
-Stores keep them per exact session scope (``narrow(scope, SESSION)``) with a sequence
-number the store assigns, so "the last twelve" and "everything after turn 40" are
-exact, whatever the clocks say.
+Stores keep them per exact session scope (``narrow(scope, SESSION)``: tenant, user and
+session, not the project) with a sequence number the store assigns, so "the last
+twelve" and "everything after turn 40" are exact, whatever the clocks say.
 
 A caller may name a turn (``turn_id``); appending the same named turn again returns
 the stored one instead of a duplicate, and a different turn under that name is a

@@ -1,7 +1,7 @@
 """``MemoryContextBuilder``: the per-turn context, in the reference's build order.
 
-1. derive the session from the owner (tenant, user, session; ``user_id`` from the
-   principal when the owner omits it);
+1. derive the session from the owner (tenant, user, session, not the project;
+   ``user_id`` from the principal when the owner omits it);
 2. load the last ``recent_max_messages`` turns, oldest first;
 3. when disabled, return that window (token-trimmed) with the question unchanged;
 4. load the session's rolling summary and its coverage frontier; turns it covers are

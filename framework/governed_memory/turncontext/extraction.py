@@ -4,11 +4,16 @@ One model call proposes atomic facts (type, scope judgement, importance, entity
 mentions, and a reference to a memory it contradicts). Each fact then passes, in order:
 
 - the importance floor (``extraction_min_importance``) and a non-blank content;
-- the scope rule: user, project or session only, never wider; a level the owner cannot
-  address (a project fact from an owner with no project), or one the principal may not
-  write (a user and the shared project scope), degrades to the session;
+- the scope rule (the reference's owner scoping): a personal preference or stable trait
+  is a USER memory (tenant and user, no project: it is recalled in every project of
+  that user), a decision or fact about the project a PROJECT memory (tenant and
+  project), anything else a SESSION memory (tenant, user, session); never TENANT or
+  GLOBAL. A level the owner cannot address (a project fact from an owner with no
+  project), or one the principal may not write (a user and the shared project scope),
+  degrades to the session, which only this user's conversation reads;
 - the content-hash gate: the same normalized statement already valid in that scope is
-  skipped, which makes a retried turn a no-op;
+  skipped, which makes a retried turn a no-op (and a preference restated in another
+  project of the same user, being the same USER scope, stores nothing new);
 - the similarity gate, when the provider searches by vector: a valid memory in the same
   scope at or above ``dedup_threshold`` is a restatement and is skipped;
 - entity resolution (``EntityResolver``, confidence floor) or the mentions verbatim;

@@ -56,9 +56,10 @@ Extract the durable facts a finished conversation turn stated, as a list of atom
 self-contained third-person statements. For each give:
 - "content": the statement;
 - "type": one of fact, preference, decision, episode;
-- "scope": "user" for a personal preference or stable trait, "project" for a decision,
-  convention or fact about the project, "session" for a detail that only matters in
-  this conversation;
+- "scope": "user" for a personal preference or stable trait (it is recalled in every
+  project of this user, so never use it for anything about one project), "project"
+  for a decision, convention or fact about the project, "session" for a detail that
+  only matters in this conversation;
 - "importance": 0 to 1;
 - "entities": the names of the things it is about;
 - "replaces": when it contradicts a known memory listed below, that memory's bracketed

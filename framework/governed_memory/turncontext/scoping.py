@@ -2,8 +2,13 @@
 the caller already owns.
 
 Each level consulted is the owner narrowed to exactly the dimensions that level keys
-on (``governed_memory.scope.narrow``); a level whose defining dimension the owner lacks
-(a project level for an owner with no project) is skipped, never widened.
+on (``governed_memory.scope.narrow``), as in the reference's owner scoping: SESSION on
+tenant, user and session; USER on tenant and user, so a preference is the same scope in
+every project of its user; PROJECT on tenant and project; TENANT on the tenant. USER and
+PROJECT are siblings, neither inside the other, which is why recall queries each level
+as its own exact scope instead of walking up a chain. A level whose defining dimension
+the owner lacks (a project level for an owner with no project) is skipped, never
+widened.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ NARROWNESS: dict[ScopeLevel, int] = {
     ScopeLevel.TENANT: 4,
     ScopeLevel.GLOBAL: 5,
 }
-"""Ties in recall break toward the narrower scope (lower first)."""
+"""Ties in recall break toward the narrower scope (lower first): SESSION < USER <
+PROJECT < TENANT, the reference's order. USER and PROJECT do not nest; a user's own
+memory ranks before the project's shared one."""
 
 _DEFINING: dict[ScopeLevel, str | None] = {
     ScopeLevel.GLOBAL: None, ScopeLevel.TENANT: None, ScopeLevel.PROJECT: "project_id",

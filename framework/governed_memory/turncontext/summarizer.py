@@ -1,8 +1,11 @@
 """The rolling session summary: one row per session, folded forward, never re-read.
 
-The summary is a ``summary`` memory in the session's exact scope under the
-deterministic key ``summary:<session_id>``, so a session never accumulates duplicates
-(the key is unique in its scope; a concurrent first write loses with a conflict).
+The summary is a ``summary`` memory in the session's exact scope (``narrow(owner,
+SESSION)``: tenant, workspace, user, session, agent and domain pack, not the project)
+under the deterministic key ``summary:<session_id>``, so a session never accumulates
+duplicates (the key is unique in its scope; a concurrent first write loses with a
+conflict), and a session whose project context changes keeps its one summary, as its
+turns are kept, while another user's session of the same id never sees it.
 ``metadata["last_covered_seq"]`` is the coverage frontier: every turn at or before it
 is in the summary, and no later refresh sends those turns to the model again.
 ``source_turn_ids`` lists only the turns the latest fold took in, so the row never
