@@ -293,9 +293,13 @@ async def test_a_principal_that_may_write_the_project_stores_project_facts(
     await tiers.append(ADMIN, owner, TurnDraft.user("we use Postgres"))
     turns = await tiers.recent(ADMIN, owner)
     model = routed(extract={"facts": [fact("The project uses PostgreSQL", scope="project",
-                                           type="decision")]})
+                                           type="decision"),
+                                      fact("Prefers terse answers", scope="user")]})
     result = await MemoryExtractor(manager, model).extract(ADMIN, owner, turns)
-    assert [r.scope for r in result.stored] == [Scope("acme", project_id="handbook")]
+    # An owner with no user cannot address the user level: that fact stays in the
+    # session (which, without a user, keys on the session alone).
+    assert [r.scope for r in result.stored] == [Scope("acme", project_id="handbook"),
+                                                Scope("acme", session_id="s9")]
 
 
 async def test_an_extraction_is_recorded_with_its_versions_and_degradations(
