@@ -196,3 +196,10 @@ def test_installed_plugins_list_the_builtins() -> None:
     names = [r.name for r in installed().policies.all()]
     assert names == sorted(["permissions", "write-rules", "secret-guard", "pii-redaction",
                             "retention", "write-review", "quotas"])
+
+
+@pytest.mark.parametrize("store", ["turns", "working_state"])
+def test_tier_stores_must_be_registered(plugins: PluginManager, store: str) -> None:
+    with pytest.raises(ProfileLoadError, match=rf"stores\.{store}\.kind: unknown"):
+        check(plugins, stores={store: {"kind": "carrier-pigeon"}})
+    check(plugins, stores={store: {"kind": "memory"}})

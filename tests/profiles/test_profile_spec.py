@@ -275,3 +275,36 @@ def test_the_documented_example_profile_parses() -> None:
     assert spec.key == "support-chat@1.2.0"
     assert spec.policies.extra["acme-ceiling"]["limit"] == 3
     assert spec.retention.ttl_for(MemoryType.EPISODE) == 2592000.0
+
+
+def test_a_broken_section_does_not_hide_a_missing_policy() -> None:
+    # the retention section cannot be built (a TTL above its maximum), and retention is
+    # not enabled either: both are reported in one pass
+    found = problems("[retention]\ndefault_ttl_s = 100\nmax_ttl_s = 10\n"
+                     "[privacy]\nsecret_guard = \"reject\"")
+    assert "retention.default_ttl_s: 100.0 is above max_ttl_s (10.0)" in found
+    assert any(p.startswith("retention: is enforced by policy 'retention'") for p in found)
+    assert any(p.startswith("privacy.secret_guard: is enforced by policy 'secret-guard'")
+               for p in found)
+
+
+def test_every_profile_wide_problem_is_reported_at_once() -> None:
+    found = problems("[stores.vectors]\nkind = \"faiss\"\n[write]\nread_only = true\n"
+                     "[quotas]\nmax_records_per_scope = 5")
+    assert any(p.startswith("stores.vectors: is no store a profile can name") for p in found)
+    assert any(p.startswith("write.read_only: is enforced by policy 'write-rules'")
+               for p in found)
+    assert any(p.startswith("quotas: is enforced by policy 'quotas'") for p in found)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("[stores.cahce]\nkind = \"redis\"", "stores.cahce: is no store a profile can name"),
+    ("[stores.cache]\nkind = \"redis\"", "stores.cache: names a cache store, but [cache]"),
+    ("[cache]\nenabled = true\n[stores.cache]\nkind = \"redis\"",
+     "stores.cache: names a cache store, but [cache]"),  # the in-process store needs none
+    ("[cache]\nenabled = true\nstore = \"redis\"\n[stores.cache]\nkind = \"memcached\"",
+     "stores.cache.kind: is 'memcached', but [cache] store is 'redis'"),
+])
+def test_stores_are_only_the_ones_something_reads(text: str, expected: str) -> None:
+    found = problems(text)
+    assert any(expected in problem for problem in found), found

@@ -21,7 +21,12 @@ from cattrs.errors import (
 
 from governed_memory.converter import make_converter
 from governed_memory.errors import MemoryConfigurationError
-from governed_memory.profiles.spec import MemoryProfileSpec, ProfileProblem
+from governed_memory.profiles.spec import (
+    MemoryProfileSpec,
+    ProfileProblem,
+    ProfileProblems,
+    enforcement_problems,
+)
 
 _converter = make_converter()
 
@@ -40,11 +45,36 @@ def structure_profile(data: Mapping[str, Any], *, source: str = "profile") -> Me
                                        f"not {type(data).__name__}")
     try:
         return _converter.structure(dict(data), MemoryProfileSpec)
-    except (ClassValidationError, IterableValidationError, ProfileProblem) as exc:
+    except (ClassValidationError, IterableValidationError, ProfileProblem,
+            ProfileProblems) as exc:
         problems = describe(exc)
+        if isinstance(exc, ClassValidationError | IterableValidationError):
+            # A section that could not be built kept the profile-wide checks from running:
+            # run them on the table as written, so one broken section hides nothing else.
+            problems.extend(problem for problem in _raw_enforcement(data)
+                            if problem not in problems)
     except (TypeError, ValueError, KeyError) as exc:  # pragma: no cover - defensive
         problems = [f"profile: {exc}"]
     raise ProfileLoadError(source, problems)
+
+
+def _raw_enforcement(data: Mapping[str, Any]) -> list[str]:
+    policies = data.get("policies")
+    enabled = policies.get("enabled", []) if isinstance(policies, Mapping) else []
+    if not isinstance(enabled, list):
+        return []
+
+    def asks(path: str) -> bool:
+        value: Any = data
+        for part in path.split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                return False
+            value = value[part]
+        if path == "scope.required":
+            return isinstance(value, list) and any(v != "tenant_id" for v in value)
+        return bool(value) and value != "off"
+
+    return [str(problem) for problem in enforcement_problems(asks, enabled)]
 
 
 class ProfileLoadError(MemoryConfigurationError):
@@ -60,6 +90,8 @@ def describe(exc: BaseException, path: str = "") -> list[str]:
     """``path: detail`` for every leaf error under a cattrs validation error."""
     if isinstance(exc, ProfileProblem):
         return [str(exc.within(path.lstrip(".")))]
+    if isinstance(exc, ProfileProblems):
+        return [str(problem.within(path.lstrip("."))) for problem in exc.problems]
     if isinstance(exc, ForbiddenExtraKeysError):
         return [f"{_join(path.lstrip('.'), str(key))}: unknown key"
                 for key in sorted(exc.extra_fields)]

@@ -146,6 +146,14 @@ def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> No
         except MemoryConfigurationError as exc:
             raise _problem(spec, "fallback.provider", str(exc)) from None
     build_policies(spec, plugins)
+    for name, registry in (("turns", plugins.turn_stores),
+                           ("working_state", plugins.working_state_stores)):
+        store = spec.stores.get(name)
+        if store is not None:
+            try:
+                registry.get(store.kind)
+            except MemoryConfigurationError as exc:
+                raise _problem(spec, f"stores.{name}.kind", str(exc)) from None
     from governed_memory.sinks import build_sinks
 
     build_sinks(spec, plugins)

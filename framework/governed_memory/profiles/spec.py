@@ -18,7 +18,7 @@ import enum
 import hashlib
 import math
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -34,6 +34,14 @@ from governed_memory.scope import DIMENSIONS
 
 CURRENT_SPEC_VERSION: Final = 1
 REVISION_PREFIX: Final = "sha256:"
+
+
+class ProfileProblems(MemoryConfigurationError):
+    """Several broken rules found at once (a person fixes a profile in one pass)."""
+
+    def __init__(self, problems: Sequence[ProfileProblem]) -> None:
+        super().__init__("; ".join(str(problem) for problem in problems))
+        self.problems = tuple(problems)
 
 
 class ProfileProblem(MemoryConfigurationError):
@@ -113,6 +121,11 @@ class ProviderSection:
     def __attrs_post_init__(self) -> None:
         if not self.name:
             raise ProfileProblem("name", "must name a registered provider")
+
+
+STORE_NAMES: Final = frozenset({"cache", "embedder", "turns", "working_state"})
+"""The stores a profile may name: the search cache's (``[cache]``), the embedder
+(vector search), and the conversation and working-state tiers' stores."""
 
 
 @attrs.frozen(slots=True)
@@ -505,19 +518,44 @@ class PoliciesSection:
 
 # Settings that only mean something if a built-in policy enforces them. A profile that
 # asks for one without enabling its policy would silently not get it, so that is an error.
-_ENFORCED_BY: Final[tuple[tuple[str, str, Callable[[MemoryProfileSpec], bool]], ...]] = (
-    ("privacy.secret_guard", "secret-guard",
-     lambda s: s.privacy.secret_guard is not SecretGuardMode.OFF),
-    ("privacy.pii_redaction", "pii-redaction", lambda s: s.privacy.pii_redaction),
-    ("retention", "retention", lambda s: s.retention.configured),
-    ("write.review_source_types", "write-review", lambda s: bool(s.write.review_source_types)),
-    ("write.read_only", "write-rules", lambda s: s.write.read_only),
-    ("write.allowed_memory_types", "write-rules", lambda s: bool(s.write.allowed_memory_types)),
-    ("write.require_idempotency_key", "write-rules", lambda s: s.write.require_idempotency_key),
-    ("scope.required", "write-rules", lambda s: set(s.scope.required) - {"tenant_id"} != set()),
-    ("access.permissions", "permissions", lambda s: bool(s.access.permissions)),
-    ("quotas", "quotas", lambda s: s.quotas.configured),
+_ENFORCED_BY: Final[tuple[tuple[str, str], ...]] = (
+    ("privacy.secret_guard", "secret-guard"),
+    ("privacy.pii_redaction", "pii-redaction"),
+    ("retention", "retention"),
+    ("write.review_source_types", "write-review"),
+    ("write.read_only", "write-rules"),
+    ("write.allowed_memory_types", "write-rules"),
+    ("write.require_idempotency_key", "write-rules"),
+    ("scope.required", "write-rules"),
+    ("access.permissions", "permissions"),
+    ("quotas", "quotas"),
 )
+"""(setting, the policy that enforces it): asking for the setting without enabling its
+policy would be a setting without effect, so the profile is refused."""
+
+_ASKS: Final[dict[str, Callable[[MemoryProfileSpec], bool]]] = {
+    "privacy.secret_guard": lambda s: s.privacy.secret_guard is not SecretGuardMode.OFF,
+    "privacy.pii_redaction": lambda s: s.privacy.pii_redaction,
+    "retention": lambda s: s.retention.configured,
+    "write.review_source_types": lambda s: bool(s.write.review_source_types),
+    "write.read_only": lambda s: s.write.read_only,
+    "write.allowed_memory_types": lambda s: bool(s.write.allowed_memory_types),
+    "write.require_idempotency_key": lambda s: s.write.require_idempotency_key,
+    "scope.required": lambda s: set(s.scope.required) - {"tenant_id"} != set(),
+    "access.permissions": lambda s: bool(s.access.permissions),
+    "quotas": lambda s: s.quotas.configured,
+}
+
+
+def enforcement_problems(asks: Callable[[str], bool],
+                         enabled: Iterable[object]) -> list[ProfileProblem]:
+    """A problem for each setting asked for whose policy is not enabled. ``asks`` says
+    whether the profile sets a path: from a built spec, or (when some section could
+    not even be built) from the raw table, so one broken section hides nothing else."""
+    on = set(enabled)
+    return [ProfileProblem(path, f"is enforced by policy {policy!r}, which is not in "
+                                 "policies.enabled")
+            for path, policy in _ENFORCED_BY if policy not in on and asks(path)]
 
 
 @attrs.frozen(slots=True)
@@ -558,17 +596,36 @@ class MemoryProfileSpec:
             raise ProfileProblem("spec_version", f"{self.spec_version} is not a known schema "
                                                  f"version (1..{CURRENT_SPEC_VERSION})")
         _positive("timeout_s", self.timeout_s)
+        found = self._store_problems()
         if (self.fallback.provider == self.provider.name
                 and self.fallback.config == self.provider.config):
             # The same provider elsewhere (a replica) is a fallback; the very same one
             # is not.
-            raise ProfileProblem("fallback.provider", "falls back to the primary provider")
-        enabled = set(self.policies.enabled)
-        for path, policy, asks in _ENFORCED_BY:
-            if asks(self) and policy not in enabled:
-                raise ProfileProblem(path, f"is enforced by policy {policy!r}, which is not "
-                                           "in policies.enabled")
+            found.append(ProfileProblem("fallback.provider",
+                                        "falls back to the primary provider"))
+        found.extend(enforcement_problems(lambda path: _ASKS[path](self),
+                                          self.policies.enabled))
+        if len(found) == 1:
+            raise found[0]
+        if found:
+            raise ProfileProblems(found)
         object.__setattr__(self, "_revision", _revision_of(self))
+
+    def _store_problems(self) -> list[ProfileProblem]:
+        """Every named store is read by something, and by what it says it is."""
+        found = [ProfileProblem(f"stores.{name}", "is no store a profile can name (one of "
+                                f"{', '.join(sorted(STORE_NAMES))})")
+                 for name in self.stores if name not in STORE_NAMES]
+        cache = self.stores.get("cache")
+        if cache is not None:
+            if not self.cache.enabled or self.cache.store is CacheStore.MEMORY:
+                found.append(ProfileProblem(
+                    "stores.cache", "names a cache store, but [cache] does not use one (it "
+                    "needs enabled = true and a store other than \"memory\")"))
+            elif cache.kind != self.cache.store.value:
+                found.append(ProfileProblem("stores.cache.kind", f"is {cache.kind!r}, but "
+                                            f"[cache] store is {self.cache.store.value!r}"))
+        return found
 
     @property
     def revision(self) -> str:
