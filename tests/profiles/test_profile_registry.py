@@ -198,8 +198,10 @@ def test_installed_plugins_list_the_builtins() -> None:
                             "retention", "write-review", "quotas"])
 
 
-@pytest.mark.parametrize("store", ["turns", "working_state"])
-def test_tier_stores_must_be_registered(plugins: PluginManager, store: str) -> None:
+@pytest.mark.parametrize(("store", "registered"), [("turns", "sqlite"),
+                                                   ("working_state", "redis")])
+def test_tier_stores_must_be_registered(plugins: PluginManager, store: str,
+                                        registered: str) -> None:
     with pytest.raises(ProfileLoadError, match=rf"stores\.{store}\.kind: unknown"):
         check(plugins, stores={store: {"kind": "carrier-pigeon"}})
-    check(plugins, stores={store: {"kind": "memory"}})
+    check(plugins, stores={store: {"kind": registered}})
