@@ -443,37 +443,38 @@ async def section_ann_libraries(args: argparse.Namespace) -> dict[str, Any]:
         base, queries = ann_vectors(size, args.ann_queries)
         exact = base.astype(np.float64) @ queries.astype(np.float64).T
         for name, (build, search) in libraries.items():
+            print(f"  ann-libraries {size:,}: {name}", file=sys.stderr, flush=True)
+            gc.collect()
+            before, load_before = rss_mb(), load_average()
+            began = time.perf_counter()
+            index = build(base, queries)
+            built = time.perf_counter() - began
+            memory = rss_mb() - before
             for ef in (args.ann_ef if "hnsw" in name or name == "usearch" else [0]):
-                print(f"  ann-libraries {size:,}: {name} ef={ef}", file=sys.stderr, flush=True)
-                gc.collect()
-                before, load_before = rss_mb(), load_average()
-                began = time.perf_counter()
-                index = build(base, queries)
-                built = time.perf_counter() - began
-                memory = rss_mb() - before
-                k = 200
                 times, hit = [], 0
                 for column, query in enumerate(queries):
                     start = time.perf_counter()
-                    labels = np.asarray(search(index, query, k, max(ef, k)), dtype=np.int64)
+                    labels = np.asarray(search(index, query, 200, max(ef, 200)),
+                                        dtype=np.int64)
                     times.append(time.perf_counter() - start)
                     scores = exact[:, column]
                     labels = labels[labels >= 0]
                     top = labels[np.argsort(-scores[labels], kind="stable")][:10]
                     tenth = -np.partition(-scores, 9)[9]
                     hit += int(np.sum(scores[top] >= tenth - 1e-5))
+
                 def burst(index: Any = index, search: Any = search, ef: int = ef,
                           queries: Any = queries) -> None:
                     for query in queries:
                         search(index, query, 200, max(ef, 200))
 
-                share = python_share(burst)
                 rows.append({"library": name, "size": size, "ef": ef or None,
                              "build_s": round(built, 2), "rss_mb": round(memory, 1),
                              "p50_ms": ms(times, 0.5), "p95_ms": ms(times, 0.95),
                              "recall_at_10": round(hit / (10 * len(queries)), 3),
-                             "python_share": share, "load": [load_before, load_average()]})
-                del index
+                             "python_share": python_share(burst),
+                             "load": [load_before, load_average()]})
+            del index
     missing = sorted({"faiss-fp16-scan", "faiss-hnsw", "hnswlib", "usearch"} - set(libraries))
     return {"rows": rows, "dimension": EMBED_DIMENSION, "missing": missing,
             "shortlist": 200}

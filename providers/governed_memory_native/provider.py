@@ -552,16 +552,21 @@ class NativeMemoryProvider:
             vector: list[tuple[str, float]] = []
             records: dict[str, MemoryRecord] = {}
             candidates = 0
+            prepared = None
+            if query_vector is not None and identity is not None:
+                # Large scopes' indexes are brought current and their scans started
+                # first: a scan runs on its own thread while the lexical search runs.
+                prepared = await self._vector_indexes.prepare(
+                    tx, VectorQuery(filters, identity), query_vector, filters.limit)
             if tokens and "lexical" in ranking.modes:
                 page = await tx.search(filters)
                 candidates = page.candidates
                 lexical = [(match.record.id, match.score) for match in page.matches]
                 records.update((match.record.id, match.record) for match in page.matches)
-            if query_vector is not None and identity is not None:
+            if prepared is not None and query_vector is not None and identity is not None:
                 # Large scopes through their in-process index, the others exactly; the
                 # rows hold every candidate exact search would rank in the pool.
-                rows = await self._vector_indexes.candidates(
-                    tx, VectorQuery(filters, identity), query_vector, filters.limit)
+                rows = await self._vector_indexes.candidates(tx, prepared)
                 ranked = cosine_ranking(query_vector, rows, identity.dimension, filters.limit)
                 vector = [(record_id, score) for record_id, score in ranked if score > 0]
             if legacy:

@@ -39,6 +39,8 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Final
 
 import attrs
@@ -169,6 +171,7 @@ class VectorIndexes:
         self._indexes: OrderedDict[tuple[str, str], ScopeIndex] = OrderedDict()
         self._lock = threading.Lock()
         self._stats: dict[str, int] = dict.fromkeys(attrs.fields_dict(IndexStats), 0)
+        self._executor: ThreadPoolExecutor | None = None
 
     @property
     def stats(self) -> IndexStats:
@@ -190,10 +193,13 @@ class VectorIndexes:
             return dict(self._indexes)
 
     def clear(self) -> None:
-        """Wipe every index (the provider is closing)."""
+        """Wipe every index and stop the scan threads (the provider is closing)."""
         with self._lock:
             doomed = list(self._indexes.values())
             self._indexes.clear()
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
         for index in doomed:
             with index.lock:
                 index.wipe()
@@ -204,44 +210,66 @@ class VectorIndexes:
 
     # -- the search -----------------------------------------------------------------
 
-    async def candidates(self, tx: ReadTransaction, query: VectorQuery, vector: bytes,
-                         want: int) -> list[tuple[str, bytes]]:
-        """``(record id, stored vector)`` of records passing every hard filter, holding
-        every one among them that exact search would rank in its best ``want`` (with a
-        positive score), for :func:`vectors.cosine_ranking` to rank."""
+    async def prepare(self, tx: ReadTransaction, query: VectorQuery, vector: bytes,
+                      want: int) -> Prepared:
+        """Everything before the rows: which scopes are indexed, their indexes brought
+        current, and each index's first scan started on a scan thread, so it runs while
+        the unit does other work (the lexical search: faiss releases the GIL)."""
+        prepared = Prepared(query, want)
         if not isinstance(tx, VectorChangeLog) or want <= 0:
-            return await tx.vector_candidates(query)
+            prepared.exact = list(query.filters.scope_hashes)
+            return prepared
         filters, identity = query.filters, query.identity
         states = await tx.vector_scope_states(identity, filters.scope_hashes)
         empty = VectorScopeState()
-        indexed = [scope_hash for scope_hash in filters.scope_hashes
-                   if self._indexable(states.get(scope_hash, empty))]
-        exact = [scope_hash for scope_hash in filters.scope_hashes if scope_hash not in indexed]
         held = self.held()
-        for scope_hash in exact:  # shrank below the threshold: its index goes
-            stale = held.get((str(identity), scope_hash))
-            if stale is not None:
-                self._drop((str(identity), scope_hash), stale)
-        rows: list[tuple[str, bytes]] = []
-        if exact:
-            self._count("exact_scopes", len(exact))
-            rows += await tx.vector_candidates(_within(query, exact))
-        if not indexed:
-            return rows
         target = decode(vector, identity.dimension).astype(np.float32)
-        for scope_hash in indexed:
+        prepared.target = target
+        k = max(4 * want, FIRST_K)
+        for scope_hash in filters.scope_hashes:
+            state = states.get(scope_hash, empty)
+            if not self._indexable(state):
+                prepared.exact.append(scope_hash)
+                stale = held.get((str(identity), scope_hash))
+                if stale is not None:  # shrank below the threshold: its index goes
+                    self._drop((str(identity), scope_hash), stale)
+                continue
+            index = await self._current(tx, identity, scope_hash, state)
+            first = None if index is None else self._scanner().submit(_scan, index, target, k)
+            prepared.indexed.append((scope_hash, index, first))
+        return prepared
+
+    async def candidates(self, tx: ReadTransaction, prepared: Prepared
+                         ) -> list[tuple[str, bytes]]:
+        """``(record id, stored vector)`` of records passing every hard filter, holding
+        every one among them that exact search would rank in its best ``want`` (with a
+        positive score), for :func:`vectors.cosine_ranking` to rank."""
+        query, want = prepared.query, prepared.want
+        rows: list[tuple[str, bytes]] = []
+        if prepared.exact:
+            self._count("exact_scopes", len(prepared.exact))
+            rows += await tx.vector_candidates(_within(query, prepared.exact))
+        for scope_hash, index, first in prepared.indexed:
             scoped = _within(query, [scope_hash])
-            index = await self._current(tx, identity, scope_hash, states.get(scope_hash, empty))
-            found = None if index is None else await self._search(tx, index, scoped,
-                                                                   target, want)
+            found = None
+            if index is not None and first is not None and prepared.target is not None:
+                assert isinstance(tx, VectorChangeLog)
+                found = await self._search(tx, index, scoped, prepared.target, want, first)
             if found is None:
                 self._count("fallbacks")
                 found = await tx.vector_candidates(scoped)
             rows += found
         return rows
 
+    def _scanner(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(2, thread_name_prefix="gm-vector-scan")
+            return self._executor
+
     async def _search(self, tx: VectorChangeLog, index: ScopeIndex, query: VectorQuery,
-                      target: np.ndarray, want: int) -> list[tuple[str, bytes]] | None:
+                      target: np.ndarray, want: int, first: Future[Scan | None]
+                      ) -> list[tuple[str, bytes]] | None:
         """The verified candidates of one scope's index (see the module docstring), or
         ``None`` when the filters are too selective for it."""
         exact = target.astype(np.float64)
@@ -252,11 +280,13 @@ class VectorIndexes:
         budget = max(32 * want, VERIFY_BUDGET)
         k = max(4 * want, FIRST_K)
         reads = 0
+        pending: Future[Scan | None] | None = first  # started by prepare, with this k
         while True:
-            def scan(k: int = k) -> tuple[list[str], list[float], int] | None:
-                with index.lock:
-                    return None if index.dead else (*index.search(target, k), index.size)
-            scanned = await tx.compute(scan)
+            if pending is not None:
+                scanned = await tx.compute(pending.result)
+                pending = None
+            else:
+                scanned = await tx.compute(partial(_scan, index, target, k))
             if scanned is None:
                 return None
             ids, approx, size = scanned
@@ -446,6 +476,29 @@ class VectorIndexes:
             with old.lock:
                 old.wipe()
         return index
+
+
+Scan = tuple[list[str], list[float], int]
+"""Record ids and approximate scores of an index's best rows, and its size then."""
+
+
+def _scan(index: ScopeIndex, target: np.ndarray, k: int) -> Scan | None:
+    with index.lock:
+        return None if index.dead else (*index.search(target, k), index.size)
+
+
+@attrs.define
+class Prepared:
+    """A vector search between :meth:`VectorIndexes.prepare` and ``candidates``."""
+
+    query: VectorQuery
+    want: int
+    target: np.ndarray | None = None
+    exact: list[str] = attrs.field(factory=list)
+    """Scopes ranked exactly over storage's vectors (small, or no change log)."""
+    indexed: list[tuple[str, ScopeIndex | None, Future[Scan | None] | None]] = attrs.field(
+        factory=list)
+    """Scopes searched through their index, with the first scan already running."""
 
 
 def _within(query: VectorQuery, scope_hashes: Sequence[str]) -> VectorQuery:
