@@ -82,6 +82,23 @@ def postgres_config(directory: Path, **extra: Any) -> dict[str, Any]:
             "pool_max_size": 4, **extra}
 
 
+def advisory_locks(key: int) -> list[tuple[str, bool]]:
+    """``(mode, granted)`` of every advisory lock on the bigint ``key`` in this database,
+    held or waited for, by any session: ``pg_locks`` splits the key into two 32-bit
+    halves (``classid``, ``objid``) and marks a bigint key with ``objsubid = 1``."""
+    import psycopg
+
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT mode, granted FROM pg_locks WHERE locktype = 'advisory'"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1"
+            " ORDER BY mode, granted DESC",
+            (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchall()
+    return [(str(mode), bool(granted)) for mode, granted in rows]
+
+
 def drop_schemas(prefix: str = RUN_PREFIX) -> int:
     """Drop every schema whose name starts with ``prefix``; each in its own transaction,
     so thousands of them never exhaust the server's lock table."""

@@ -65,10 +65,11 @@ different jobs).
   several statements see one consistent snapshot, like SQLite's WAL readers.
 
 Round trips (see :mod:`postgres_transaction`): BEGIN, the locks and every statement
-whose result nothing reads are queued and sent in one pipeline with the next statement
-whose result is needed, or with COMMIT; ``lock_timeout`` is a connection setting, not a
-``SET`` per transaction. An add is one round trip (two when delivered events are
-acknowledged in it), a get two (BEGIN with the read, then COMMIT). Counters are in
+whose result nothing reads are queued and sent with the next statement whose result is
+needed, or with COMMIT, as one query; ``lock_timeout`` is a session setting, not a
+``SET`` per transaction. An add is one round trip (two when it also acknowledges
+delivered events, whose count the port returns), a get one (a single statement in
+autocommit, see :meth:`PostgresBackend.run_read`), an update three. Counters are in
 :attr:`PostgresBackend.stats`.
 
 ``busy_timeout_ms`` bounds each wait for a lock (the connections' ``lock_timeout``) and

@@ -5,16 +5,15 @@ record of another scope is never even fetched into Python. Statements only take 
 parameters; the few pieces spliced into SQL text are clauses and names we generate.
 
 Round trips: a statement whose result the port method does not return (``BEGIN``, the
-writer lock, a record's insert with its index rows, a version, an idempotency entry,
-an event, ``COMMIT``) is *queued* and sent in one pipeline (psycopg's pipeline mode)
-with the next statement whose result is needed, or with ``COMMIT``. A plain add is one
-round trip: ``BEGIN``, the lock, the record and its index rows, the version, the event
-and ``COMMIT`` travel together. The server runs them in order, so the lock is granted
-before the first statement that needs it; if any statement fails, the server skips the
-rest of the pipeline and the transaction rolls back, so a queued statement's error (say
-a unique key taken) surfaces at the next round trip or at ``COMMIT`` and fails the unit
-as a whole, never half of it. :class:`PostgresStats` counts round trips and
-statements.
+writer locks, a record's insert with its index rows, a version, an idempotency entry,
+an event, ``COMMIT``) is *queued* and sent with the next statement whose result is
+needed, or with ``COMMIT``, as one multi-statement query. A plain add is one round
+trip: ``BEGIN``, the locks, the record and its index rows, the version, the event and
+``COMMIT`` travel together. The server runs them in order, so the locks are granted
+before the first statement that needs them; if any statement fails, the server skips
+the rest and the transaction is aborted, so a queued statement's error (say a unique
+key taken) surfaces at the next round trip or at ``COMMIT`` and fails the unit as a
+whole, never half of it. :class:`PostgresStats` counts round trips and statements.
 
 Lexical search scores exactly as the other backends do (see :meth:`search`): the
 ``lexical_*`` tables hold each scope's statistics and the shared tokenizer's words, kept
@@ -255,8 +254,8 @@ class PostgresStats:
     (``backend.stats.as_dict()``). Written on the event loop only, so no lock."""
 
     round_trips: int = 0
-    """Waits for the server: one statement sent alone, or a pipeline of queued
-    statements and the one whose result is needed, or the pipeline ending in COMMIT."""
+    """Waits for the server: one statement sent alone, or the queued statements with
+    the one whose result is needed, or with COMMIT, as one query."""
     statements: int = 0
     """Statements sent, BEGIN, locks, COMMIT and ROLLBACK included."""
     reads: int = 0
@@ -292,10 +291,6 @@ class Statement:
 
     sql: str
     params: Params = None
-    prepared: bool = False
-    """Costly to plan (the lexical index's CTEs, a record's write): a round trip
-    carrying it goes in pipeline mode, where psycopg prepares a statement used often,
-    instead of as one simple-protocol query, which the server plans afresh."""
 
 
 @attrs.frozen(slots=True)
@@ -365,14 +360,18 @@ class PostgresTransaction(SharedStatements):
         it is used often). Several go as one simple-protocol query, their parameters
         bound client-side by psycopg (its client-side cursor's quoting): the server runs
         them in order and stops at the first error, and psycopg spends one send and one
-        wait on all of them, where its pipeline mode spends an event-loop wait on each.
-        A batch with a :attr:`Statement.prepared` statement goes in pipeline mode
-        instead, and so does one asking for ``binary`` results (PostgreSQL's binary
-        format: vectors arrive as raw bytes instead of hex text twice their size).
+        wait on all of them. (psycopg's pipeline mode would keep the statements
+        prepared, but it spends an event-loop wait on each statement, and a pipeline
+        interrupted by cancellation could leave the connection in pipeline mode, where
+        later statements return nothing.) ``binary`` results (PostgreSQL's binary
+        format: vectors arrive as raw bytes instead of hex text twice their size) need
+        the extended protocol, so the queue goes first, in a round trip of its own.
         ``tuples`` makes rows plain tuples (postings come by the ten thousand).
         """
         if self._single and self._began:
             raise NeedsSnapshot
+        if binary and self._queued:
+            await self._exchange([])
         queued, self._queued = self._queued, []
         if not self._began:
             self._began = True
@@ -383,13 +382,11 @@ class PostgresTransaction(SharedStatements):
         batch = [*queued, *statements]
         self._stats.round_trips += 1
         self._stats.statements += len(batch)
+        cursor = (self._conn.cursor(row_factory=tuple_row) if tuples
+                  else self._conn.cursor())
         with translated(self._action):
-            if binary or any(statement.prepared for statement in batch):
-                return await self._pipelined(queued, statements, tuples=tuples,
-                                             binary=binary)
-            cursor = self._cursor(tuples)
             if len(batch) == 1:
-                await cursor.execute(batch[0].sql, batch[0].params)
+                await cursor.execute(batch[0].sql, batch[0].params, binary=binary)
                 return [await _outcome(cursor)]
             await cursor.execute(self._simple_query(batch), prepare=False)
             for _ in queued:
@@ -400,9 +397,6 @@ class PostgresTransaction(SharedStatements):
                 cursor.nextset()
             return outcomes
 
-    def _cursor(self, tuples: bool) -> AsyncCursor[Any]:
-        return self._conn.cursor(row_factory=tuple_row) if tuples else self._conn.cursor()
-
     def _simple_query(self, statements: Sequence[Statement]) -> str:
         if self._literals is None:
             self._literals = AsyncClientCursor(self._conn)
@@ -410,17 +404,6 @@ class PostgresTransaction(SharedStatements):
         return "; ".join(statement.sql if statement.params is None
                          else literals.mogrify(statement.sql, statement.params)
                          for statement in statements)
-
-    async def _pipelined(self, queued: Sequence[Statement], statements: Sequence[Statement],
-                         *, tuples: bool, binary: bool) -> list[Outcome]:
-        cursors = [self._cursor(tuples) for _ in statements]
-        async with self._conn.pipeline():
-            for statement in queued:
-                await self._conn.execute(statement.sql, statement.params)
-            for cursor, statement in zip(cursors, statements, strict=True):
-                await cursor.execute(statement.sql, statement.params, binary=binary)
-        # leaving the pipeline synced it: every result is in, the first error raised
-        return [await _outcome(cursor) for cursor in cursors]
 
     async def _serialized(self) -> None:
         lock, self._lock = self._lock, None
@@ -433,22 +416,21 @@ class PostgresTransaction(SharedStatements):
         if not outcome.rows or not outcome.rows[0]["granted"]:
             raise MemoryUnavailableError("postgres write: another writer holds the lock")
 
-    async def _queue(self, sql: str, params: Params = None, *, lock_free: bool = False,
-                     prepared: bool = False) -> None:
+    async def _queue(self, sql: str, params: Params = None, *,
+                     lock_free: bool = False) -> None:
         """Send ``sql`` with the next round trip; its result is never read."""
         if not lock_free:
             await self._serialized()
-        self._queued.append(Statement(sql, params, prepared))
+        self._queued.append(Statement(sql, params))
 
     async def _rows(self, sql: str, params: Params = (), *,
-                    lock_free: bool = False, binary: bool = False, prepared: bool = False,
+                    lock_free: bool = False, binary: bool = False,
                     then: Sequence[Statement] = ()) -> list[Row]:
         """The rows of ``sql``; ``then`` are sent right after it in the same round trip
         (their results unread)."""
         if not lock_free:
             await self._serialized()
-        outcome, *_ = await self._exchange([Statement(sql, params, prepared), *then],
-                                           binary=binary)
+        outcome, *_ = await self._exchange([Statement(sql, params), *then], binary=binary)
         return outcome.rows
 
     async def _tuples(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
@@ -480,7 +462,7 @@ class PostgresTransaction(SharedStatements):
             self._deferring = False
 
     async def _flush(self) -> None:
-        """Send what is queued (before a COPY, which a pipeline cannot carry)."""
+        """Send what is queued (before a COPY, which cannot share a query)."""
         if self._queued:
             await self._exchange([])
 
@@ -675,8 +657,7 @@ class PostgresTransaction(SharedStatements):
 
     async def _unindex(self, seqs: Sequence[int]) -> int:
         """Take records out of the lexical index; how many of them it held."""
-        rows = await self._rows(_UNINDEX.format(docs="%(docs)s"), {"docs": list(seqs)},
-                                prepared=True)
+        rows = await self._rows(_UNINDEX.format(docs="%(docs)s"), {"docs": list(seqs)})
         return int(rows[0]["n"])
 
     async def insert_record(self, record: MemoryRecord) -> None:
@@ -690,11 +671,10 @@ class PostgresTransaction(SharedStatements):
         insert = (f"INSERT INTO memory_records ({columns}, token_count)"
                   f" VALUES ({values}, %(token_count)s)")
         if record.status is not RecordStatus.ACTIVE:
-            await self._queue(insert, params, prepared=True)
+            await self._queue(insert, params)
             return
         params.update(self._lexical_params(record))
-        await self._queue(f"WITH r AS ({insert} RETURNING seq),{_LEXICAL_INDEX}", params,
-                          prepared=True)
+        await self._queue(f"WITH r AS ({insert} RETURNING seq),{_LEXICAL_INDEX}", params)
 
     async def insert_new_records(self, versions: Sequence[MemoryVersion]) -> None:
         """Bulk form of ``insert_record`` + ``append_version`` for new active records
@@ -706,7 +686,7 @@ class PostgresTransaction(SharedStatements):
         if not versions:
             return
         await self._serialized()
-        await self._flush()  # BEGIN and the lock: a COPY cannot go in a pipeline
+        await self._flush()  # BEGIN and the locks: a COPY cannot share their query
         columns = ", ".join(RECORD_COLUMNS)
         with translated("write"):
             async with self._conn.cursor() as cursor:
@@ -795,16 +775,15 @@ class PostgresTransaction(SharedStatements):
         params = record_params(record)
         params["expected_revision"] = expected_revision
         params["token_count"] = len(words(record.content))
-        reindex = [Statement(_UNINDEX_AT_REVISION, params, prepared=True)]
+        reindex = [Statement(_UNINDEX_AT_REVISION, params)]
         if record.status is RecordStatus.ACTIVE:
             params.update(self._lexical_params(record))
-            reindex.append(Statement(f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}", params,
-                                     prepared=True))
+            reindex.append(Statement(f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}", params))
         rows = await self._rows(
             f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
             " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
             " AND revision = %(expected_revision)s RETURNING seq",
-            params, prepared=True, then=reindex,
+            params, then=reindex,
         )
         return len(rows) == 1
 
@@ -998,7 +977,7 @@ class PostgresTransaction(SharedStatements):
     ) -> Removal:
         """Each chunk of ids in one round trip: :data:`_ERASE`, then the idempotency
         entries (removed, or marked erased) and the records themselves, in that order
-        in one pipeline, each statement's count read afterwards."""
+        in one query, each statement's count read afterwards."""
         idempotency = (
             f"UPDATE memory_idempotency SET erased = true WHERE record_id = ANY({_PRESENT})"
             if tombstone_idempotency else
@@ -1008,7 +987,7 @@ class PostgresTransaction(SharedStatements):
             params = {"ids": list(chunk)}
             await self._serialized()
             scopes, indexed, vectors, _, versions, entries, records = await self._exchange([
-                *(Statement(sql, params, prepared=True) for sql in _ERASE),
+                *(Statement(sql, params) for sql in _ERASE),
                 Statement(idempotency, params),
                 Statement("DELETE FROM memory_records WHERE id = ANY(%(ids)s)", params)])
             if not scopes.rows:
@@ -1057,7 +1036,7 @@ class _PostgresPostings:
     async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
         rows = await self._tx._rows(_STATISTICS, {
             "scopes": list(dict.fromkeys(self._query.scope_hashes)), "terms": list(terms),
-            "now": self._query.now}, prepared=True)
+            "now": self._query.now})
         documents = total = 0
         containing: dict[str, int] = {}
         expired: dict[int, tuple[int, dict[str, int]]] = {}

@@ -1,11 +1,16 @@
 """Cancelling PostgreSQL operations at arbitrary points never leaves a transaction open,
-the writer lock held, or a write half-applied.
+a writer lock held, or a write half-applied.
 
 psycopg cancels the running statement on the server when the awaiting task is
-cancelled; the transaction then rolls back and the pool replaces a connection it cannot
-trust. These tests cancel adds, updates and searches after a range of delays (so the
-cancellation lands on connecting, locking, each statement and COMMIT in turn) and then
+cancelled; the unit then rolls back and the pool replaces a connection it cannot trust.
+These tests cancel adds, updates and searches after a range of delays (so the
+cancellation lands on connecting, locking, each round trip and COMMIT in turn) and then
 check what a second, impatient provider sees.
+
+Both providers store retrieval snapshots in the background (``[retrieval] snapshots =
+batched``: a flush ~50 ms after a search, in a write transaction of its own, under the
+same ``application_name``). The final check flushes them first: it once counted the
+impatient provider's flush, in flight right then, as a transaction left open.
 """
 
 from __future__ import annotations
@@ -25,11 +30,15 @@ from governed_memory import (
 )
 from governed_memory_native import build_native_provider
 from native_support import USER_SCOPE, config_for, make_ctx, note
-from postgres_support import POSTGRES_DSN, require_postgres_package
+from postgres_support import POSTGRES_DSN, advisory_locks, require_postgres_package
 
 require_postgres_package()
 
 import psycopg  # noqa: E402
+from governed_memory_native.postgres_schema import (  # noqa: E402
+    tenant_lock_key,
+    writer_lock_key,
+)
 
 DELAYS = tuple(n * 0.0007 for n in range(24))
 
@@ -88,9 +97,15 @@ async def test_cancelled_operations_leave_nothing_behind(tmp_path: Path, clock: 
                     note(f"added {n}", key=f"k{n}", idempotency_key=f"i{n}"), make_ctx(clock))
                 assert not applied or replay.id == applied[0].id  # all of it or none of it
         # the provider whose operations were cancelled still works, and none of its
-        # pooled connections was returned inside a transaction
+        # pooled connections was returned inside a transaction or holding a lock; the
+        # background snapshot flushes are done first, so none of them is in flight
         await provider.add(note("after the storm"), make_ctx(clock))
+        await provider.flush_snapshots()
+        await impatient.flush_snapshots()
         assert _open_transactions(config["schema"]) == 0
+        schema = config["schema"]
+        assert advisory_locks(writer_lock_key(schema)) == []
+        assert advisory_locks(tenant_lock_key(schema, USER_SCOPE.tenant_id)) == []
     finally:
         await provider.close()
         await impatient.close()
