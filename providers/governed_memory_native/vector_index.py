@@ -276,7 +276,7 @@ class VectorIndexes:
         verified: set[str] = set()
         rows: list[tuple[str, bytes]] = []
         best: list[float] = []  # the ``want`` best verified exact scores (a min-heap)
-        step = max(2 * want, 64)
+        step = max(want + want // 4, 32)
         budget = max(32 * want, VERIFY_BUDGET)
         k = max(4 * want, FIRST_K)
         reads = 0
