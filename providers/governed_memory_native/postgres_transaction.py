@@ -424,13 +424,10 @@ class PostgresTransaction(SharedStatements):
         self._queued.append(Statement(sql, params))
 
     async def _rows(self, sql: str, params: Params = (), *,
-                    lock_free: bool = False, binary: bool = False,
-                    then: Sequence[Statement] = ()) -> list[Row]:
-        """The rows of ``sql``; ``then`` are sent right after it in the same round trip
-        (their results unread)."""
+                    lock_free: bool = False, binary: bool = False) -> list[Row]:
         if not lock_free:
             await self._serialized()
-        outcome, *_ = await self._exchange([Statement(sql, params), *then], binary=binary)
+        (outcome,) = await self._exchange([Statement(sql, params)], binary=binary)
         return outcome.rows
 
     async def _tuples(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
@@ -764,28 +761,32 @@ class PostgresTransaction(SharedStatements):
         await cursor.execute("ANALYZE lexical_postings, lexical_terms, lexical_docs")
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
-        """Compare-and-set, then re-index, in one round trip: the UPDATE (whose result
-        says whether it applied), and behind it the record's removal from the lexical
-        index and, if it stays active, its index rows for the new content; both act
-        only on the record at the new revision, so a failed compare-and-set changes
-        nothing."""
+        """Compare-and-set: the UPDATE goes alone (so psycopg prepares it), since its
+        result says whether it applied. The re-index (the record's removal from the
+        lexical index and, if it stays active, its index rows for the new content) is
+        queued behind it: both statements act only on the record at the new revision,
+        so after a failed compare-and-set they change nothing, and every later
+        statement of the unit runs after them."""
         assignments = ", ".join(
             f"{name} = %({name})s" for name in RECORD_COLUMNS if name != "id"
         )
         params = record_params(record)
         params["expected_revision"] = expected_revision
         params["token_count"] = len(words(record.content))
-        reindex = [Statement(_UNINDEX_AT_REVISION, params)]
-        if record.status is RecordStatus.ACTIVE:
-            params.update(self._lexical_params(record))
-            reindex.append(Statement(f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}", params))
         rows = await self._rows(
             f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
             " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
             " AND revision = %(expected_revision)s RETURNING seq",
-            params, then=reindex,
+            params,
         )
-        return len(rows) == 1
+        if len(rows) != 1:
+            return False
+        at_revision = {"id": record.id, "revision": record.revision}
+        await self._queue(_UNINDEX_AT_REVISION, at_revision)
+        if record.status is RecordStatus.ACTIVE:
+            await self._queue(f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}",
+                              {**at_revision, **self._lexical_params(record)})
+        return True
 
     async def append_version(self, version: MemoryVersion) -> None:
         await self._queue(
