@@ -1,6 +1,7 @@
 """What only the PostgreSQL backend has: its config, migrations under concurrent start,
-the writer lock shared by several providers, erasure that leaves no row behind, and
-refusals that name the problem without leaking the dsn.
+the writer locks shared by several providers (per tenant and global: see also
+test_native_postgres_tenant_writers), erasure that leaves no row behind, and refusals
+that name the problem without leaking the dsn.
 
 Everything else the backend promises is proven by the backend-parametrized native tests
 and the conformance suite, which run on PostgreSQL too.
@@ -152,8 +153,8 @@ async def test_two_schemas_in_one_database_are_separate(tmp_path: Path,
 
 async def test_providers_sharing_a_schema_never_both_take_a_key(tmp_path: Path,
                                                                 clock: ManualClock) -> None:
-    """Several pools, one schema: the writer lock makes key ownership and idempotency
-    hold across them, as it does across processes."""
+    """Several pools, one schema: the tenant's writer lock makes key ownership and
+    idempotency hold across them, as it does across processes."""
     config = postgres_config(tmp_path)
     providers = [await _started(config, clock) for _ in range(4)]
     try:
@@ -181,7 +182,7 @@ async def test_a_held_writer_lock_times_out_as_unavailable(tmp_path: Path,
     assert isinstance(backend, PostgresBackend)
     try:
         async with backend.writing() as tx:
-            await tx.usage("acme", None, 0.0)  # its first statement takes the writer lock
+            await tx.usage("acme", None, 0.0)  # its first statement takes the global lock
             with pytest.raises(MemoryUnavailableError):
                 await provider.add(note(), make_ctx(clock))
         await provider.add(note(), make_ctx(clock))  # released at the end of the transaction
@@ -274,7 +275,7 @@ def _job(n: int, record_id: str = "r") -> IndexJob:
 async def test_workers_lease_disjoint_jobs_without_waiting(tmp_path: Path,
                                                            clock: ManualClock) -> None:
     """Leases skip jobs another open transaction holds (FOR UPDATE SKIP LOCKED) and do
-    not queue behind a memory write holding the writer lock."""
+    not queue behind a write unit holding the schema's key exclusively."""
     config = postgres_config(tmp_path, busy_timeout_ms=200)
     provider = await _started(config, clock)
     backend = provider.backend
@@ -284,7 +285,7 @@ async def test_workers_lease_disjoint_jobs_without_waiting(tmp_path: Path,
             for n in range(6):
                 await tx.enqueue_index_job(_job(n))
         async with backend.writing() as writer:
-            await writer.usage("acme", None, 0.0)  # a write holds the writer lock
+            await writer.usage("acme", None, 0.0)  # a global write unit excludes all writers
             async with backend.writing() as first:
                 mine = await first.lease_index_jobs("w1", 10.0, 70.0, 4)
                 async with backend.writing() as second:
@@ -297,7 +298,7 @@ async def test_workers_lease_disjoint_jobs_without_waiting(tmp_path: Path,
 
 
 async def test_searches_do_not_wait_for_writes(tmp_path: Path, clock: ManualClock) -> None:
-    """A search stores its retrieval snapshot without the writer lock."""
+    """A search stores its retrieval snapshot without a writer lock."""
     config = postgres_config(tmp_path, busy_timeout_ms=100)
     provider = await _started(config, clock)
     backend = provider.backend

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 from governed_memory import (
@@ -63,6 +65,7 @@ async def test_cancelled_operations_leave_nothing_behind(tmp_path: Path, clock: 
     try:
         current: MemoryRecord = await provider.add(note("count 0"), make_ctx(clock))
         for n, delay in enumerate(DELAYS):
+            call: Coroutine[Any, Any, object]
             if operation == "add":
                 call = provider.add(note(f"added {n}", key=f"k{n}", idempotency_key=f"i{n}"),
                                     make_ctx(clock))

@@ -68,11 +68,13 @@ async def _holding(backend: PostgresBackend, tenant_id: str | None
 
 
 async def _requested(key: int, mode: str) -> None:
-    """Until some transaction waits for ``key`` in ``mode``."""
-    async def waiting() -> None:
-        while (mode, False) not in await asyncio.to_thread(advisory_locks, key):
-            await asyncio.sleep(0.01)
-    await asyncio.wait_for(waiting(), DEADLINE_S)
+    """Until some transaction waits for ``key`` in ``mode`` (``pg_locks`` is polled: the
+    server has no way to announce it)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while (mode, False) not in await asyncio.to_thread(advisory_locks, key):
+        assert loop.time() < deadline, f"nobody asked for {mode} on {key}"
+        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
