@@ -387,7 +387,7 @@ class PostgresTransaction(SharedStatements):
         with translated(self._action):
             if len(batch) == 1:
                 await cursor.execute(batch[0].sql, batch[0].params, binary=binary)
-                return [await _outcome(cursor)]
+                return [await _outcome(cursor)] if statements else []
             await cursor.execute(self._simple_query(batch), prepare=False)
             for _ in queued:
                 cursor.nextset()
