@@ -558,6 +558,15 @@ async def test_boundaries_and_profiles_do_not_share_entries(
     assert sink.count("miss") == 3 and sink.count("hit") == 1
 
 
+async def test_a_changed_policy_set_does_not_reuse_entries(
+        over_spy: CachedMemoryProvider, spy: Spy, sink: CountingSink,
+        clock: ManualClock) -> None:
+    await add(over_spy, clock)
+    for revision in ("policies-a", "policies-b", "policies-a"):
+        await over_spy.search(search(), make_ctx(clock, ALICE, policy_revision=revision))
+    assert (sink.count("miss"), sink.count("hit"), spy.calls["search"]) == (2, 1, 2)
+
+
 # -- signals --------------------------------------------------------------------------------
 
 
@@ -634,7 +643,6 @@ class Plain:
 OPTIONAL = {
     ReviewingProvider: ("approve", "reject"),
     UsageReportingProvider: ("usage",),
-    EventOutboxProvider: ("pending_events", "acknowledge_events"),
     IndexingProvider: ("configure_indexing", "outbox_status", "index_jobs",
                        "process_index_jobs", "retry_dead_jobs", "reindex"),
     ReplayingProvider: ("snapshot_header", "replay"),
@@ -655,6 +663,8 @@ def test_optional_operations_are_exactly_those_of_the_inner_provider(
             assert inspect.signature(getattr(full, name)) == inspect.signature(
                 getattr(native, name)), f"{name} is forwarded with another signature"
     assert isinstance(full, CachedMemoryProvider) and isinstance(bare, CachedMemoryProvider)
+    # The event outbox is on every wrapper, refused unless the inner provider has it.
+    assert isinstance(bare, EventOutboxProvider) and isinstance(full, EventOutboxProvider)
     # Nothing else leaks through: no generic delegate guesses at arguments.
     assert not hasattr(bare, "peek") and not hasattr(bare, "marker")
     assert not hasattr(full, "no_such_operation")

@@ -1,8 +1,9 @@
 """The optional operations a wrapped provider may offer, forwarded one by one.
 
 ``CachedMemoryProvider`` is built as a class that has exactly the optional
-operations its inner provider has: review (``approve``, ``reject``), usage, the event
-outbox, the indexing outbox, replay and snapshot retention. Each is a real method with
+operations its inner provider has: review (``approve``, ``reject``), usage, the
+indexing outbox, replay and snapshot retention (and, on every wrapper, the event
+outbox, gated by its capability). Each is a real method with
 the protocol's own signature, so ``hasattr``, ``isinstance(cached, ReviewingProvider)`` and the
 activity port's capability checks tell the truth, and a call with the wrong arguments
 fails where it is made, not deep inside a generic delegate. An operation not listed
@@ -78,7 +79,11 @@ class UsageForwarding(_Forwarding):
 
 
 class OutboxForwarding(_Forwarding):
-    """``event_outbox``: the committed events the provider stored with its writes."""
+    """``event_outbox``: the committed events the provider stored with its writes.
+
+    Unlike the others, these two are on every wrapper (as they always were) and refuse
+    with ``MemoryCapabilityUnsupportedError`` unless the inner provider declares
+    ``event_outbox`` and has them: the activity port asks the capability first."""
 
     async def pending_events(self, limit: int) -> Sequence[MemoryEvent]:
         events: Sequence[MemoryEvent] = await self._declared_outbox().pending_events(limit)
@@ -89,7 +94,7 @@ class OutboxForwarding(_Forwarding):
 
     def _declared_outbox(self) -> EventOutboxProvider:
         inner = self._inner
-        if not inner.capabilities().event_outbox:
+        if not (inner.capabilities().event_outbox and isinstance(inner, EventOutboxProvider)):
             raise MemoryCapabilityUnsupportedError(
                 f"provider {self.name} has no event outbox (capability event_outbox)")
         outbox: EventOutboxProvider = inner
@@ -156,13 +161,12 @@ class SnapshotKeepingForwarding(_Forwarding):
 FORWARDINGS: Final[tuple[tuple[type, type[_Forwarding]], ...]] = (
     (ReviewingProvider, ReviewForwarding),
     (UsageReportingProvider, UsageForwarding),
-    (EventOutboxProvider, OutboxForwarding),
     (IndexingProvider, IndexingForwarding),
     (ReplayingProvider, ReplayForwarding),
     (SnapshotKeeping, SnapshotKeepingForwarding),
 )
 """(protocol, mixin): the wrapper gets the mixin exactly when the inner provider
-implements the protocol."""
+implements the protocol (``OutboxForwarding`` is part of every wrapper)."""
 
 
 def forwardings_for(inner: object) -> tuple[type[_Forwarding], ...]:

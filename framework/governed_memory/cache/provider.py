@@ -39,7 +39,7 @@ from governed_memory.cache.codec import (
     encode_entry,
     valid_until,
 )
-from governed_memory.cache.forwarding import forwardings_for
+from governed_memory.cache.forwarding import OutboxForwarding, forwardings_for
 from governed_memory.cache.keys import EPOCH, revision_names, search_digest, tenant_tag
 from governed_memory.cache.memo import DEFAULT_MEMO_ENTRIES, DecodedMemo
 from governed_memory.cache.quarantine import HoldSnapshot, Quarantine
@@ -97,6 +97,9 @@ DEFAULT_TTL_S: Final = 300.0
 DEFAULT_MAX_VALUE_BYTES: Final = 1024 * 1024
 DEFAULT_STORE_TIMEOUT_S: Final = 0.25
 DEFAULT_QUARANTINE_RETRY_S: Final = 1.0
+NO_SNAPSHOT: Final = "no_snapshot"
+"""The reason on a hit answered without a retrieval snapshot although the provider
+keeps them (it cannot record one for a hit, or storage refused it just now)."""
 DEFAULT_ERASE_TIMEOUT_S: Final = 30.0
 """Removing a tenant's entries on ``delete_user`` takes a round trip per batch; it gets
 this deadline instead of a lookup's."""
@@ -107,7 +110,7 @@ _variants: dict[tuple[type, ...], type] = {}
 per process)."""
 
 
-class CachedMemoryProvider:
+class CachedMemoryProvider(OutboxForwarding):
     """Wraps ``inner`` (any provider) with a search cache kept in ``store``.
 
     Only ``search`` is cached. ``get``, ``list``, ``history``, ``usage`` and replay go
@@ -115,7 +118,8 @@ class CachedMemoryProvider:
     ``reject`` and maintenance) run on ``inner`` and then invalidate.
 
     The instance has exactly the optional operations ``inner`` has (review, usage, the
-    event outbox, the indexing outbox, replay; see :mod:`governed_memory.cache.forwarding`),
+    indexing outbox, replay, snapshot retention; see :mod:`governed_memory.cache.forwarding`),
+    plus the event outbox's two methods, gated by the ``event_outbox`` capability,
     each forwarded with its own signature: ``CachedMemoryProvider(inner, store)``
     returns an instance of a subclass that mixes in the ones that apply.
 
@@ -126,6 +130,8 @@ class CachedMemoryProvider:
     before its own bus attaches that bus later with :meth:`attach_events` (the manager
     does, through :func:`attach_cache_events`), so a fail-closed trail covers them.
     """
+
+    _inner: MemoryProvider
 
     def __new__(cls, inner: MemoryProvider, store: CacheStore, *args: Any,
                 **kwargs: Any) -> CachedMemoryProvider:
@@ -191,9 +197,6 @@ class CachedMemoryProvider:
         self._memo = DecodedMemo(decoded_memo_entries)
         self._recorder: SnapshotRecordingProvider | None = (
             inner if isinstance(inner, SnapshotRecordingProvider) else None)
-        self._snapshots_unrecordable = False
-        """Set once ``inner`` answered with a snapshot id it cannot record for a hit:
-        from then on every search goes to ``inner`` (see ``governed_memory.cache.snapshots``)."""
 
     @property
     def inner(self) -> MemoryProvider:
@@ -479,8 +482,6 @@ class _Search:
                                    include_principal_id=owner._key_by_principal)
         except (ValueError, TypeError):
             return await self.bypass("unkeyable")
-        if owner._snapshots_unrecordable:
-            return await self.bypass("snapshot")
         if not await self.trusted():
             return await self.bypass("quarantined")
         computed: SearchResult | None = None
@@ -501,10 +502,8 @@ class _Search:
                         return await self.bypass("decode_error", computed)
                     owner._memo.put(memo_key, found.value, entry)
                 if entry.serves(self.ctx.now):
-                    served = await self.served(entry.result)
-                    if served is None:
-                        return await self.bypass("snapshot", computed)
-                    await self.signal("hit", count=len(served.hits))
+                    served, why = await self.served(entry.result)
+                    await self.signal("hit", why, count=len(served.hits))
                     return served
                 await self.signal("miss", "outside_window")
             else:
@@ -514,24 +513,24 @@ class _Search:
                 return computed
         return await self.bypass("revision_moved", computed)
 
-    async def served(self, cached: SearchResult) -> SearchResult | None:
+    async def served(self, cached: SearchResult) -> tuple[SearchResult, str | None]:
         """The cached answer as this operation's own: with a retrieval snapshot that
-        describes this operation, recorded by the provider; ``None`` when the provider
-        keeps snapshots but cannot record one for a hit (the search must reach it)."""
+        describes this operation, recorded by the provider, or with none (and the reason,
+        for the hit event) when one cannot be recorded. Never with the snapshot of the
+        search that computed it, which describes another operation."""
         if cached.snapshot_id is None:
-            return cached  # the provider stores no snapshots: there is nothing to describe
+            return cached, None  # the provider stores no snapshots: nothing to describe
         recorder = self.owner._recorder
         if recorder is None:
-            self.owner._snapshots_unrecordable = True
-            return None
+            return attrs.evolve(cached, snapshot_id=None), NO_SNAPSHOT
         try:
             snapshot_id = await recorder.record_snapshot(self.request, self.ctx, cached)
         except MemoryUnavailableError:
             # As the provider's own search does: answer, without a snapshot to replay.
             log.warning("search cache: retrieval snapshot of a hit not stored "
                         "(storage unavailable for writes)")
-            snapshot_id = None
-        return attrs.evolve(cached, snapshot_id=snapshot_id)
+            return attrs.evolve(cached, snapshot_id=None), NO_SNAPSHOT
+        return attrs.evolve(cached, snapshot_id=snapshot_id), None if snapshot_id else NO_SNAPSHOT
 
     async def trusted(self) -> bool:
         """False while a name of this search is quarantined and its bump still fails."""
@@ -546,11 +545,6 @@ class _Search:
         """Store ``result`` if the revisions are unchanged; False only when they moved
         (the caller retries), True when the result should be returned as it is."""
         owner = self.owner
-        if result.snapshot_id is not None and owner._recorder is None:
-            # No hit could be served with a snapshot of its own: storing it is pointless.
-            owner._snapshots_unrecordable = True
-            await self.signal("bypassed", "snapshot")
-            return True
         until = valid_until(result, found.horizon)
         if until is not None and until <= self.ctx.now:
             return True  # it can serve no one

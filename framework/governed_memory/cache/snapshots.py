@@ -9,9 +9,10 @@ of the later search report the earlier one's ids and revisions.
 
 So a hit gets a snapshot of its own: the wrapper asks the provider to record that this
 operation answered this request with the cached hits, and returns the new id. A
-provider that stores snapshots but cannot record one for a cached answer is not
-served from the cache at all (every search reaches it and stores its own snapshot):
-the cache never trades audit evidence for speed.
+provider that stores snapshots but cannot record one for a cached answer has its hits
+answered with ``snapshot_id = None``, as its own search answers when storage refuses
+the snapshot, and the hit event says so (reason ``no_snapshot``): a replay can then
+say there is nothing to replay, never show another operation's answer.
 """
 
 from __future__ import annotations
