@@ -673,7 +673,7 @@ def markdown(data: dict[str, Any]) -> str:
         engines = sorted({r["vector_index"]["engine"] for r in sec["rows"]
                           if "vector_index" in r})
         if engines:
-            lines += ["", "Vector index: " + "; ".join(engines) + ". Counters per row "
+            lines += ["", "Engine: " + "; ".join(engines) + ". Counters per row "
                       "(builds, catch-ups, fallbacks to exact, candidates verified) are in "
                       "`scale.json`."]
     if "readers" in sections:
@@ -726,8 +726,9 @@ def markdown(data: dict[str, Any]) -> str:
 
 def _run_of(row: dict[str, Any], section: dict[str, Any]) -> str:
     """When a row was measured (rows merge across runs), and whether by a quick run."""
-    when = str(row.get("when", section["when"]))[:10]
-    return f"{when}{' (quick)' if row.get('quick', section.get('quick')) else ''}"
+    if "when" not in row:
+        return "unstamped"
+    return f"{str(row['when'])[:10]}{' (quick)' if row.get('quick') else ''}"
 
 
 def read_results(out: Path) -> dict[str, Any]:
