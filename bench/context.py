@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from governed_memory import GovernedMemoryManager, Principal, Scope
+from governed_memory.scope import ScopeLevel, narrow
 from governed_memory.models import ModelCall, ScriptedModel
 from governed_memory.plugins import PluginManager
 from governed_memory.tiers import MemoryTiers, TurnDraft
@@ -77,7 +78,9 @@ async def run(turns: int, backend: str, seed: int, directory: Path) -> dict[str,
     over_budget = 0
     async with memory:
         for i in range(200):
-            await manager.add(alice, owner.replace(session_id=None),
+            # USER level: the owner narrowed as recall narrows it (the user's memories
+            # follow them across projects).
+            await manager.add(alice, narrow(owner, ScopeLevel.USER),
                               " ".join(rng.choices(WORDS, k=8)) + f" #{i}")
         for i in range(turns):
             question = " ".join(rng.choices(WORDS, k=rng.randint(4, 30))) + "?"
