@@ -484,6 +484,19 @@ class ActivityPort:
 
             async def handler(_: object, __: OperationContext) -> Any:
                 return await store_request.call(self.provider)
+        elif operation is Operation.LOOKUP:
+            from governed_memory.lookup import Found
+            from governed_memory.requests import LookupRequest
+
+            assert isinstance(request, LookupRequest)
+            get = request.as_get()
+
+            async def handler(_: object, ctx: OperationContext) -> Any:
+                try:
+                    record = await self.provider.get(get, ctx)
+                except MemoryNotFoundError:
+                    return Found(None)
+                return Found(record if record.is_visible(ctx.now) else None)
         elif operation is Operation.SNAPSHOT_HEADER:
             from governed_memory.replay import SnapshotHeaderRequest, read_header
 

@@ -25,6 +25,7 @@ from governed_memory.context import ProfileRef
 from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.indexing import ReindexPage, WorkerReport, WorkerSteps
+from governed_memory.lookup import Found
 from governed_memory.maintenance import (
     OutboxReport,
     OutboxStatusRequest,
@@ -72,6 +73,7 @@ from governed_memory.requests import (
     GetRequest,
     HistoryRequest,
     ListRequest,
+    LookupRequest,
     MemoryRequest,
     PurgeExpiredRequest,
     RejectRequest,
@@ -413,6 +415,15 @@ class GovernedMemoryManager:
         result: MemoryRecord = await self._execute(
             Operation.GET, principal, lambda: GetRequest(scope, record_id, key))
         return result
+
+    async def lookup(self, principal: Principal, scope: Scope, record_id: str | None = None,
+                     *, key: str | None = None) -> MemoryRecord | None:
+        """Like :meth:`get`, but a miss is ``None`` (a completed read in the trail), for
+        callers that expect one, such as a component reading what it may not have
+        written yet (``governed_memory.lookup``)."""
+        result: Found = await self._execute(
+            Operation.LOOKUP, principal, lambda: LookupRequest(scope, record_id, key))
+        return result.record
 
     async def list(self, principal: Principal, scope: Scope, *, limit: int = 20,
                    cursor: str | None = None,

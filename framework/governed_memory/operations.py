@@ -35,6 +35,9 @@ class _OperationInfo:
 class Operation(enum.StrEnum):
     ADD = "add"
     GET = "get"
+    LOOKUP = "lookup"
+    """``get`` for a caller that expects a miss (a summary not written yet): the answer
+    is the record or nothing, and a miss is a completed read, not a rejected one."""
     LIST = "list"
     SEARCH = "search"
     UPDATE = "update"
@@ -89,6 +92,7 @@ _R, _W, _I = OperationKind.READ, OperationKind.WRITE, OperationKind.INDEX
 _INFO: dict[Operation, _OperationInfo] = {
     Operation.ADD: _OperationInfo(_W, Permission.WRITE, "create_memory"),
     Operation.GET: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.LOOKUP: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.LIST: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.SEARCH: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.UPDATE: _OperationInfo(_W, Permission.WRITE, "update_memory"),

@@ -219,6 +219,16 @@ class GetRequest(_Request):
 
 
 @attrs.frozen(slots=True)
+class LookupRequest(GetRequest):
+    """A ``get`` whose miss is an answer (``None``), not an error."""
+
+    operation: ClassVar[Operation] = Operation.LOOKUP
+
+    def as_get(self) -> GetRequest:
+        return GetRequest(self.scope, self.record_id, self.key)
+
+
+@attrs.frozen(slots=True)
 class ListRequest(_Request):
     operation: ClassVar[Operation] = Operation.LIST
 

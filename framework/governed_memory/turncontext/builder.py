@@ -55,7 +55,13 @@ class MemoryContextBuilder:
                  model: LanguageModel | None = None,
                  token_counter: TokenCounter = approximate_tokens) -> None:
         self.tiers = tiers
-        self.policy = policy or ContextPolicy()
+        if policy is None:
+            # The profile's [context] budgets, when the memories come from a profile.
+            long_term = tiers.long_term_or_none
+            spec = getattr(long_term, "profile_spec", None) if long_term is not None else None
+            policy = (ContextPolicy.from_profile(spec.context) if spec is not None
+                      else ContextPolicy())
+        self.policy = policy
         self.model = model
         self.count_tokens = token_counter
         self.recall = MemoryRecall(self.policy, tiers.long_term_or_none,

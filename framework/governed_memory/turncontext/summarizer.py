@@ -19,7 +19,6 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from governed_memory.errors import MemoryNotFoundError
 from governed_memory.limits import MAX_KEY_BYTES
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.models import LanguageModel, LanguageModelError
@@ -53,9 +52,10 @@ def frontier(record: MemoryRecord | None) -> int:
 async def load_summary(memories: GovernedMemoryManager, principal: Principal,
                        session: Scope, now: float) -> MemoryRecord | None:
     assert session.session_id is not None
-    try:
-        record = await memories.get(principal, session, key=summary_key(session.session_id))
-    except MemoryNotFoundError:
+    # A lookup, not a get: the first turns of a session have no summary yet, and that
+    # expected miss must not read as a failed get in the trail.
+    record = await memories.lookup(principal, session, key=summary_key(session.session_id))
+    if record is None:
         return None
     if record.memory_type is not MemoryType.SUMMARY or not is_valid_at(record, now):
         return None
