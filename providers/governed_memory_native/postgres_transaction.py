@@ -126,19 +126,13 @@ _LEXICAL_INDEX: Final = (
     " SELECT s.scope_id, t.term, 1 FROM s, unnest(%(lex_terms)s::text[]) AS t (term)"
     " ON CONFLICT (scope_id, term) DO UPDATE SET documents = lt.documents + 1"
 )
-"""Count the record of CTE ``r`` (its ``seq``; no row, nothing counted) in its scope's
-lexical index: statistics, document row, postings and term frequencies. Preceded by
-``WITH r AS (...),``: the record's own insert, so an add is one statement, or a lookup
-of the record at its new revision, so a re-index only happens if the compare-and-set
-before it did."""
-
-_AT_REVISION: Final = ("SELECT seq FROM memory_records"
-                       " WHERE id = %(id)s AND revision = %(revision)s")
-"""The record at the revision a ``replace_record`` wrote; no row if the compare-and-set
-did not apply (revisions are fresh, so no other version has it)."""
+"""Count the record of CTE ``r`` (its ``seq``) in its scope's lexical index:
+statistics, document row, postings and term frequencies. Preceded by ``WITH r AS
+(...),``: the record's own insert, so an add is one statement, or the ``seq`` a
+compare-and-set returned."""
 
 _UNINDEX: Final = (
-    "WITH gone AS (DELETE FROM lexical_docs WHERE doc = ANY({docs})"
+    "WITH gone AS (DELETE FROM lexical_docs WHERE doc = ANY(%(docs)s)"
     " RETURNING doc, scope_id, length),"
     " per_scope AS (SELECT scope_id, count(*) AS n, sum(length) AS total FROM gone"
     " GROUP BY scope_id),"
@@ -147,7 +141,7 @@ _UNINDEX: Final = (
     " WHERE l.scope_id = g.scope_id AND l.documents > g.n),"
     " emptied AS (DELETE FROM lexical_scopes AS l USING per_scope AS g"
     " WHERE l.scope_id = g.scope_id AND l.documents <= g.n),"
-    " postings AS (DELETE FROM lexical_postings WHERE doc = ANY({docs})"
+    " postings AS (DELETE FROM lexical_postings WHERE doc = ANY(%(docs)s)"
     " RETURNING scope_id, term),"
     " per_term AS (SELECT scope_id, term, count(*) AS n FROM postings"
     " GROUP BY scope_id, term),"
@@ -161,23 +155,18 @@ _UNINDEX: Final = (
 """Take records out of the lexical index exactly, in one statement: their postings and
 document rows go, statistics shrink, and a term (or scope) left with no record loses its
 row, so an erased word leaves nothing behind. Returns how many records were indexed.
-``{docs}`` is an array expression of the records' ``seq``."""
-
-_UNINDEX_AT_REVISION: Final = _UNINDEX.format(docs=f"ARRAY({_AT_REVISION})")
-
-_PRESENT: Final = "ARRAY(SELECT id FROM memory_records WHERE id = ANY(%(ids)s))"
-"""The ids among ``%(ids)s`` that have a record: an erasure removes nothing for an id
-whose record is not there (as when each step waited for the record lookup)."""
+The documents are given as a literal array: the planner then knows how few there are
+(an array from a subquery is assumed to hold ten, and it chose to scan every term of
+the store)."""
 
 _ERASE: Final = (
-    ("SELECT scope_hash FROM memory_records WHERE id = ANY(%(ids)s)"),
-    _UNINDEX.format(docs="ARRAY(SELECT seq FROM memory_records WHERE id = ANY(%(ids)s))"),
-    f"DELETE FROM memory_vectors WHERE record_id = ANY({_PRESENT})",
-    f"DELETE FROM index_jobs WHERE record_id = ANY({_PRESENT})",
-    f"DELETE FROM memory_versions WHERE record_id = ANY({_PRESENT})",
+    _UNINDEX,
+    "DELETE FROM memory_vectors WHERE record_id = ANY(%(ids)s)",
+    "DELETE FROM index_jobs WHERE record_id = ANY(%(ids)s)",
+    "DELETE FROM memory_versions WHERE record_id = ANY(%(ids)s)",
 )
 """One chunk's erasure before its idempotency entries and records go, in order: the
-records' scopes, their index rows, vectors, jobs and versions."""
+records' index rows, vectors, jobs and versions."""
 
 
 def _chunks(items: Sequence[T]) -> Iterable[Sequence[T]]:
@@ -652,11 +641,6 @@ class PostgresTransaction(SharedStatements):
                 "lex_valid_from": record.valid_from, "lex_invalid_at": record.invalid_at,
                 "lex_terms": list(counts), "lex_tfs": list(counts.values())}
 
-    async def _unindex(self, seqs: Sequence[int]) -> int:
-        """Take records out of the lexical index; how many of them it held."""
-        rows = await self._rows(_UNINDEX.format(docs="%(docs)s"), {"docs": list(seqs)})
-        return int(rows[0]["n"])
-
     async def insert_record(self, record: MemoryRecord) -> None:
         """One queued statement: the row and, for an active record, its index rows. A
         key already held fails it (and the unit) with a conflict at the next round
@@ -762,11 +746,10 @@ class PostgresTransaction(SharedStatements):
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
         """Compare-and-set: the UPDATE goes alone (so psycopg prepares it), since its
-        result says whether it applied. The re-index (the record's removal from the
-        lexical index and, if it stays active, its index rows for the new content) is
-        queued behind it: both statements act only on the record at the new revision,
-        so after a failed compare-and-set they change nothing, and every later
-        statement of the unit runs after them."""
+        result says whether it applied. If it did, the re-index (the record's removal
+        from the lexical index and, if it stays active, its index rows for the new
+        content) is queued behind it: every later statement of the unit runs after
+        it."""
         assignments = ", ".join(
             f"{name} = %({name})s" for name in RECORD_COLUMNS if name != "id"
         )
@@ -781,11 +764,11 @@ class PostgresTransaction(SharedStatements):
         )
         if len(rows) != 1:
             return False
-        at_revision = {"id": record.id, "revision": record.revision}
-        await self._queue(_UNINDEX_AT_REVISION, at_revision)
+        seq = int(rows[0]["seq"])
+        await self._queue(_UNINDEX, {"docs": [seq]})
         if record.status is RecordStatus.ACTIVE:
-            await self._queue(f"WITH r AS ({_AT_REVISION}),{_LEXICAL_INDEX}",
-                              {**at_revision, **self._lexical_params(record)})
+            await self._queue(f"WITH r AS (SELECT %(doc)s::bigint AS seq),{_LEXICAL_INDEX}",
+                              {"doc": seq, **self._lexical_params(record)})
         return True
 
     async def append_version(self, version: MemoryVersion) -> None:
@@ -976,28 +959,30 @@ class PostgresTransaction(SharedStatements):
     async def erase_records(
         self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
     ) -> Removal:
-        """Each chunk of ids in one round trip: :data:`_ERASE`, then the idempotency
-        entries (removed, or marked erased) and the records themselves, in that order
-        in one query, each statement's count read afterwards."""
+        """Two round trips per chunk of ids: the records' ``seq`` and scopes, then
+        :data:`_ERASE`, the idempotency entries (removed, or marked erased) and the
+        records themselves, in that order in one query, each statement's count read
+        afterwards."""
         idempotency = (
-            f"UPDATE memory_idempotency SET erased = true WHERE record_id = ANY({_PRESENT})"
+            "UPDATE memory_idempotency SET erased = true WHERE record_id = ANY(%(ids)s)"
             if tombstone_idempotency else
-            f"DELETE FROM memory_idempotency WHERE record_id = ANY({_PRESENT})")
+            "DELETE FROM memory_idempotency WHERE record_id = ANY(%(ids)s)")
         removal = Removal()
         for chunk in _chunks(sorted(set(record_ids))):
-            params = {"ids": list(chunk)}
-            await self._serialized()
-            scopes, indexed, vectors, _, versions, entries, records = await self._exchange([
-                *(Statement(sql, params) for sql in _ERASE),
-                Statement(idempotency, params),
-                Statement("DELETE FROM memory_records WHERE id = ANY(%(ids)s)", params)])
-            if not scopes.rows:
+            ids = list(chunk)
+            rows = await self._rows(
+                "SELECT seq, scope_hash FROM memory_records WHERE id = ANY(%s)", (ids,))
+            if not rows:
                 continue
+            params = {"ids": ids, "docs": [int(row["seq"]) for row in rows]}
+            indexed, vectors, _, versions, entries, records = await self._exchange([
+                *(Statement(sql, params) for sql in _ERASE), Statement(idempotency, params),
+                Statement("DELETE FROM memory_records WHERE id = ANY(%(ids)s)", params)])
             removal += Removal(
                 records=records.rowcount, versions=versions.rowcount,
                 index_entries=int(indexed.rows[0]["n"]) + vectors.rowcount,
                 idempotency_entries=0 if tombstone_idempotency else entries.rowcount,
-                scope_hashes=frozenset(str(row["scope_hash"]) for row in scopes.rows),
+                scope_hashes=frozenset(str(row["scope_hash"]) for row in rows),
             )
         return removal
 
