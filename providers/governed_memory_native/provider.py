@@ -225,6 +225,8 @@ class NativeMemoryProvider:
             code = getattr(exc, "code", "error")
             return HealthStatus(ok=False, provider=self.name, detail=f"check failed: {code}",
                                 latency_ms=_elapsed_ms(began))
+        if self._indexer.embedder is not None:  # which engine ranks vectors, and from when
+            detail = f"{detail}; {self._vector_indexes.describe()}"
         return HealthStatus(ok=True, provider=self.name, detail=detail,
                             latency_ms=_elapsed_ms(began))
 

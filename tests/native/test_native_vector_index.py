@@ -526,3 +526,11 @@ async def test_memory_backend_runs_search_units_off_the_event_loop(tmp_path: Pat
         assert await provider.backend.run_read(unit, point=True) == threading.get_ident()
     finally:
         await provider.close()
+
+
+async def test_health_says_which_engine_ranks_vectors(
+        indexed: tuple[NativeMemoryProvider, TableEmbedder]) -> None:
+    provider, _ = indexed
+    status = await provider.health()
+    assert status.ok and "vector index" in status.detail
+    assert ("faiss-cpu not installed" in status.detail) == (faiss_module() is None)
