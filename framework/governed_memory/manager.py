@@ -257,11 +257,18 @@ class GovernedMemoryManager:
                                        meter_provider=meter_provider)
         # Outside the cache: a degraded (fallback) answer is never cached.
         provider = wrap_with_fallback(provider, spec, plugins, clock)
-        return cls(provider, policies=parts.policies, sinks=sinks, clock=clock,
-                   tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
-                   profile_spec=spec, policy_configuration=parts.policy_configuration,
-                   meter_provider=meter_provider, outbox_interval_s=outbox_interval_s,
-                   maintenance_interval_s=maintenance_interval_s)
+        manager = cls(provider, policies=parts.policies, sinks=sinks, clock=clock,
+                      tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
+                      profile_spec=spec, policy_configuration=parts.policy_configuration,
+                      meter_provider=meter_provider, outbox_interval_s=outbox_interval_s,
+                      maintenance_interval_s=maintenance_interval_s)
+        if spec.cache.enabled:
+            from governed_memory.cache import attach_cache_events
+
+            # The profile's cache was built before the manager's bus: it reports to that
+            # bus, so a fail-closed trail covers its events too.
+            attach_cache_events(provider, manager.events)
+        return manager
 
     @classmethod
     def from_pack(

@@ -661,6 +661,19 @@ class NativeMemoryProvider:
         await self._backend.run_write(unit)
         return snapshot_id
 
+    async def record_snapshot(self, request: SearchRequest, ctx: OperationContext,
+                              result: SearchResult) -> str | None:
+        """A retrieval snapshot of ``ctx``'s own for an answer it did not compute (a
+        search-cache hit, ``governed_memory.cache.snapshots``): the hits and candidates
+        of ``result``, this operation's ids and revisions. ``None`` when snapshots are
+        off."""
+        self._require_open()
+        used = {signal.name for hit in result.hits for signal in hit.explanation.signals}
+        signals = [name for name, signal in (("lexical", retrieval.LEXICAL),
+                                             ("vector", retrieval.VECTOR)) if signal in used]
+        return await self._store_snapshot(request, ctx, self._indexer.settings.ranking,
+                                          signals, [], list(result.hits), result.candidates)
+
     async def purge_snapshots(self, *, limit: int) -> int:
         """Remove up to ``limit`` retrieval snapshots older than ``snapshot_retention_s``
         (the governed maintenance round, ``governed_memory.maintenance``)."""

@@ -12,8 +12,8 @@ from cache_support import CountingSink
 from governed_memory import SystemClock
 from governed_memory.cache import OUTCOMES, CachedMemoryProvider
 from governed_memory.events import EventBus
+from governed_memory_native import build_native_provider
 from governed_memory_redis import RedisCacheStore, RedisStoreConfig
-from recording_native import build_recording_native
 
 SCOPES = 4
 
@@ -21,7 +21,7 @@ SCOPES = 4
 async def _main(index: int, db_path: str, redis_url: str, prefix: str, seed: int,
                 searches: int, acks: Any, barrier: Any) -> dict[str, Any]:
     clock = SystemClock()
-    native = build_recording_native({"backend": "sqlite", "path": db_path}, clock)
+    native = build_native_provider({"backend": "sqlite", "path": db_path}, clock)
     rng = random.Random(seed * 10 + index)
     store = RedisCacheStore(RedisStoreConfig(url=redis_url, key_prefix=prefix,
                                              socket_timeout_s=2.0, connect_timeout_s=2.0))

@@ -1,5 +1,5 @@
 """Fixtures for the search-cache tests: a native provider on the in-memory backend
-(with ``record_snapshot``, see ``recording_native``), wrapped, with a counting event
+(which records a hit's snapshot, ``record_snapshot``), wrapped, with a counting event
 sink; Redis stores under a unique, cleaned-up prefix."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from cache_support import REDIS_URL, CountingSink, delete_prefix, require_redis,
 from governed_memory import ManualClock
 from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
 from governed_memory.events import EventBus
-from governed_memory_native import NativeMemoryProvider
-from recording_native import build_recording_native
+from governed_memory_native import NativeMemoryProvider, build_native_provider
 
 
 @pytest.fixture
@@ -27,7 +26,7 @@ def sink() -> CountingSink:
 
 @pytest.fixture
 async def native(clock: ManualClock) -> AsyncIterator[NativeMemoryProvider]:
-    provider = build_recording_native({"backend": "memory"}, clock)
+    provider = build_native_provider({"backend": "memory"}, clock)
     await provider.start()
     try:
         yield provider

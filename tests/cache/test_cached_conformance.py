@@ -18,14 +18,14 @@ from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
 from governed_memory.clock import Clock
 from governed_memory.provider import MemoryProvider
 from governed_memory_conformance import ConformanceSettings, ProviderConformance
-from recording_native import build_recording_native
+from governed_memory_native import build_native_provider
 
 
 class TestCachedNativeWithMemoryStore(ProviderConformance):
     provider_name = "native+cache(memory)"
 
     async def make_provider(self, clock: Clock) -> MemoryProvider:
-        inner = build_recording_native({"backend": "memory"}, clock)
+        inner = build_native_provider({"backend": "memory"}, clock)
         provider = CachedMemoryProvider(inner, InMemoryCacheStore(), clock=clock)
         await provider.start()
         return provider
@@ -46,7 +46,7 @@ class TestCachedNativeSqliteWithMemoryStore(ProviderConformance):
     async def reopen_provider(self, clock: Clock) -> MemoryProvider:
         """A new process would start with an empty cache over the same database."""
         assert self._path is not None
-        inner = build_recording_native({"backend": "sqlite", "path": str(self._path)}, clock)
+        inner = build_native_provider({"backend": "sqlite", "path": str(self._path)}, clock)
         provider = CachedMemoryProvider(inner, InMemoryCacheStore(), clock=clock)
         await provider.start()
         return provider
@@ -64,7 +64,7 @@ class TestCachedNativeWithRedisStore(ProviderConformance):
 
         store = RedisCacheStore(RedisStoreConfig(url=REDIS_URL,
                                                  key_prefix=unique_prefix("conformance")))
-        inner = build_recording_native({"backend": "memory"}, clock)
+        inner = build_native_provider({"backend": "memory"}, clock)
         provider = CachedMemoryProvider(inner, store, clock=clock)
         await provider.start()
         return provider

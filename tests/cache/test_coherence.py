@@ -18,7 +18,7 @@ from cache_support import REDIS_URL, CountingSink, delete_prefix, require_redis,
 from governed_memory import ManualClock
 from governed_memory.cache import CachedMemoryProvider, CacheStore, InMemoryCacheStore
 from governed_memory.events import EventBus
-from recording_native import build_recording_native
+from governed_memory_native import build_native_provider
 
 SCOPES = 4
 
@@ -46,7 +46,7 @@ async def in_process(stores: list[CacheStore], searches: int,
     """Two workers of one app over one provider, each with its store (one shared
     in-memory store, or two Redis clients on the same prefix)."""
     clock = ManualClock()
-    native = build_recording_native({"backend": "memory"}, clock)
+    native = build_native_provider({"backend": "memory"}, clock)
     await native.start()
     rng = random.Random(seed)
     sink = CountingSink()
@@ -153,7 +153,7 @@ async def test_two_processes_share_one_redis_and_one_sqlite_file(
         tmp_path: Path, searches_each: int) -> None:
     require_redis()
     db = tmp_path / "shared.db"
-    native = build_recording_native({"backend": "sqlite", "path": str(db)}, ManualClock())
+    native = build_native_provider({"backend": "sqlite", "path": str(db)}, ManualClock())
     await native.start()  # the schema exists before two processes race to create it
     await native.close()
     from cache_two_process import child

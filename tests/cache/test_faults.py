@@ -28,8 +28,7 @@ from cache_support import (
 from governed_memory import AddRequest, ManualClock, SearchRequest, UpdateRequest
 from governed_memory.cache import CachedMemoryProvider
 from governed_memory.events import EventBus
-from governed_memory_native import NativeMemoryProvider
-from recording_native import build_recording_native
+from governed_memory_native import NativeMemoryProvider, build_native_provider
 
 require_redis_package()
 
@@ -79,7 +78,7 @@ async def wait_until(predicate: Any, within_s: float = 5.0) -> bool:
 async def test_redis_cut_off_mid_run_never_fails_a_read_or_serves_a_stale_page(
         proxy: TcpProxy, prefix: str) -> None:
     clock = ManualClock()
-    native = build_recording_native({"backend": "memory"}, clock)
+    native = build_native_provider({"backend": "memory"}, clock)
     rng = random.Random(23)
     sink = CountingSink()
     cached = wrapper(Jitter(native, rng), store_at(proxy.url, prefix), sink, clock,
@@ -139,7 +138,7 @@ async def test_redis_cut_off_mid_run_never_fails_a_read_or_serves_a_stale_page(
 async def test_another_process_sees_the_write_once_the_failed_bump_is_retried(
         proxy: TcpProxy, prefix: str) -> None:
     clock = ManualClock()
-    native = build_recording_native({"backend": "memory"}, clock)
+    native = build_native_provider({"backend": "memory"}, clock)
     await native.start()
     sink_a, sink_b = CountingSink(), CountingSink()
     # Two app processes over one database: A reaches Redis through the proxy, B directly.

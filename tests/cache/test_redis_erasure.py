@@ -10,7 +10,7 @@ import pytest
 from cache_support import REDIS_URL, make_ctx, require_redis_package
 from governed_memory import AddRequest, DeleteUserRequest, ManualClock, Scope, SearchRequest
 from governed_memory.cache import CachedMemoryProvider, tenant_tag
-from recording_native import build_recording_native
+from governed_memory_native import build_native_provider
 
 require_redis_package()
 
@@ -25,7 +25,7 @@ ELSEWHERE = Scope("globex", user_id="alice")
 @pytest.fixture
 async def cached(redis_prefix: str, clock: ManualClock) -> AsyncIterator[CachedMemoryProvider]:
     store = RedisCacheStore(RedisStoreConfig(url=REDIS_URL, key_prefix=redis_prefix))
-    provider = CachedMemoryProvider(build_recording_native({"backend": "memory"}, clock), store,
+    provider = CachedMemoryProvider(build_native_provider({"backend": "memory"}, clock), store,
                                     clock=clock, quarantine_retry_s=None)
     await provider.start()
     try:

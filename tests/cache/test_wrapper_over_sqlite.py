@@ -40,8 +40,8 @@ from governed_memory.indexing import (
 from governed_memory.requests import ApproveRequest, RejectRequest
 from governed_memory.usage import UsageQuery
 from governed_memory_embedders.hashing import HashingEmbedder
-from governed_memory_native import build_native_provider
-from recording_native import build_recording_native
+from governed_memory_native import NativeMemoryProvider, build_native_provider
+from governed_memory_native.indexing_config import parse_indexing_config
 
 ALICE = Principal("user:alice", "user", "acme", "alice",
                   [Permission.READ, Permission.WRITE, Permission.DELETE])
@@ -55,7 +55,7 @@ def sqlite(tmp_path: Path) -> dict[str, Any]:
 @pytest.fixture
 async def cached(tmp_path: Path, clock: ManualClock,
                  sink: CountingSink) -> AsyncIterator[CachedMemoryProvider]:
-    provider = CachedMemoryProvider(build_recording_native(sqlite(tmp_path), clock),
+    provider = CachedMemoryProvider(build_native_provider(sqlite(tmp_path), clock),
                                     InMemoryCacheStore(), events=EventBus([sink]), clock=clock,
                                     quarantine_retry_s=None)
     await provider.start()
@@ -173,7 +173,13 @@ async def test_a_hit_is_replayed_as_its_own_operation(cached: CachedMemoryProvid
 async def test_a_hit_of_a_provider_that_cannot_record_its_snapshot_has_none(
         tmp_path: Path, clock: ManualClock, sink: CountingSink) -> None:
     """Never the first search's snapshot: no snapshot, and the hit event says why."""
-    provider = CachedMemoryProvider(build_native_provider(sqlite(tmp_path), clock),
+
+    class NotRecording(NativeMemoryProvider):
+        record_snapshot = None  # keeps snapshots, but cannot record one for a hit
+
+    built = build_native_provider(sqlite(tmp_path), clock)
+    inner = NotRecording(built.backend, clock, indexing=parse_indexing_config(sqlite(tmp_path)))
+    provider = CachedMemoryProvider(inner,
                                     InMemoryCacheStore(), events=EventBus([sink]), clock=clock,
                                     quarantine_retry_s=None)
     async with GovernedMemoryManager(provider, clock=clock) as manager:

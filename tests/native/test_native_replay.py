@@ -169,9 +169,12 @@ async def test_replay_through_the_search_cache(tmp_path: Path) -> None:
         await manager.add(ALICE, ALICE_SCOPE, "green tea")
         first = await manager.search(ALICE, ALICE_SCOPE, "green tea")
         cached = await manager.search(ALICE, ALICE_SCOPE, "green tea")
-        assert cached.snapshot_id == first.snapshot_id  # the same result, the same snapshot
-        replayed = await manager.replay(ALICE, first.snapshot_id or "")
-        assert [h.record.id for h in replayed.hits] == [h.record.id for h in first.hits]
+        # a hit is a search of its own: the same answer, a snapshot naming this operation
+        assert cached.hits == first.hits
+        assert cached.snapshot_id is not None and cached.snapshot_id != first.snapshot_id
+        for snapshot_id in (first.snapshot_id, cached.snapshot_id):
+            replayed = await manager.replay(ALICE, snapshot_id or "")
+            assert [h.record.id for h in replayed.hits] == [h.record.id for h in first.hits]
 
 
 @pytest.mark.parametrize("mode", ["sync", "batched"])

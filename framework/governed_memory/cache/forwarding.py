@@ -36,9 +36,9 @@ from governed_memory.indexing import (
 from governed_memory.maintenance import SnapshotKeeping
 from governed_memory.outbox import EventOutboxProvider
 from governed_memory.provider import ReviewingProvider, UsageReportingProvider
-from governed_memory.records import DeleteResult, MemoryRecord
+from governed_memory.records import DeleteResult, MemoryRecord, SearchResult
 from governed_memory.replay import ReplayingProvider, ReplayRequest, ReplayResult, SnapshotHeader
-from governed_memory.requests import ApproveRequest, RejectRequest
+from governed_memory.requests import ApproveRequest, RejectRequest, SearchRequest
 from governed_memory.usage import Usage, UsageQuery
 
 T = TypeVar("T")
@@ -147,6 +147,17 @@ class ReplayForwarding(_Forwarding):
     async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult:
         result: ReplayResult = await self._inner.replay(request, ctx)
         return result
+
+    async def record_snapshot(self, request: SearchRequest, ctx: OperationContext,
+                              result: SearchResult) -> str | None:
+        """A wrapper further out (another cache) records a hit's snapshot through this
+        one, in the provider that stores snapshots."""
+        recorder = getattr(self._inner, "record_snapshot", None)
+        if recorder is None:
+            raise MemoryCapabilityUnsupportedError(
+                f"provider {self.name} cannot record a retrieval snapshot")
+        recorded: str | None = await recorder(request, ctx, result)
+        return recorded
 
 
 class SnapshotKeepingForwarding(_Forwarding):
