@@ -4,6 +4,9 @@ not declare (lexical_search, review, usage)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from governed_memory.clock import Clock
 from governed_memory.provider import MemoryProvider
 from governed_memory_conformance import ConformanceSettings, ProviderConformance
@@ -20,9 +23,16 @@ SETTINGS = ConformanceSettings(isolation_examples=10, machine_examples=10, machi
 class TestMem0Local(ProviderConformance):
     provider_name = "mem0"
     conformance_settings = SETTINGS
+    _directory: Path | None = None
 
     async def make_provider(self, clock: Clock) -> MemoryProvider:
-        provider = build_mem0_provider(local_config(self.fresh_directory()), clock)
+        self._directory = self.fresh_directory()
+        return await self.reopen_provider(clock)
+
+    async def reopen_provider(self, clock: Clock) -> MemoryProvider:
+        """The same faiss files, history database and ledger, opened again."""
+        assert self._directory is not None
+        provider = build_mem0_provider(local_config(self._directory), clock)
         await provider.start()
         return provider
 
@@ -30,10 +40,17 @@ class TestMem0Local(ProviderConformance):
 class TestMem0Platform(ProviderConformance):
     provider_name = "mem0"
     conformance_settings = SETTINGS
+    _directory: Path | None = None
+    _server: Any = None
 
     async def make_provider(self, clock: Clock) -> MemoryProvider:
-        server = wire_server()
-        directory = self.fresh_directory()
-        provider = build_mem0_provider(platform_config(server, directory), clock)
+        self._server = wire_server()
+        self._directory = self.fresh_directory()
+        return await self.reopen_provider(clock)
+
+    async def reopen_provider(self, clock: Clock) -> MemoryProvider:
+        """The same Platform (the wire server keeps its memories) and the same ledger."""
+        assert self._directory is not None
+        provider = build_mem0_provider(platform_config(self._server, self._directory), clock)
         await provider.start()
         return provider
