@@ -429,7 +429,8 @@ class Governed(System):
             ids = await seed_closed(self.config, texts, embedder)
         await self.manager.start()
         self.started = True
-        self.backend = self.manager.provider.backend  # type: ignore[attr-defined]
+        # Seeding writes storage below governance, as bench/seeding.py does for files.
+        self.backend = self.manager._provider.backend  # type: ignore[attr-defined]
         if ids is None:
             ids = await seed_texts(self.backend, SCOPE, texts, embedder=embedder)
         return ids

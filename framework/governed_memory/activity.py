@@ -125,7 +125,7 @@ class ActivityPort:
         meter_provider: MeterProvider | None = None,
         capture_content: bool = False,
     ) -> None:
-        self.provider = provider
+        self._provider = provider
         self.policies = policies
         self.events = events
         self.clock = clock
@@ -159,7 +159,7 @@ class ActivityPort:
 
     def _declares(self, capability: str) -> bool:
         if self._capabilities is None:
-            self._capabilities = self.provider.capabilities()
+            self._capabilities = self._provider.capabilities()
         return bool(getattr(self._capabilities, capability, False))
 
     # -- events -----------------------------------------------------------------------
@@ -456,7 +456,7 @@ class ActivityPort:
         if not self._usage_reporting:
             return None
         # Checked once at construction: a runtime protocol check costs more than a get.
-        provider = cast(UsageReportingProvider, self.provider)
+        provider = cast(UsageReportingProvider, self._provider)
 
         async def probe(query: UsageQuery) -> Usage:
             if query.tenant_id != ctx.principal.tenant_id:
@@ -473,7 +473,7 @@ class ActivityPort:
                              ctx: OperationContext, deadline: float | None) -> Any:
         capability = _CAPABILITY_OF.get(operation)
         if capability is not None and not (self._declares(capability)
-                                           and hasattr(self.provider, operation.value)):
+                                           and hasattr(self._provider, operation.value)):
             raise MemoryCapabilityUnsupportedError(
                 f"provider {self._provider_name} does not support {operation.value} "
                 f"(capability {capability!r})"
@@ -483,7 +483,7 @@ class ActivityPort:
             store_request = request
 
             async def handler(_: object, __: OperationContext) -> Any:
-                return await store_request.call(self.provider)
+                return await store_request.call(self._provider)
         elif operation is Operation.LOOKUP:
             from governed_memory.lookup import Found
             from governed_memory.requests import LookupRequest
@@ -493,7 +493,7 @@ class ActivityPort:
 
             async def handler(_: object, ctx: OperationContext) -> Any:
                 try:
-                    record = await self.provider.get(get, ctx)
+                    record = await self._provider.get(get, ctx)
                 except MemoryNotFoundError:
                     return Found(None)
                 return Found(record if record.is_visible(ctx.now) else None)
@@ -504,9 +504,9 @@ class ActivityPort:
             header_request = request
 
             async def handler(_: object, __: OperationContext) -> Any:
-                return await read_header(self.provider, header_request)
+                return await read_header(self._provider, header_request)
         else:
-            handler = getattr(self.provider, operation.value)
+            handler = getattr(self._provider, operation.value)
         try:
             async with asyncio.timeout_at(deadline):
                 return await handler(request, ctx)

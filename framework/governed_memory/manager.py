@@ -53,9 +53,11 @@ from governed_memory.profiles.registry import ProfileRegistry
 from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
+    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
+    HealthStatus,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -164,7 +166,8 @@ class GovernedMemoryManager:
         if maintenance_interval_s is not None and not maintenance_interval_s > 0:
             raise MemoryValidationError("maintenance_interval_s must be positive",
                                         field="maintenance_interval_s")
-        self.provider = provider
+        self._provider = provider
+        """Private: every operation reaches it through the activity port."""
         self.clock = clock or SystemClock()
         if fail_closed is None:
             fail_closed = profile_spec is not None and profile_spec.audit.fail_closed
@@ -308,7 +311,7 @@ class GovernedMemoryManager:
     async def start(self) -> None:
         if self._started:
             return
-        await self.provider.start()
+        await self._provider.start()
         try:
             outbox = self.activity.outbox
             if outbox is not None:
@@ -323,12 +326,21 @@ class GovernedMemoryManager:
         except BaseException:
             # A start that fails leaves nothing open behind it (connections, threads).
             try:
-                await self.provider.close()
+                await self._provider.close()
             except Exception as exc:
                 log.error("closing the provider after a failed start failed: %s",
                           type(exc).__name__)
             raise
         self._started = True
+
+    def capabilities(self) -> Capabilities:
+        """What the provider behind this manager declares it can do."""
+        return self._provider.capabilities()
+
+    async def health(self) -> HealthStatus:
+        """The provider's health probe (a real round trip to its storage): an operator's
+        check, reading no memory, so it is not an operation with events."""
+        return await self._provider.health()
 
     async def deliver_events(self) -> int:
         """Drain the provider's event outbox now; returns how many events went out
@@ -362,7 +374,7 @@ class GovernedMemoryManager:
                     await outbox.drain()
                 except Exception as exc:  # stored events wait for the next start
                     log.error("event outbox: final drain failed: %s", type(exc).__name__)
-            await self.provider.close()
+            await self._provider.close()
         await self.events.close()
 
     async def __aenter__(self) -> GovernedMemoryManager:

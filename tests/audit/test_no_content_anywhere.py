@@ -164,7 +164,7 @@ async def test_no_marker_or_secret_reaches_events_trail_spans_metrics_or_logs(
     crashing = tmp_path / "crash"
     trails.append(crashing)
     manager = seen.manager("local@1.0.0", plugins, crashing)
-    manager.activity.provider = Crash(manager.provider)  # type: ignore[assignment]
+    manager.activity._provider = Crash(manager._provider)  # type: ignore[assignment]
     async with manager:
         with pytest.raises(MemoryError):
             await manager.add(ALICE, ALICE_SCOPE, f"{MARKER} crash", metadata={"n": META_MARKER})

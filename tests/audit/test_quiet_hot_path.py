@@ -43,7 +43,7 @@ async def test_a_sinkless_manager_stores_no_committed_events(tmp_path: Path) -> 
     async with manager:
         record = await manager.add(ALICE, ALICE_SCOPE, "likes green tea")
         await manager.update(ALICE, ALICE_SCOPE, record.id, content="likes black tea")
-        assert await manager.provider.pending_events(100) == ()  # type: ignore[attr-defined]
+        assert await manager._provider.pending_events(100) == ()  # type: ignore[attr-defined]
 
 
 class _RefusingSink:

@@ -76,7 +76,7 @@ async def test_the_chat_assistant_profile_reaches_the_indexing_outbox(tmp_path: 
     manager = GovernedMemoryManager.from_profile(
         "chat-assistant@1.0.0", provider_config_overrides={"path": str(tmp_path / "m.db")})
     async with manager:
-        provider: Any = manager.provider
+        provider: Any = manager._provider
         assert isinstance(provider, CachedMemoryProvider)
         await manager.add(ALICE, SCOPE, "Alice likes green tea")
         status = await provider.outbox_status()

@@ -128,7 +128,7 @@ async def test_the_fallback_is_scope_checked_like_the_primary(setup: Any) -> Non
 async def test_health_says_whether_reads_can_be_served(setup: Any) -> None:
     manager, primary, *_ = setup
     await primary._inner.close()
-    status = await manager.provider.health()
+    status = await manager.health()
     assert not status.ok and "reads fall back to native (ok)" in status.detail
     await primary._inner.start()
 
@@ -153,8 +153,8 @@ path = "{path}"
 def test_a_profile_builds_its_fallback_outside_the_cache(tmp_path: Path) -> None:
     spec = loads_profile(PROFILE.format(fallback="native", path=tmp_path / "r.db"))
     manager = GovernedMemoryManager.from_profile(spec)
-    assert isinstance(manager.provider, FallbackProvider)
-    assert manager.provider.fallback_name == "native"
+    assert isinstance(manager._provider, FallbackProvider)
+    assert manager._provider.fallback_name == "native"
     with pytest.raises(MemoryConfigurationError, match="fallback"):
         GovernedMemoryManager.from_profile(
             loads_profile(PROFILE.format(fallback="nowhere", path=tmp_path / "r.db")))

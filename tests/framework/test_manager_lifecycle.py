@@ -61,3 +61,13 @@ async def test_a_failed_start_closes_the_provider_it_started() -> None:
     assert (provider.started, provider.closed) == (2, 2)
     await manager.close()  # closing a manager that never started closes nothing twice
     assert provider.closed == 2
+
+
+async def test_the_provider_is_not_a_public_way_around_governance() -> None:
+    manager = GovernedMemoryManager.from_plugins("native", {"backend": "memory"})
+    assert not hasattr(manager, "provider")
+    assert not hasattr(manager.activity, "provider")
+    assert manager.capabilities().durable is False  # what the provider declares, read-only
+    async with manager:
+        status = await manager.health()
+        assert status.ok and status.provider == "native"

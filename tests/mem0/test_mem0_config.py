@@ -65,7 +65,7 @@ async def test_the_manager_builds_it_from_plugins(tmp_path: Path) -> None:
     async with GovernedMemoryManager.from_plugins("mem0", local_config(tmp_path)) as manager:
         record = await manager.add(ADMIN, ALICE_SCOPE, "built by name")
         assert (await manager.get(ADMIN, ALICE_SCOPE, record.id)).content == "built by name"
-        assert (await manager.provider.health()).ok
+        assert (await manager.health()).ok
 
 
 async def test_qdrant_in_memory_store_works_too(tmp_path: Path) -> None:

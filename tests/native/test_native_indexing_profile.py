@@ -83,7 +83,7 @@ def test_unknown_embedder_and_bad_config_name_their_path() -> None:
 async def test_manager_from_profile_indexes_through_the_outbox(tmp_path: Path) -> None:
     spec = loads_profile(PROFILE.format(mode="async_outbox"))
     manager = GovernedMemoryManager.from_profile(spec, plugins=_plugins())
-    provider = manager.provider
+    provider = manager._provider
     assert isinstance(provider, NativeMemoryProvider)
     async with manager:
         from governed_memory import Principal, Scope

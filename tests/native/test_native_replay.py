@@ -164,7 +164,7 @@ async def test_replay_through_the_search_cache(tmp_path: Path) -> None:
         enabled = true
     """.replace("\n        ", "\n"))
     manager = GovernedMemoryManager.from_profile(spec, plugins=PluginManager.load(blocked=[]))
-    assert not isinstance(manager.provider, NativeMemoryProvider)  # wrapped by the cache
+    assert not isinstance(manager._provider, NativeMemoryProvider)  # wrapped by the cache
     async with manager:
         await manager.add(ALICE, ALICE_SCOPE, "green tea")
         first = await manager.search(ALICE, ALICE_SCOPE, "green tea")

@@ -103,7 +103,7 @@ async def run(spec: MemoryProfileSpec, operations: list[tuple[Any, ...]]) -> lis
     async with manager:
         for kind, principal, target, value, extra, more, pause in operations:
             clock.advance(pause)
-            before = storage_snapshot(manager.provider)
+            before = storage_snapshot(manager._provider)
             try:
                 if kind == "add":
                     if value.strip():
@@ -120,7 +120,7 @@ async def run(spec: MemoryProfileSpec, operations: list[tuple[Any, ...]]) -> lis
             except (MemoryPolicyDeniedError, MemoryScopeError) as exc:
                 by = exc.policy if isinstance(exc, MemoryPolicyDeniedError) else "scope rule"
                 outcomes.append(f"{kind} denied by {by}")
-                assert storage_snapshot(manager.provider) == before
+                assert storage_snapshot(manager._provider) == before
                 assert sink.events[-1].type == "memory.write.rejected"
                 assert sink.events[-1].outcome == "deny"
             except (MemoryNotFoundError, MemoryConflictError, ValueError):

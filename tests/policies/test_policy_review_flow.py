@@ -105,7 +105,7 @@ async def test_approve_makes_it_visible_as_a_new_version(manager: GovernedMemory
 async def test_reject_erases_it(manager: GovernedMemoryManager,
                                 sink: InMemoryEventSink) -> None:
     kept = await manager.add(ALICE, ALICE_SCOPE, "kept note")
-    before = storage_snapshot(manager.provider)
+    before = storage_snapshot(manager._provider)
     record = await held(manager)
     sink.clear()
     result = await manager.reject(REVIEWER, ALICE_SCOPE, record.id)
@@ -113,7 +113,7 @@ async def test_reject_erases_it(manager: GovernedMemoryManager,
     await assert_invisible(manager, record.id)
     with pytest.raises(MemoryNotFoundError):
         await manager.history(ALICE, ALICE_SCOPE, record.id)
-    assert storage_snapshot(manager.provider) == before  # as if it had never been written
+    assert storage_snapshot(manager._provider) == before  # as if it had never been written
     assert (await manager.get(ALICE, ALICE_SCOPE, kept.id)).id == kept.id
     rejected = [e for e in sink.events if e.operation == "reject"]
     assert [e.type for e in rejected] == ["memory.write.requested", "memory.write.committed"]

@@ -29,7 +29,7 @@ async def test_a_cached_profile_serves_repeat_searches_from_the_cache(
     sink = InMemoryEventSink()
     manager = GovernedMemoryManager.from_profile(spec, plugins=plugins, clock=ManualClock(),
                                                  sinks=[sink], provider_config_overrides=MEMORY)
-    assert isinstance(manager.provider, CachedMemoryProvider)
+    assert isinstance(manager._provider, CachedMemoryProvider)
     async with manager:
         await manager.add(ALICE, ALICE_SCOPE, "Alice drinks green tea")
         first = await manager.search(ALICE, ALICE_SCOPE, "green tea")
@@ -48,7 +48,7 @@ async def test_an_uncached_profile_talks_to_the_provider(plugins: PluginManager)
     assert not spec.cache.enabled
     manager = GovernedMemoryManager.from_profile(spec, plugins=plugins, clock=ManualClock(),
                                                  provider_config_overrides=MEMORY)
-    assert isinstance(manager.provider, NativeMemoryProvider)
+    assert isinstance(manager._provider, NativeMemoryProvider)
 
 
 def test_the_redis_store_is_a_registered_plugin(plugins: PluginManager) -> None:

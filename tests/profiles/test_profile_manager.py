@@ -78,7 +78,7 @@ async def test_events_and_spans_carry_the_profile_reference_and_revision(
 
 async def test_the_profile_builds_provider_policies_and_deadline(plugins: PluginManager) -> None:
     manager = manager_for("agent-run@1.0.0", plugins, InMemoryEventSink())
-    assert isinstance(manager.provider, NativeMemoryProvider)
+    assert isinstance(manager._provider, NativeMemoryProvider)
     assert [p.name for p in manager.policy_engine.policies] == [
         "permissions", "write-rules", "secret-guard", "retention", "quotas"]
     assert manager.activity.timeout_s == 5.0
