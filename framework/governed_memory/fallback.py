@@ -29,7 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from governed_memory.cache.forwarding import forwardings_for
+from governed_memory.cache.forwarding import variant_for
 from governed_memory.context import OperationContext
 from governed_memory.errors import MemoryUnavailableError
 from governed_memory.provider import MemoryProvider
@@ -61,9 +61,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_variants: dict[tuple[type, ...], type] = {}
-
-
 class FallbackProvider:
     """The primary provider, with reads falling back to ``fallback`` while it is down.
 
@@ -73,18 +70,7 @@ class FallbackProvider:
 
     def __new__(cls, primary: MemoryProvider, fallback: MemoryProvider,
                 **kwargs: Any) -> FallbackProvider:
-        mixins = tuple(m for m in forwardings_for(primary) if not issubclass(cls, m))
-        if not mixins:
-            return super().__new__(cls)
-        key = (cls, *mixins)
-        variant = _variants.get(key)
-        if variant is None:
-            label = "+".join(m.__name__.removesuffix("Forwarding").lower() for m in mixins)
-            variant = type(f"{cls.__name__}[{label}]", (cls, *mixins),
-                           {"__module__": cls.__module__,
-                            "__qualname__": f"{cls.__qualname__}[{label}]"})
-            _variants[key] = variant
-        instance: FallbackProvider = super().__new__(variant)
+        instance: FallbackProvider = super().__new__(variant_for(cls, primary))
         return instance
 
     def __init__(self, primary: MemoryProvider, fallback: MemoryProvider) -> None:

@@ -182,3 +182,23 @@ implements the protocol (``OutboxForwarding`` is part of every wrapper)."""
 
 def forwardings_for(inner: object) -> tuple[type[_Forwarding], ...]:
     return tuple(mixin for protocol, mixin in FORWARDINGS if isinstance(inner, protocol))
+
+
+_variants: dict[tuple[type, ...], type] = {}
+
+
+def variant_for(cls: type[T], inner: object) -> type[T]:
+    """``cls`` with the forwarding mixins ``inner`` calls for, one class per combination
+    (a wrapper's ``__new__`` instantiates it), named ``Wrapper[review+usage]``."""
+    mixins = tuple(mixin for mixin in forwardings_for(inner) if not issubclass(cls, mixin))
+    if not mixins:
+        return cls
+    key = (cls, *mixins)
+    variant = _variants.get(key)
+    if variant is None:
+        label = "+".join(mixin.__name__.removesuffix("Forwarding").lower() for mixin in mixins)
+        variant = type(f"{cls.__name__}[{label}]", (cls, *mixins),
+                       {"__module__": cls.__module__,
+                        "__qualname__": f"{cls.__qualname__}[{label}]"})
+        _variants[key] = variant
+    return variant

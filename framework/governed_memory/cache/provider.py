@@ -39,7 +39,7 @@ from governed_memory.cache.codec import (
     encode_entry,
     valid_until,
 )
-from governed_memory.cache.forwarding import OutboxForwarding, forwardings_for
+from governed_memory.cache.forwarding import OutboxForwarding, variant_for
 from governed_memory.cache.keys import EPOCH, revision_names, search_digest, tenant_tag
 from governed_memory.cache.memo import DEFAULT_MEMO_ENTRIES, DecodedMemo
 from governed_memory.cache.quarantine import HoldSnapshot, Quarantine
@@ -105,7 +105,6 @@ DEFAULT_ERASE_TIMEOUT_S: Final = 30.0
 this deadline instead of a lookup's."""
 
 
-_variants: dict[tuple[type, ...], type] = {}
 """The class built for each combination of optional operations (one per combination
 per process)."""
 
@@ -135,19 +134,7 @@ class CachedMemoryProvider(OutboxForwarding):
 
     def __new__(cls, inner: MemoryProvider, store: CacheStore, *args: Any,
                 **kwargs: Any) -> CachedMemoryProvider:
-        mixins = tuple(mixin for mixin in forwardings_for(inner) if not issubclass(cls, mixin))
-        if not mixins:
-            return super().__new__(cls)
-        key = (cls, *mixins)
-        variant = _variants.get(key)
-        if variant is None:
-            label = "+".join(mixin.__name__.removesuffix("Forwarding").lower()
-                             for mixin in mixins)
-            variant = type(f"{cls.__name__}[{label}]", (cls, *mixins),
-                           {"__module__": cls.__module__,
-                            "__qualname__": f"{cls.__qualname__}[{label}]"})
-            _variants[key] = variant
-        instance: CachedMemoryProvider = super().__new__(variant)
+        instance: CachedMemoryProvider = super().__new__(variant_for(cls, inner))
         return instance
 
     def __init__(
