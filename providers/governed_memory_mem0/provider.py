@@ -42,6 +42,7 @@ from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryStorageError,
     MemoryUnavailableError,
+    MemoryValidationError,
 )
 from governed_memory.ids import new_id, new_revision
 from governed_memory.limits import check_metadata_budget
@@ -313,6 +314,8 @@ class Mem0MemoryProvider:
         if provenance.operation_id is None:
             provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
         check_metadata_budget(request.metadata, provenance.as_dict())
+        if request.supersedes is not None:
+            self._require_in_scope(sh, request.supersedes, "supersedes")
         if request.key is not None:
             holder = self._ledger.record_by_key(sh, request.key)
             if holder is not None and not holder.record.is_expired(ctx.now):
@@ -387,6 +390,12 @@ class Mem0MemoryProvider:
         self._require_open()
         return await self._locked(self._update, request, ctx)
 
+    def _require_in_scope(self, scope_hash: str, record_id: str, field: str) -> None:
+        """A supersession link names a record of the same scope that exists."""
+        if self._ledger.record(scope_hash, record_id) is None:
+            raise MemoryValidationError(f"{field} names no record in this scope",
+                                        field=field)
+
     def _update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
         sh = request.scope.scope_hash
         replay = self._replayed(sh, request, ctx)
@@ -396,6 +405,8 @@ class Mem0MemoryProvider:
         if row is None or not row.record.is_visible(ctx.now):
             _raise_missing(request.expected_revision)
         _check_revision(row.record, request.expected_revision)
+        if request.superseded_by is not None:
+            self._require_in_scope(sh, request.superseded_by, "superseded_by")
         current = self._merged(row)
         updated = _apply_update(current, request, ctx.now)
         check_metadata_budget(updated.metadata, updated.provenance.as_dict())

@@ -248,6 +248,8 @@ class NativeMemoryProvider:
             # validate() measured the provenance as sent; the stored one also carries the
             # operation id, and a record stored over the budget could never be updated.
             check_metadata_budget(request.metadata, provenance.as_dict())
+            if request.supersedes is not None:
+                await _require_in_scope(tx, scope.scope_hash, request.supersedes, "supersedes")
             if request.key is not None:
                 holder = await tx.record_by_key(scope.scope_hash, request.key)
                 if holder is not None and not holder.is_expired(ctx.now):
@@ -295,6 +297,8 @@ class NativeMemoryProvider:
             if current is None or not current.is_visible(ctx.now):
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
+            if request.superseded_by is not None:
+                await _require_in_scope(tx, scope_hash, request.superseded_by, "superseded_by")
             updated = _apply_update(current, request, ctx.now)
             updated = self._owned(attrs.evolve(
                 updated, index_state=self._indexer.state_after_write(current,
@@ -995,6 +999,14 @@ async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, Me
     if missing:
         found = await tx.records_by_ids(filters.scope_hashes, missing)
         records.update((record.id, record) for record in found)
+
+
+async def _require_in_scope(tx: ReadTransaction, scope_hash: str, record_id: str,
+                            field: str) -> None:
+    """A supersession link names a record of the same scope that exists (in any status:
+    an old fact may already be invalid); a link to nothing would be a dangling claim."""
+    if await tx.record(scope_hash, record_id) is None:
+        raise MemoryValidationError(f"{field} names no record in this scope", field=field)
 
 
 def _elapsed_ms(began: float) -> float:

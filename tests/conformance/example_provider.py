@@ -31,6 +31,7 @@ from governed_memory import (
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryRecord,
+    MemoryValidationError,
     MemoryVersion,
     OperationContext,
     Page,
@@ -145,6 +146,10 @@ class ExampleProvider:
         if replay is not None:
             return detached(replay)
         scope_hash = request.scope.scope_hash
+        if request.supersedes is not None and self._find(request.scope,
+                                                         request.supersedes) is None:
+            raise MemoryValidationError("supersedes names no record in this scope",
+                                        field="supersedes")
         for row in list(self._rows.values()):
             held = row.record
             if (held.scope_hash == scope_hash and held.key is not None
@@ -177,6 +182,10 @@ class ExampleProvider:
             _missing(request.expected_revision)
         current = row.record
         self._check_revision(current, request.expected_revision)
+        if request.superseded_by is not None and self._find(request.scope,
+                                                            request.superseded_by) is None:
+            raise MemoryValidationError("superseded_by names no record in this scope",
+                                        field="superseded_by")
         changes = {name: getattr(request, name) for name in (
             "content", "memory_type", "importance", "visibility", "entity_ids", "expires_at",
             "invalid_at", "superseded_by") if getattr(request, name) is not None}

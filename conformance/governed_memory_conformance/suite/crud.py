@@ -187,3 +187,21 @@ class CrudTests(ConformanceBase):
         assert later.invalid_at == marked.invalid_at, "a later update dropped invalid_at"
         touched = await h.update(newer.id, metadata={"checked": True})
         assert touched.supersedes == older.id, "an update dropped supersedes"
+
+    @scenario
+    async def test_supersession_links_name_a_record_of_the_scope(self, h: Harness) -> None:
+        """``supersedes`` (add) and ``superseded_by`` (update) name a record of the same
+        scope; a link to nothing, or to another scope's record, is refused with
+        ``MemoryValidationError`` and writes nothing."""
+        elsewhere = await h.add("a record of the sibling scope", scope=SIBLING)
+        for missing in ("01JZZZZZZZZZZZZZZZZZZZZZZZ", elsewhere.id):
+            await expect_error(MemoryValidationError,
+                               h.add("Alice lives in Paris", supersedes=missing),
+                               f"add(supersedes={missing!r})")
+        assert [r.id for r in await h.list_all()] == [], "a refused add wrote a record"
+        kept = await h.add("Alice lives in Lyon")
+        for missing in ("01JZZZZZZZZZZZZZZZZZZZZZZZ", elsewhere.id):
+            await expect_error(MemoryValidationError,
+                               h.update(kept.id, superseded_by=missing),
+                               f"update(superseded_by={missing!r})")
+        assert_same_record(await h.get(kept.id), kept, "after refused supersession links")
