@@ -127,6 +127,15 @@ ACK_BATCH: Final = 256
 many they are removed in a write of their own."""
 
 
+NATIVE_FEATURES: Final = {
+    "compare_and_set": True, "idempotency": True, "history": True, "soft_delete": True,
+    "hard_delete": True, "lexical_search": True, "metadata_filters": True, "expiry": True,
+    "purge_expired": True, "delete_all": True, "delete_user": True, "review": True,
+}
+"""What the provider core implements over any backend; the backend adds what depends on
+the storage (durable, transactional, multi_process, usage, event_outbox)."""
+
+
 class NativeMemoryProvider:
     """The built-in provider; ``backend`` decides where (and how durably) data lives."""
 
@@ -156,7 +165,7 @@ class NativeMemoryProvider:
     def capabilities(self) -> Capabilities:
         # Review lives in the core, over any backend; usage needs the backend's counts;
         # vector search needs an embedder (the profile's [stores.embedder]).
-        return attrs.evolve(self._backend.capabilities(), review=True,
+        return attrs.evolve(self._backend.capabilities(), **NATIVE_FEATURES,
                             vector_search=self._indexer.embedder is not None)
 
     # -- indexing (governed_memory.indexing.IndexingProvider) ---------------------

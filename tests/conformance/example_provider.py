@@ -74,7 +74,11 @@ class ExampleProvider:
         self._replies: dict[tuple[str, str, str], tuple[str, Any]] = {}
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(durable=False, transactional=True)
+        return Capabilities(durable=False, transactional=True, compare_and_set=True,
+                            idempotency=True, history=True, soft_delete=True,
+                            hard_delete=True, lexical_search=True, metadata_filters=True,
+                            expiry=True, purge_expired=True, delete_all=True,
+                            delete_user=True)
 
     async def start(self) -> None:
         return None

@@ -474,3 +474,17 @@ def test_the_guide_names_every_suite_test() -> None:
                      if f"`{name}" not in guide and not name.endswith("_thorough"))
     assert not unnamed, f"suite tests the guide does not name: {unnamed}"
     assert all(suite.__name__ in guide for suite in SUITES)
+
+
+def test_the_guide_documents_every_capability_flag_and_its_default() -> None:
+    import re
+    from pathlib import Path
+
+    import attrs
+    from governed_memory.records import Capabilities
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "writing-a-provider.md").read_text()
+    rows = re.findall(r"^\| `([a-z_]+)` \| (required|`[^`]+`) \|", guide, re.M)
+    expected = [(f.name, "required" if f.default is attrs.NOTHING else f"`{f.default}`")
+                for f in attrs.fields(Capabilities)]
+    assert rows == expected

@@ -91,7 +91,7 @@ async def test_never_a_deleted_expired_or_pending_record(
     hard = await governed.add(ADMIN, ALICE_SCOPE, "zebra hard deleted")
     await governed.delete(ADMIN, ALICE_SCOPE, hard.id, hard=True)
     await governed.add(ADMIN, ALICE_SCOPE, "zebra expiring", expires_at=clock.now() + 5)
-    await governed.provider.add(
+    await governed._provider.add(
         AddRequest(ALICE_SCOPE, "zebra pending", status=RecordStatus.PENDING_REVIEW),
         _ctx(clock))
     assert len(await ids(governed, ALICE_SCOPE, "zebra", limit=100)) == 2
@@ -221,7 +221,7 @@ async def test_strays_in_a_namespace_cannot_crowd_its_records_out(
     """Memories the ledger does not know (orphans of timed-out writes, or written there
     behind the adapter's back) rank but are never shown, and never hide a record."""
     governed, _ = manager
-    provider = governed.provider
+    provider = governed._provider
     namespace = f"{provider._config.namespace_prefix}:{ALICE_SCOPE.scope_hash}"  # type: ignore[attr-defined]
     for n in range(40):
         provider.client.add(namespace, "walrus", {  # type: ignore[attr-defined]
