@@ -72,6 +72,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import (
     AddRequest,
+    DedupMode,
     DeleteUserRequest,
     MemoryRequest,
     SearchRequest,
@@ -87,7 +88,8 @@ log = logging.getLogger(__name__)
 
 # Operations that only some providers offer, and the capability that declares them.
 _CAPABILITY_OF: dict[Operation, str] = {Operation.APPROVE: "review",
-                                        Operation.REJECT: "review"}
+                                        Operation.REJECT: "review",
+                                        Operation.LIST_PENDING: "review"}
 
 # An operation emits at most one event of each kind; the kind numbers its event id, so
 # every kind needs its own number (a write that timed out may be ``failed`` here and
@@ -124,6 +126,8 @@ class ActivityPort:
         content_hashes_in_events: bool = True,
         meter_provider: MeterProvider | None = None,
         capture_content: bool = False,
+        dedup: DedupMode = DedupMode.OFF,
+        dedup_threshold: float = 0.95,
     ) -> None:
         self._provider = provider
         self.policies = policies
@@ -137,6 +141,9 @@ class ActivityPort:
         """``False`` (a profile's ``event_detail = "minimal"``): the hash of a short
         content can be reversed by guessing, so minimal trails leave it out."""
         self.capture_content = capture_content
+        self.dedup = dedup
+        """A profile's ``[write] dedup``: stamped on every add the provider receives."""
+        self.dedup_threshold = dedup_threshold
         """A profile's ``privacy.capture_content_in_traces``: the (policy-transformed)
         content and query text go onto the span. Off by default, and never into events,
         metrics or logs."""
@@ -327,6 +334,9 @@ class ActivityPort:
         request = decision.request
         if decision.effect is Effect.REVIEW and isinstance(request, AddRequest):
             request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
+        if self.dedup is not DedupMode.OFF and isinstance(request, AddRequest):
+            request = attrs.evolve(request, dedup=self.dedup,
+                                   dedup_threshold=self.dedup_threshold)
         if self.capture_content:
             _capture(span, request)
         ctx = attrs.evolve(ctx, decision_id=decision.decision_id,
@@ -541,6 +551,9 @@ class ActivityPort:
             return good
 
         def visible(record: MemoryRecord) -> bool:
+            if operation is Operation.LIST_PENDING:  # the review queue shows what reads hide
+                return (record.status is RecordStatus.PENDING_REVIEW
+                        and not record.is_expired(ctx.now))
             return operation is Operation.HISTORY or record.is_visible(ctx.now)
 
         summary: _Summary

@@ -69,11 +69,13 @@ from governed_memory.records import (
 from governed_memory.requests import (
     AddRequest,
     ApproveRequest,
+    DedupMode,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
     GetRequest,
     HistoryRequest,
+    ListPendingRequest,
     ListRequest,
     LookupRequest,
     MemoryRequest,
@@ -195,6 +197,9 @@ class GovernedMemoryManager:
             meter_provider=meter_provider,
             capture_content=(profile_spec is not None
                              and profile_spec.privacy.capture_content_in_traces),
+            dedup=profile_spec.write.dedup if profile_spec is not None else DedupMode.OFF,
+            dedup_threshold=(profile_spec.write.similarity_threshold
+                             if profile_spec is not None else 0.95),
         )
         self.outbox_interval_s = outbox_interval_s
         self.maintenance_interval_s = maintenance_interval_s
@@ -601,6 +606,15 @@ class GovernedMemoryManager:
                                                         limit=limit, lease_s=lease_s)
 
         return _Steps()
+
+    async def list_pending(self, principal: Principal, scope: Scope, *, limit: int = 20,
+                           cursor: str | None = None) -> Page[MemoryRecord]:
+        """The review queue of one exact scope, oldest first: records held as
+        ``pending_review`` (needs ``memory:review``); decide each with ``approve`` or
+        ``reject``."""
+        result: Page[MemoryRecord] = await self._execute(
+            Operation.LIST_PENDING, principal, lambda: ListPendingRequest(scope, limit, cursor))
+        return result
 
     async def approve(self, principal: Principal, scope: Scope, record_id: str, *,
                       expected_revision: str | None = None,

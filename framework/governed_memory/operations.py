@@ -46,6 +46,8 @@ class Operation(enum.StrEnum):
     DELETE_ALL = "delete_all"
     DELETE_USER = "delete_user"
     PURGE_EXPIRED = "purge_expired"
+    LIST_PENDING = "list_pending"
+    """The review queue: records held as ``pending_review`` in one scope."""
     APPROVE = "approve"
     REJECT = "reject"
     # The conversation and working-state tiers, and the per-turn context record
@@ -101,6 +103,7 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.DELETE_ALL: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.DELETE_USER: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.PURGE_EXPIRED: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
+    Operation.LIST_PENDING: _OperationInfo(_R, Permission.REVIEW, "search_memory"),
     Operation.APPROVE: _OperationInfo(_W, Permission.REVIEW, "update_memory"),
     Operation.REJECT: _OperationInfo(_W, Permission.REVIEW, "delete_memory"),
     Operation.APPEND_TURN: _OperationInfo(_W, Permission.WRITE, "create_memory"),

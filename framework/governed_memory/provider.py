@@ -31,6 +31,7 @@ from governed_memory.requests import (
     DeleteUserRequest,
     GetRequest,
     HistoryRequest,
+    ListPendingRequest,
     ListRequest,
     PurgeExpiredRequest,
     RejectRequest,
@@ -102,12 +103,17 @@ class ReviewingProvider(Protocol):
     - ``reject`` erases a pending record with its history (it was never accepted) and
       returns a hard ``DeleteResult``;
     - either on a record that is not pending raises ``MemoryConflictError``; an unknown
-      id raises ``MemoryNotFoundError``; a stale ``expected_revision`` is a conflict.
+      id raises ``MemoryNotFoundError``; a stale ``expected_revision`` is a conflict;
+    - ``list_pending`` pages through one scope's pending, unexpired records by id (the
+      review queue), with a cursor like ``list``.
     """
 
     async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord: ...
 
     async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult: ...
+
+    async def list_pending(self, request: ListPendingRequest,
+                           ctx: OperationContext) -> Page[MemoryRecord]: ...
 
 
 @runtime_checkable

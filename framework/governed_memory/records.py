@@ -294,7 +294,10 @@ class Capabilities:
     delete_user: bool = False
     """``delete_user`` erases a user in every scope of the tenant, with a receipt."""
     review: bool = False
-    """``approve`` and ``reject`` of records held as ``pending_review``."""
+    """``approve``, ``reject`` and ``list_pending`` of records held as ``pending_review``."""
+    dedup: bool = False
+    """``AddRequest.dedup`` is honoured: an identical add returns the existing record
+    (``content_hash``; ``similarity`` also needs ``vector_search``)."""
     usage: bool = False
     """``usage`` reports record and byte counts per scope and per tenant (quotas)."""
     event_outbox: bool = False

@@ -6,6 +6,7 @@ call, so a rejected request never reaches storage (and nothing is written).
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import math
 from collections.abc import Mapping
@@ -123,6 +124,19 @@ def _optional_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any] | No
     return None if value is None else _frozen_mapping(value)
 
 
+class DedupMode(enum.StrEnum):
+    """What an identical new memory does (a profile's ``[write] dedup``)."""
+
+    OFF = "off"
+    """Every add is a new record."""
+    CONTENT_HASH = "content_hash"
+    """An add whose content equals a live record's of the same scope (same content
+    hash: active or pending, not expired, valid now) returns that record instead."""
+    SIMILARITY = "similarity"
+    """As ``content_hash``, and also when the nearest live record of the scope is at
+    least ``dedup_threshold`` similar by the profile's embedder."""
+
+
 class _Request:
     """Shared behaviour: the scopes touched and the idempotency fingerprint."""
 
@@ -182,6 +196,10 @@ class AddRequest(_Request):
     idempotency_key: str | None = None
     status: RecordStatus = RecordStatus.ACTIVE
     """Set by governance (a review decision), never by the caller of the manager."""
+    dedup: DedupMode = DedupMode.OFF
+    """Set by governance (the profile's ``[write] dedup``), never by the caller."""
+    dedup_threshold: float = 0.95
+    """With ``dedup = similarity``: the similarity at or above which it is a duplicate."""
 
     def _validate(self) -> None:
         check_text(self.content, "content", max_bytes=MAX_CONTENT_BYTES)
@@ -199,6 +217,13 @@ class AddRequest(_Request):
         if self.status not in (RecordStatus.ACTIVE, RecordStatus.PENDING_REVIEW):
             raise MemoryValidationError("a new record is active or pending_review",
                                         field="status")
+        if not isinstance(self.dedup, DedupMode):
+            raise MemoryValidationError("dedup must be a DedupMode", field="dedup")
+        threshold = self.dedup_threshold
+        if (isinstance(threshold, bool) or not isinstance(threshold, int | float)
+                or not 0 < threshold <= 1):
+            raise MemoryValidationError("dedup_threshold must be in (0, 1]",
+                                        field="dedup_threshold")
 
 
 @attrs.frozen(slots=True)
@@ -226,6 +251,21 @@ class LookupRequest(GetRequest):
 
     def as_get(self) -> GetRequest:
         return GetRequest(self.scope, self.record_id, self.key)
+
+
+@attrs.frozen(slots=True)
+class ListPendingRequest(_Request):
+    """The review queue of one exact scope: records held as ``pending_review``."""
+
+    operation: ClassVar[Operation] = Operation.LIST_PENDING
+
+    scope: Scope
+    limit: int = 20
+    cursor: str | None = None
+
+    def _validate(self) -> None:
+        check_page_size(self.limit)
+        _check_optional_text(self.cursor, "cursor", 2048)
 
 
 @attrs.frozen(slots=True)
@@ -434,5 +474,5 @@ class RejectRequest(_Request):
 MemoryRequest = (
     AddRequest | GetRequest | ListRequest | SearchRequest | UpdateRequest | DeleteRequest
     | HistoryRequest | DeleteAllRequest | DeleteUserRequest | PurgeExpiredRequest
-    | ApproveRequest | RejectRequest
+    | ApproveRequest | RejectRequest | ListPendingRequest
 )

@@ -204,6 +204,25 @@ class _MemoryTransaction:
         )
         return found[:limit]
 
+    async def list_pending(self, scope_hash: str, after_id: str | None, limit: int,
+                           now: float) -> list[MemoryRecord]:
+        found = sorted(
+            (row.record for row in self._state.rows.values()
+             if row.record.scope_hash == scope_hash
+             and row.record.status is RecordStatus.PENDING_REVIEW
+             and not row.record.is_expired(now)
+             and (after_id is None or row.record.id > after_id)),
+            key=lambda record: record.id)
+        return found[:limit]
+
+    async def canonical_by_content(self, scope_hash: str, content_hash: str,
+                                   key: str | None, now: float) -> MemoryRecord | None:
+        found = [row.record for row in self._state.rows.values()
+                 if row.record.scope_hash == scope_hash
+                 and row.record.content_hash == content_hash and row.record.key == key
+                 and is_canonical(row.record, now)]
+        return min(found, key=lambda record: record.id, default=None)
+
     async def search(self, query: SearchQuery) -> SearchPage:
         """:func:`lexical_topk.top_k` over the requested scopes' :class:`_ScopeLexicon`."""
         found = await top_k(_MemoryPostings(self._state, query), query.tokens, query.limit)
@@ -676,6 +695,15 @@ def _restore(table: dict[Any, Any], key: Any, previous: Any) -> None:
         table.pop(key, None)
     else:
         table[key] = previous
+
+
+def is_canonical(record: MemoryRecord, now: float) -> bool:
+    """Active or pending, not expired, valid at ``now``: what a new identical record
+    would duplicate (``canonical_by_content``, the SQL backends' predicate)."""
+    return (record.status in (RecordStatus.ACTIVE, RecordStatus.PENDING_REVIEW)
+            and not record.is_expired(now)
+            and (record.valid_from is None or record.valid_from <= now)
+            and (record.invalid_at is None or record.invalid_at > now))
 
 
 class MemoryBackend(UnitsFromTransactions):

@@ -209,6 +209,19 @@ class ReadTransaction(Protocol):
         """Matches ordered by score desc then id asc, every filter applied in storage."""
         ...
 
+    async def list_pending(self, scope_hash: str, after_id: str | None, limit: int,
+                           now: float) -> list[MemoryRecord]:
+        """Records of one scope held for review (``pending_review``), not expired at
+        ``now``, with id > ``after_id``, ascending by id (the review queue)."""
+        ...
+
+    async def canonical_by_content(self, scope_hash: str, content_hash: str,
+                                   key: str | None, now: float) -> MemoryRecord | None:
+        """The oldest record of the exact scope with this content hash and this key (or,
+        for ``None``, no key) that a new identical record would duplicate: active or
+        pending, not expired, valid at ``now`` (``[write] dedup``)."""
+        ...
+
     async def versions(self, record_id: str) -> list[MemoryVersion]:
         """Every stored version of the record, ascending by version."""
         ...

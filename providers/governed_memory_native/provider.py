@@ -70,11 +70,13 @@ from governed_memory.replay import (
 from governed_memory.requests import (
     AddRequest,
     ApproveRequest,
+    DedupMode,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
     GetRequest,
     HistoryRequest,
+    ListPendingRequest,
     ListRequest,
     PurgeExpiredRequest,
     RejectRequest,
@@ -131,6 +133,7 @@ NATIVE_FEATURES: Final = {
     "compare_and_set": True, "idempotency": True, "history": True, "soft_delete": True,
     "hard_delete": True, "lexical_search": True, "metadata_filters": True, "expiry": True,
     "purge_expired": True, "delete_all": True, "delete_user": True, "review": True,
+    "dedup": True,
 }
 """What the provider core implements over any backend; the backend adds what depends on
 the storage (durable, transactional, multi_process, usage, event_outbox)."""
@@ -246,11 +249,18 @@ class NativeMemoryProvider:
         self._require_open()
         scope = request.scope
         prepared = await self._indexer.prepare(request.content)  # outside the write lock
+        similar = (await self._nearest(scope.scope_hash, prepared, ctx.now)
+                   if request.dedup is DedupMode.SIMILARITY and prepared is not None
+                   else None)
 
         async def unit(tx: WriteTransaction) -> MemoryRecord:
             replay = await self._replayed_record(tx, scope.scope_hash, request, ctx)
             if replay is not None:
                 return replay
+            duplicate = await self._duplicate_of(tx, request, similar, ctx)
+            if duplicate is not None:
+                await self._remember(tx, request, scope, duplicate, ctx)
+                return duplicate
             provenance = request.provenance
             if provenance.operation_id is None:
                 provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
@@ -291,6 +301,63 @@ class NativeMemoryProvider:
             return record
 
         return self._owned(await self._write(ctx, unit, request.scope.tenant_id))
+
+    async def _nearest(self, scope_hash: str, vector: bytes,
+                       now: float) -> tuple[str, float] | None:
+        """The live record of the scope most similar to ``vector`` and its cosine, read
+        before the write (similarity dedup; the write re-checks the record is still
+        live)."""
+        identity = self._indexer.identity
+        if identity is None:
+            return None
+        filters = SearchQuery(scope_hashes=(scope_hash,), tokens=(), now=now, limit=1,
+                              valid_at=now)
+
+        async def unit(tx: ReadTransaction) -> tuple[str, float] | None:
+            prepared = await self._vector_indexes.prepare(
+                tx, VectorQuery(filters, identity), vector, 1)
+            rows = await self._vector_indexes.candidates(tx, prepared)
+            ranked = cosine_ranking(vector, rows, identity.dimension, 1)
+            return ranked[0] if ranked else None
+
+        return await self._backend.run_read(unit)
+
+    async def _duplicate_of(self, tx: WriteTransaction, request: AddRequest,
+                            similar: tuple[str, float] | None,
+                            ctx: OperationContext) -> MemoryRecord | None:
+        """The live record this add would duplicate under the profile's ``[write]
+        dedup`` (same key, or both without one), noted for the trail; else ``None``."""
+        if request.dedup is DedupMode.OFF:
+            return None
+        scope_hash = request.scope.scope_hash
+        found = await tx.canonical_by_content(scope_hash, content_hash(request.content),
+                                              request.key, ctx.now)
+        reason = "same content"
+        if found is None and similar is not None and similar[1] >= request.dedup_threshold:
+            candidate = await tx.record(scope_hash, similar[0])
+            if candidate is not None and candidate.is_visible(ctx.now):
+                found, reason = candidate, f"similarity {similar[1]:.3f}"
+        if found is None or found.key != request.key:
+            return None
+        ctx.notes.add(f"deduplicated: {reason} as record {found.id}")
+        return self._owned(found)
+
+    async def list_pending(self, request: ListPendingRequest,
+                           ctx: OperationContext) -> Page[MemoryRecord]:
+        """The review queue of one scope: records held as ``pending_review``."""
+        request.validate()
+        self._require_open()
+        scope_hash = request.scope.scope_hash
+        after = (decode_cursor(request.cursor, "pending", scope_hash)
+                 if request.cursor is not None else None)
+
+        async def unit(tx: ReadTransaction) -> Sequence[MemoryRecord]:
+            return await tx.list_pending(scope_hash, after, request.limit, ctx.now)
+
+        items = tuple(self._owned(row) for row in await self._backend.run_read(unit))
+        cursor = (encode_cursor("pending", scope_hash, items[-1].id)
+                  if len(items) == request.limit else None)
+        return Page(items=items, next_cursor=cursor)
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
         request.validate()

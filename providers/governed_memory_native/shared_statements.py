@@ -11,7 +11,7 @@ locking really differs stays in the dialect's own transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from governed_memory.embedding import EmbedderIdentity
 from governed_memory.events import MemoryEvent
@@ -26,6 +26,10 @@ from governed_memory_native.stored_rows import (
     job_from_row,
     vector_from_row,
 )
+
+
+DEDUP_CANDIDATES: Final = 16
+"""Live records of one content a dedup lookup compares keys among."""
 
 
 class SharedStatements:
@@ -49,6 +53,33 @@ class SharedStatements:
             f"SELECT {SELECT_RECORD} FROM memory_records AS r WHERE r.id = ? AND r.scope_hash = ?"
         ), (record_id, scope_hash))
         return self._record_from_row(rows[0]) if rows else None
+
+    async def list_pending(self, scope_hash: str, after_id: str | None, limit: int,
+                           now: float) -> list[MemoryRecord]:
+        rows = await self._rows(self._q(
+            f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+            " WHERE r.scope_hash = ? AND r.status = 'pending_review'"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.id > ?"
+            " ORDER BY r.id LIMIT ?"
+        ), (scope_hash, now, after_id or "", limit))
+        return [self._record_from_row(row) for row in rows]
+
+    async def canonical_by_content(self, scope_hash: str, content_hash: str,
+                                   key: str | None, now: float) -> MemoryRecord | None:
+        # The key is compared on decoded records (each dialect stores free text its own
+        # way). Live records sharing one content under different keys are few; past
+        # DEDUP_CANDIDATES of them, an add is simply not deduplicated.
+        rows = await self._rows(self._q(
+            f"SELECT {SELECT_RECORD} FROM memory_records AS r"
+            " WHERE r.scope_hash = ? AND r.content_hash = ?"
+            " AND r.status IN ('active', 'pending_review')"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+            " AND (r.valid_from IS NULL OR r.valid_from <= ?)"
+            " AND (r.invalid_at IS NULL OR r.invalid_at > ?)"
+            " ORDER BY r.id LIMIT ?"
+        ), (scope_hash, content_hash, now, now, now, DEDUP_CANDIDATES))
+        return next((record for record in map(self._record_from_row, rows)
+                     if record.key == key), None)
 
     async def scan_scope(
         self, scope_hash: str, after_id: str | None, limit: int

@@ -19,8 +19,10 @@ from governed_memory import (
     RecordStatus,
     VersionOperation,
 )
+from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.ids import new_revision
-from governed_memory.requests import ApproveRequest, RejectRequest
+from governed_memory.records import Page
+from governed_memory.requests import ApproveRequest, ListPendingRequest, RejectRequest
 from governed_memory.usage import Usage, UsageQuery
 
 
@@ -62,6 +64,20 @@ class ReviewingExampleProvider(ExampleProvider):
         result = DeleteResult(current.id, current.scope_hash, hard=True)
         self._remember(request, ctx, result)
         return result
+
+    async def list_pending(self, request: ListPendingRequest,
+                           ctx: OperationContext) -> Page[MemoryRecord]:
+        request.validate()
+        scope_hash = request.scope.scope_hash
+        after = decode_cursor(request.cursor, "pending", scope_hash) if request.cursor else ""
+        page = sorted((row.record for row in self._rows.values()
+                       if row.record.scope_hash == scope_hash and row.record.id > after
+                       and row.record.status is RecordStatus.PENDING_REVIEW
+                       and not row.record.is_expired(ctx.now)),
+                      key=lambda record: record.id)[: request.limit]
+        cursor = (encode_cursor("pending", scope_hash, page[-1].id)
+                  if len(page) == request.limit else None)
+        return Page(tuple(detached(record) for record in page), cursor)
 
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
         counted = [row.record for row in self._rows.values()

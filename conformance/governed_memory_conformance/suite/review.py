@@ -5,7 +5,7 @@ from __future__ import annotations
 from governed_memory.errors import MemoryConflictError, MemoryNotFoundError
 from governed_memory.provider import ReviewingProvider, UsageReportingProvider
 from governed_memory.records import MemoryRecord, RecordStatus, VersionOperation
-from governed_memory.requests import ApproveRequest, RejectRequest
+from governed_memory.requests import ApproveRequest, ListPendingRequest, RejectRequest
 from governed_memory.scope import Scope
 from governed_memory.usage import Usage, UsageQuery
 
@@ -42,7 +42,36 @@ async def reject(h: Harness, record_id: str, scope: Scope = HOME,
     return await reviewer(h).reject(request, h.ctx(scope.tenant_id))
 
 
+async def pending_page(h: Harness, scope: Scope = HOME, limit: int = 100,
+                       cursor: str | None = None) -> tuple[list[str], str | None]:
+    page = await reviewer(h).list_pending(ListPendingRequest(scope, limit, cursor),
+                                          h.ctx(scope.tenant_id))
+    return [record.id for record in page.items], page.next_cursor
+
+
 class ReviewTests(ConformanceBase):
+    @requires("review")
+    @scenario
+    async def test_the_review_queue_lists_pending_records_of_one_scope(self, h: Harness) -> None:
+        """``list_pending`` pages through the pending, unexpired records of the exact
+        scope by id; decided, active, expired and other scopes' records are not in it."""
+        held = [await h.add(f"held {n}", status=RecordStatus.PENDING_REVIEW)
+                for n in range(5)]
+        await h.add("an active record")
+        await h.add("held elsewhere", scope=SIBLING, status=RecordStatus.PENDING_REVIEW)
+        await h.add("held briefly", status=RecordStatus.PENDING_REVIEW,
+                    expires_at=h.clock.now() + 1)
+        h.advance(2)
+        first, cursor = await pending_page(h, limit=3)
+        assert first == [r.id for r in held[:3]], "the first page of the queue, by id"
+        assert cursor is not None, "a full page must give a cursor"
+        rest, end = await pending_page(h, limit=3, cursor=cursor)
+        assert rest == [r.id for r in held[3:]] and end is None
+        await approve(h, held[0].id)
+        await reject(h, held[1].id)
+        remaining, _ = await pending_page(h)
+        assert remaining == [r.id for r in held[2:]], "decided records left the queue"
+
     @requires("review")
     @scenario
     async def test_approve_makes_a_pending_record_visible_as_a_new_version(

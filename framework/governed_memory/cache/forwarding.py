@@ -36,9 +36,14 @@ from governed_memory.indexing import (
 from governed_memory.maintenance import SnapshotKeeping
 from governed_memory.outbox import EventOutboxProvider
 from governed_memory.provider import ReviewingProvider, UsageReportingProvider
-from governed_memory.records import DeleteResult, MemoryRecord, SearchResult
+from governed_memory.records import DeleteResult, MemoryRecord, Page, SearchResult
 from governed_memory.replay import ReplayingProvider, ReplayRequest, ReplayResult, SnapshotHeader
-from governed_memory.requests import ApproveRequest, RejectRequest, SearchRequest
+from governed_memory.requests import (
+    ApproveRequest,
+    ListPendingRequest,
+    RejectRequest,
+    SearchRequest,
+)
 from governed_memory.usage import Usage, UsageQuery
 
 T = TypeVar("T")
@@ -67,6 +72,12 @@ class ReviewForwarding(_Forwarding):
     async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult:
         result: DeleteResult = await self._write(
             "reject", lambda: self._inner.reject(request, ctx), request, ctx)
+        return result
+
+    async def list_pending(self, request: ListPendingRequest,
+                           ctx: OperationContext) -> Page[MemoryRecord]:
+        """The review queue is read from the provider, never from cached pages."""
+        result: Page[MemoryRecord] = await self._inner.list_pending(request, ctx)
         return result
 
 

@@ -26,7 +26,7 @@ from governed_memory.cli.demo import demo
 from governed_memory.cli.indexing import COMMANDS as INDEXING_COMMANDS
 from governed_memory.cli.policies import policies
 from governed_memory.cli.profiles import profiles
-from governed_memory.cli.review import approve, reject
+from governed_memory.cli.review import approve, reject, review
 from governed_memory.converter import unstructure
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.plugins import PluginManager
@@ -42,7 +42,7 @@ def cli() -> None:
 
 
 cli.add_command(demo)
-for _command in (profiles, policies, approve, reject, *INDEXING_COMMANDS):
+for _command in (profiles, policies, approve, reject, review, *INDEXING_COMMANDS):
     cli.add_command(_command)
 cli.add_command(conformance)
 cli.add_command(audit)
@@ -89,19 +89,25 @@ def providers_list(as_json: bool) -> None:
 @click.option("--importance", type=float, default=0.5, show_default=True)
 @click.option("--ttl", type=float, default=None, help="seconds until the memory expires")
 @click.option("--idempotency-key", default=None)
+@click.option("--source-type", default=None,
+              help="where it came from (provenance: web, tool, conversation, ...)")
+@click.option("--source-id", default=None, help="the source's own id (a URL, a turn id)")
 @json_option
 def add(db: Path | None, content: str, memory_type: str, key: str | None,
         metadata: str | None, importance: float, ttl: float | None,
-        idempotency_key: str | None, as_json: bool, **scope_kw: Any) -> None:
+        idempotency_key: str | None, source_type: str | None, source_id: str | None,
+        as_json: bool, **scope_kw: Any) -> None:
     """Write a memory."""
     scope = scope_from(scope_kw)
     meta = parse_metadata(metadata)
+    provenance = {name: value for name, value in (("source_type", source_type),
+                                                  ("source_id", source_id)) if value}
 
     async def work(m: GovernedMemoryManager) -> Any:
         expires = None if ttl is None else m.clock.now() + ttl
         return await m.add(operator(scope.tenant_id), scope, content, memory_type=memory_type,
                            key=key, metadata=meta, importance=importance, expires_at=expires,
-                           idempotency_key=idempotency_key)
+                           idempotency_key=idempotency_key, provenance=provenance)
 
     emit(run_with_manager(db, work), as_json, fmt.record_text)
 

@@ -47,3 +47,24 @@ def reject(db: Path | None, record_id: str, expected_revision: str | None, as_js
     result = run_with_manager(db, lambda m: m.reject(
         operator(scope.tenant_id), scope, record_id, expected_revision=expected_revision))
     emit(result, as_json, lambda r: f"rejected {r.record_id} (erased)")
+
+
+@click.group()
+def review() -> None:
+    """The review queue: memories held for a reviewer's decision."""
+
+
+@review.command("list")
+@db_option
+@scope_options
+@click.option("--limit", type=click.IntRange(1, 100), default=20, show_default=True)
+@click.option("--cursor", default=None, help="continue where the last page ended")
+@json_option
+def review_list(db: Path | None, limit: int, cursor: str | None, as_json: bool,
+                **scope_kw: Any) -> None:
+    """Memories of one exact scope held for review, oldest first (then approve or
+    reject each by id)."""
+    scope = scope_from(scope_kw)
+    result = run_with_manager(db, lambda m: m.list_pending(
+        operator(scope.tenant_id), scope, limit=limit, cursor=cursor))
+    emit(result, as_json, fmt.page_text)

@@ -27,7 +27,6 @@ from governed_memory.profiles.spec import (
     CacheSection,
     CacheStore,
     ContextSection,
-    DedupMode,
     EventDetail,
     FallbackSection,
     IndexingMode,
@@ -48,6 +47,7 @@ from governed_memory.profiles.spec import (
     WriteSection,
 )
 from governed_memory.profiles.versions import Reference, SemVer
+from governed_memory.requests import DedupMode
 
 __all__ = [
     "CURRENT_SPEC_VERSION",

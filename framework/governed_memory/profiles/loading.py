@@ -21,6 +21,7 @@ from governed_memory.errors import MemoryConfigurationError
 from governed_memory.profiles.convert import ProfileLoadError, structure_profile
 from governed_memory.profiles.spec import CURRENT_SPEC_VERSION, MemoryProfileSpec
 from governed_memory.records import Capabilities
+from governed_memory.requests import DedupMode
 
 if TYPE_CHECKING:
     from governed_memory.plugins import PluginManager
@@ -168,6 +169,12 @@ def check_capabilities(spec: MemoryProfileSpec, capabilities: Capabilities) -> N
         raise _problem(spec, "write.review_source_types",
                        f"provider {spec.provider.name!r} cannot approve or reject held "
                        "memories (capability 'review')")
+    if spec.write.dedup is not DedupMode.OFF and not capabilities.dedup:
+        raise _problem(spec, "write.dedup", f"provider {spec.provider.name!r} does not "
+                                            "deduplicate writes (capability 'dedup')")
+    if spec.write.dedup is DedupMode.SIMILARITY and not capabilities.vector_search:
+        raise _problem(spec, "write.dedup", f"provider {spec.provider.name!r} has no vector "
+                                            "search to compare memories with")
     if spec.quotas.needs_usage and not capabilities.usage:
         raise _problem(spec, "quotas", f"record and byte quotas need usage reports, which "
                                        f"provider {spec.provider.name!r} does not declare")

@@ -30,6 +30,7 @@ from governed_memory.operations import Operation
 from governed_memory.principal import Permission
 from governed_memory.profiles.versions import is_name, is_semver
 from governed_memory.records import MemoryType
+from governed_memory.requests import DedupMode
 from governed_memory.scope import DIMENSIONS
 
 CURRENT_SPEC_VERSION: Final = 1
@@ -203,14 +204,12 @@ class RetrievalSection:
             raise ProfileProblem("weights.recency", "needs recency_half_life_s")
 
 
-class DedupMode(enum.StrEnum):
-    OFF = "off"
-    CONTENT_HASH = "content_hash"
-
-
 @attrs.frozen(slots=True)
 class WriteSection:
     dedup: DedupMode = DedupMode.OFF
+    similarity_threshold: float = 0.95
+    """With ``dedup = "similarity"``: how similar (0-1, the embedder's cosine) a live
+    record must be to count as the same memory."""
     require_idempotency_key: bool = False
     review_source_types: tuple[str, ...] = ()
     """Provenance source types whose new memories wait for ``approve`` or ``reject``."""
@@ -225,6 +224,9 @@ class WriteSection:
                                      "must be a non-empty source type")
         _unique("review_source_types", self.review_source_types)
         _unique("allowed_memory_types", self.allowed_memory_types)
+        threshold = self.similarity_threshold
+        if isinstance(threshold, bool) or not 0 < threshold <= 1:
+            raise ProfileProblem("similarity_threshold", "must be a number in (0, 1]")
 
 
 @attrs.frozen(slots=True)
@@ -605,6 +607,11 @@ class MemoryProfileSpec:
                                         "falls back to the primary provider"))
         found.extend(enforcement_problems(lambda path: _ASKS[path](self),
                                           self.policies.enabled))
+        if self.write.dedup is DedupMode.SIMILARITY and (
+                "embedder" not in self.stores or self.indexing.mode is not IndexingMode.SYNC):
+            # The new memory's vector must exist before its write to be compared.
+            found.append(ProfileProblem("write.dedup", "\"similarity\" needs an embedder "
+                                        "([stores.embedder]) and [indexing] mode = \"sync\""))
         if len(found) == 1:
             raise found[0]
         if found:
