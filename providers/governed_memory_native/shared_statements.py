@@ -27,7 +27,6 @@ from governed_memory_native.stored_rows import (
     vector_from_row,
 )
 
-
 DEDUP_CANDIDATES: Final = 16
 """Live records of one content a dedup lookup compares keys among."""
 

@@ -95,7 +95,7 @@ async def test_similarity_dedup_uses_the_profile_embedder(tmp_path: Path) -> Non
 
 
 def test_dedup_is_refused_where_it_cannot_work(tmp_path: Path) -> None:
-    with pytest.raises(MemoryConfigurationError, match="write.dedup"):  # no embedder
+    with pytest.raises(MemoryConfigurationError, match=r"write\.dedup"):  # no embedder
         loads_profile(PROFILE.format(provider="native", config='{ backend = "memory" }',
                                      mode="similarity", stores=""))
     config = (f'{{ client = "local", ledger_path = "{tmp_path / "ledger.db"}", '
