@@ -15,12 +15,14 @@ from governed_memory.errors import MemoryConfigurationError
 
 INDEX_KEYS: Final = frozenset({"index_max_attempts", "index_backoff_s",
                                "snapshot_retention_s", "vector_index_min_vectors",
-                               "vector_index_max_vectors"})
+                               "vector_index_max_vectors", "lexical_delta_max"})
 MAX_ATTEMPTS: Final = 100
 MAX_BACKOFF_S: Final = 3600.0
 DEFAULT_INDEX_MIN_VECTORS: Final = 500
 DEFAULT_INDEX_MAX_VECTORS: Final = 1_000_000
 MAX_INDEX_VECTORS: Final = 1_000_000_000
+DEFAULT_LEXICAL_DELTA_MAX: Final = 128
+MAX_LEXICAL_DELTA: Final = 10_000
 
 
 @attrs.frozen(slots=True)
@@ -40,6 +42,11 @@ class IndexingConfig:
     """Vectors all in-process indexes may hold together; the least recently searched are
     dropped beyond it (and rebuilt from storage when searched again). A scope larger
     than this alone is searched exactly in storage."""
+    lexical_delta_max: int = DEFAULT_LEXICAL_DELTA_MAX
+    """SQLite: how many unmerged rows (new records' postings and tombstones) a scope's
+    lexical delta may hold; a write that fills it schedules a merge into the main index
+    (see :mod:`sqlite_lexical`). Every search reads its scopes' delta, so this bounds
+    what a search pays for what writes saved. ``0`` indexes every write directly."""
 
 
 def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
@@ -72,4 +79,11 @@ def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
                 raise MemoryConfigurationError(
                     f"{name}: must be an integer from 0 to {MAX_INDEX_VECTORS:,}")
             values[name] = value
+    if "lexical_delta_max" in raw:
+        value = raw["lexical_delta_max"]
+        if (isinstance(value, bool) or not isinstance(value, int)
+                or not 0 <= value <= MAX_LEXICAL_DELTA):
+            raise MemoryConfigurationError(
+                f"lexical_delta_max: must be an integer from 0 to {MAX_LEXICAL_DELTA:,}")
+        values["lexical_delta_max"] = value
     return IndexingConfig(**values)

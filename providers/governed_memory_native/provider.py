@@ -89,6 +89,7 @@ from governed_memory.usage import Usage, UsageQuery
 from governed_memory_native import retrieval
 from governed_memory_native.indexer import Indexer
 from governed_memory_native.indexing_config import IndexingConfig
+from governed_memory_native.lexical_merger import LexicalMerger
 from governed_memory_native.port import (
     IdempotencyEntry,
     ReadTransaction,
@@ -157,6 +158,8 @@ class NativeMemoryProvider:
         self._acks: list[str] = []
         self._stored_unknown = True
         self._snapshots = SnapshotWriter(backend)
+        # Full lexical deltas (SQLite) merged in the background; None for other backends.
+        self._merger = LexicalMerger.attach(backend, self._config.lexical_delta_max)
         # Vector candidates of large scopes (see vector_index); lives in process memory.
         self._vector_indexes = VectorIndexes(self._config)
         self._refresher: asyncio.Task[None] | None = None
@@ -210,6 +213,11 @@ class NativeMemoryProvider:
             logger.warning("%s", self._vector_indexes.describe())
 
     @property
+    def lexical_merger(self) -> LexicalMerger | None:
+        """The background merger of lexical deltas (SQLite), for benchmarks and tests."""
+        return self._merger
+
+    @property
     def vector_indexes(self) -> VectorIndexes:
         """The in-process vector indexes (status, counters; benchmarks and tests)."""
         return self._vector_indexes
@@ -220,6 +228,8 @@ class NativeMemoryProvider:
             await self._snapshots.close()
             await self._flush_acks()
         finally:
+            if self._merger is not None:
+                await self._merger.close()
             await self._stop_refresher()
             self._vector_indexes.clear()  # no vector stays in process memory after close
             await self._backend.close()

@@ -31,6 +31,13 @@ after the rollback is closed and replaced, never left to wedge later calls.
 
 ``reading()``/``writing()`` keep the statement-at-a-time contexts for tooling and tests:
 they run on the writer thread under the same lock as write units.
+
+Lexical delta: a write indexes a record's words into its scope's delta (one row) rather
+than the main postings (see :mod:`sqlite_lexical`). A committed write that left a scope's
+delta full reports that scope to whoever :meth:`SqliteBackend.watch_lexical_delta`
+registered (the provider's :class:`lexical_merger.LexicalMerger`), which merges it later
+in a write unit of its own (:meth:`SqliteBackend.merge_lexical_delta`), never inside the
+caller's write.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Generator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -50,6 +57,7 @@ import attrs
 from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.records import Capabilities
 
+from governed_memory_native.indexing_config import DEFAULT_LEXICAL_DELTA_MAX
 from governed_memory_native.port import ReadTransaction, WriteTransaction
 from governed_memory_native.sqlite_errors import logger, translated
 from governed_memory_native.sqlite_schema import LATEST_VERSION
@@ -84,6 +92,10 @@ class BackendStats:
     """Committed write transactions: with ``synchronous=FULL``, one WAL fsync each."""
     checkpoints: int = 0
     """WAL checkpoints that truncated the log after an erasure."""
+    merges: int = 0
+    """Committed write units that merged lexical deltas into the main index."""
+    merged_rows: int = 0
+    """Delta rows and tombstones those merges moved into the main index."""
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -94,9 +106,12 @@ class SqliteBackend:
     shares_records = False
 
     def __init__(self, path: Path, *, busy_timeout_ms: int,
-                 readers: int = DEFAULT_READERS) -> None:
+                 readers: int = DEFAULT_READERS,
+                 lexical_delta_max: int = DEFAULT_LEXICAL_DELTA_MAX) -> None:
         if readers < 1:
             raise MemoryConfigurationError("readers: at least one reader thread is needed")
+        self._delta_max = lexical_delta_max
+        self._on_full_delta: Callable[[frozenset[int]], None] | None = None
         self._path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._reader_count = readers
@@ -199,27 +214,61 @@ class SqliteBackend:
             conn.execute("SELECT 1").fetchone()
             return current_version(conn)
 
+    # -- the lexical delta -----------------------------------------------------------------
+
+    def watch_lexical_delta(self, bound: int,
+                            full: Callable[[frozenset[int]], None] | None) -> None:
+        """Bound each scope's lexical delta at ``bound`` rows (``0``: no delta) and call
+        ``full`` on the event loop, after each commit that left scopes' deltas full, with
+        their ids. Set before the first write."""
+        self._delta_max = bound
+        self._on_full_delta = full if bound else None
+
+    async def merge_lexical_delta(self, scope_ids: Collection[int]) -> int:
+        """Merge the deltas of those scopes into the main index, in one write unit; how
+        many rows it merged. A scope whose delta is less than half full is skipped:
+        another process merged it since it was reported."""
+        at_least = max(1, self._delta_max // 2)
+
+        async def unit(tx: SqliteTransaction) -> int:
+            return await tx.merge_lexical_delta(sorted(scope_ids), at_least)
+
+        merged = await self._run_unit(unit)
+        if merged:
+            self.stats.merges += 1
+            self.stats.merged_rows += merged
+        return merged
+
     # -- units of work --------------------------------------------------------------------
 
     async def run_write(self, body: Callable[[WriteTransaction], Awaitable[T]], *,
                         tenant_id: str | None = None) -> T:
         """One writer serves every tenant: ``tenant_id`` changes nothing here."""
+        return await self._run_unit(body)
+
+    async def _run_unit(self, body: Callable[[SqliteTransaction], Awaitable[T]]) -> T:
         writer = self._require(self._writer)
         async with self._write_lock:
             cancel = threading.Event()
             self.stats.hops += 1
             self.stats.writes += 1
-            return await _settled(asyncio.get_running_loop().run_in_executor(
+            result, full = await _settled(asyncio.get_running_loop().run_in_executor(
                 writer, self._write_unit, body, cancel), cancel)
+        self._report_full(full)
+        return result
 
-    def _write_unit(self, body: Callable[[WriteTransaction], Awaitable[T]],
-                    cancel: threading.Event) -> T:
+    def _report_full(self, full: frozenset[int]) -> None:
+        if full and self._on_full_delta is not None:
+            self._on_full_delta(full)
+
+    def _write_unit(self, body: Callable[[SqliteTransaction], Awaitable[T]],
+                    cancel: threading.Event) -> tuple[T, frozenset[int]]:
         if cancel.is_set():
             raise UnitCancelled
         conn = self._writer_connection()
         with translated("write"):
             conn.execute("BEGIN IMMEDIATE")
-        tx = SqliteTransaction(conn, cancel=cancel)
+        tx = SqliteTransaction(conn, cancel=cancel, delta_max=self._delta_max)
         try:
             result = _drive(body(tx))
             _drive(tx.seal())
@@ -232,7 +281,7 @@ class SqliteBackend:
         self.stats.commits += 1
         if tx.erased_any:
             self._scrub_sync(conn)
-        return result
+        return result, tx.full_deltas
 
     async def run_read(self, body: Callable[[ReadTransaction], Awaitable[T]], *,
                        point: bool = False) -> T:
@@ -343,7 +392,7 @@ class SqliteBackend:
             try:
                 with translated("write" if begin != "BEGIN" else "read"):
                     await hop(lambda: conn.execute(begin))
-                tx = SqliteTransaction(conn, hop=hop)
+                tx = SqliteTransaction(conn, hop=hop, delta_max=self._delta_max)
                 yield tx
                 if begin != "BEGIN":
                     await tx.seal()
@@ -359,6 +408,8 @@ class SqliteBackend:
                 self.stats.commits += 1
                 if tx.erased_any:
                     await hop(lambda: self._scrub_sync(conn))
+        if begin != "BEGIN":
+            self._report_full(tx.full_deltas)
 
     # -- connections ----------------------------------------------------------------------
 

@@ -411,6 +411,55 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                                  " OR OLD.scope_hash <> NEW.scope_hash"),
         ),
     ),
+    Migration(
+        version=11,
+        description="the lexical delta: new postings and tombstones per scope, merged into "
+                    "the scope-local index in batches; the expiry index skips active "
+                    "records that never expire",
+        statements=(
+            # How many rows the scope has in lexical_delta and lexical_tombstones together:
+            # a write reads it from the scope row it updates anyway, so deciding between
+            # the delta and the main postings costs no extra page (see sqlite_transaction).
+            "ALTER TABLE lexical_scopes ADD COLUMN pending INTEGER NOT NULL DEFAULT 0",
+            # One row per record whose postings have not been merged yet: its words and
+            # their frequencies as one compact JSON object ({"tea":2,"green":1}), with the
+            # copies of validity and visibility the postings carry. A write appends one
+            # row at the end of its scope's range (one page) where the main index takes
+            # a row on a different page for every word.
+            """
+            CREATE TABLE lexical_delta (
+                scope_id INTEGER NOT NULL,
+                doc INTEGER NOT NULL,
+                length INTEGER NOT NULL,
+                terms TEXT NOT NULL,
+                visibility TEXT NOT NULL,
+                valid_from REAL,
+                invalid_at REAL,
+                PRIMARY KEY (scope_id, doc)
+            ) WITHOUT ROWID
+            """,
+            # A merged record taken out of the index without being erased (an update, a
+            # soft delete): its postings in lexical_postings no longer count. No words
+            # here; they are read from the postings through the doc index when needed.
+            """
+            CREATE TABLE lexical_tombstones (
+                scope_id INTEGER NOT NULL,
+                doc INTEGER NOT NULL,
+                PRIMARY KEY (scope_id, doc)
+            ) WITHOUT ROWID
+            """,
+            # Read by the expired-records part of a search's statistics (expires_at <= now
+            # implies the WHERE below) and by the live-record count (records outside it
+            # are live: active, never expiring), so the common record, active and never
+            # expiring, writes no entry on insert or update.
+            "DROP INDEX memory_records_corpus",
+            """
+            CREATE INDEX memory_records_corpus
+                ON memory_records (scope_hash, status, expires_at, token_count)
+                WHERE expires_at IS NOT NULL OR status <> 'active'
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
@@ -22,10 +21,10 @@ from governed_memory.records import (
     MemoryRecord,
     MemoryType,
     MemoryVersion,
-    RecordStatus,
 )
 
-from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
+from governed_memory_native.indexing_config import DEFAULT_LEXICAL_DELTA_MAX
+from governed_memory_native.lexical_topk import top_k
 from governed_memory_native.port import (
     IdempotencyEntry,
     Removal,
@@ -38,6 +37,7 @@ from governed_memory_native.port import (
 from governed_memory_native.shared_statements import SharedStatements
 from governed_memory_native.snapshots import dumps, record_to_json
 from governed_memory_native.sqlite_errors import translated
+from governed_memory_native.sqlite_lexical import LexicalWrites, SqlitePostings
 from governed_memory_native.sqlite_rows import (
     RECORD_COLUMNS,
     SELECT_RECORD,
@@ -68,6 +68,13 @@ _INT64: Final = (-(2**63), 2**63 - 1)
 
 _VISIBLE: Final = "r.status = 'active' AND (r.expires_at IS NULL OR r.expires_at > ?)"
 
+_REPLACED: Final = tuple(name for name in RECORD_COLUMNS
+                         if name not in {"id", "scope_hash", "tenant_id", "user_id", "scope"})
+"""The columns a replace writes: a record's id and scope never change (the statement
+matches both), and leaving them out of ``SET`` keeps SQLite from rewriting the entries of
+the indexes on them (``memory_records_scope_id``, ``memory_records_user``): two pages per
+update."""
+
 
 def _marks(count: int) -> str:
     return ", ".join("?" * count)
@@ -95,27 +102,6 @@ def _metadata_clause(name: str, value: Any) -> tuple[str, list[Any]]:
         return base + "m.type = 'text' AND m.value = ?)", [name, value]
     raise MemoryValidationError("metadata_filter compares scalar values for equality",
                                 field=f"metadata_filter.{name}")
-
-
-def _statistics_sql(scopes: int, terms: int) -> str:
-    """A search's statistics in one statement: each scope's id, record count and total
-    length; each query term's document frequency summed over the scopes; and the
-    expired records the stored statistics still count, with their query-term
-    frequencies. Binds the scope hashes, the terms, the terms, the scope hashes, now."""
-    return (
-        "WITH s AS (SELECT scope_id, documents, total_length FROM lexical_scopes"
-        f" WHERE scope_hash IN ({_marks(scopes)}))"
-        " SELECT 'scope' AS kind, NULL AS term, scope_id AS a, documents AS b,"
-        " total_length AS c FROM s"
-        " UNION ALL SELECT 'term', t.term, NULL, sum(t.documents), NULL"
-        " FROM lexical_terms AS t JOIN s USING (scope_id)"
-        f" WHERE t.term IN ({_marks(terms)}) GROUP BY t.term"
-        " UNION ALL SELECT 'expired', p.term, r.seq, r.token_count, p.tf"
-        " FROM memory_records AS r LEFT JOIN lexical_postings AS p"
-        f" ON p.doc = r.seq AND p.term IN ({_marks(terms)})"
-        f" WHERE r.scope_hash IN ({_marks(scopes)}) AND r.status = 'active'"
-        " AND r.expires_at <= ?"
-    )
 
 
 def _needs_records(query: SearchQuery) -> bool:
@@ -161,23 +147,45 @@ class SqliteTransaction(SharedStatements):
 
     def __init__(self, conn: sqlite3.Connection, *,
                  hop: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None,
+                 delta_max: int = DEFAULT_LEXICAL_DELTA_MAX) -> None:
         """``conn`` already holds the transaction. Without ``hop`` the statements run
         right here, on the thread driving the unit of work; with it each statement is
         sent to the connection's thread (the ``reading()``/``writing()`` contexts that
         tooling uses). ``cancel`` set means the caller is gone: the next statement
-        raises :class:`UnitCancelled` instead of running, so the unit rolls back."""
+        raises :class:`UnitCancelled` instead of running, so the unit rolls back.
+        ``delta_max`` bounds each scope's lexical delta (see :mod:`sqlite_lexical`)."""
         self._conn = conn
         self._hop = hop
         self._cancel = cancel
         self.erased_any = False
         """Set once this transaction erased a record, so its commit must also clear the
         WAL of the erased bytes."""
+        self._lexical = LexicalWrites(self, delta_max)
+
+    @property
+    def full_deltas(self) -> frozenset[int]:
+        """Scopes (ids) this transaction left with a full lexical delta: once it
+        commits, they are due for a merge."""
+        return frozenset(self._lexical.due)
 
     async def seal(self) -> None:
         """Run just before COMMIT. Nothing is left to do here since schema v9: the
         lexical index is plain tables whose erased rows ``secure_delete`` zeroes, so
         erasure no longer merges (rewrites) a global FTS5 index of every tenant."""
+
+    async def fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Rows as tuples, of a read or of a write with ``RETURNING``
+        (:class:`sqlite_lexical.Statements`)."""
+        return await self._tuples(sql, params)
+
+    async def execute(self, sql: str, params: Sequence[Any]) -> int:
+        return await self._write(sql, params)
+
+    async def merge_lexical_delta(self, scope_ids: Sequence[int], at_least: int) -> int:
+        """Merge the lexical delta of those scopes holding at least ``at_least`` rows
+        into the main tables; how many rows were merged."""
+        return await self._lexical.merge(scope_ids, at_least)
 
     async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         if self._hop is not None:
@@ -197,6 +205,23 @@ class SqliteTransaction(SharedStatements):
             rowid: int = await self._hop(lambda: self._change(sql, params)[1])
             return rowid
         return self._change(sql, params)[1]
+
+    async def _returning(self, sql: str, params: Sequence[Any] | dict[str, Any]
+                         ) -> list[tuple[Any, ...]]:
+        """Run a write with ``RETURNING``; the rows it returned."""
+        if self._hop is not None:
+            rows: list[tuple[Any, ...]] = await self._hop(lambda: self._change_returning(
+                sql, params))
+            return rows
+        return self._change_returning(sql, params)
+
+    def _change_returning(self, sql: str, params: Sequence[Any] | dict[str, Any]
+                          ) -> list[tuple[Any, ...]]:
+        self.check_cancel()
+        with translated("write"):
+            cursor = self._conn.cursor()
+            cursor.row_factory = None
+            return cursor.execute(sql, params).fetchall()
 
     def _fetch(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
         self.check_cancel()
@@ -264,12 +289,16 @@ class SqliteTransaction(SharedStatements):
 
         Every statistic is scope-local and read from ``lexical_scopes`` and
         ``lexical_terms``; postings are read by ``(scope, term)`` through the primary
-        key of ``lexical_postings``. Nothing counts or scans the corpus, and no row of
+        key of ``lexical_postings``, and the scopes' (bounded) delta and tombstones once
+        (:mod:`sqlite_lexical`). Nothing counts or scans the corpus, and no row of
         another scope is read. Full rows are read for the winners only.
         """
         if not query.tokens or not query.scope_hashes:
             return SearchPage(matches=(), candidates=0)
-        found = await top_k(_SqlitePostings(self, query), query.tokens, query.limit)
+        source = SqlitePostings(
+            self, query, _filter_clause(query, copied="p"),
+            "JOIN memory_records AS r ON r.seq = p.doc" if _needs_records(query) else "")
+        found = await top_k(source, query.tokens, query.limit)
         if not found.ranked:
             return SearchPage(matches=(), candidates=found.candidates)
         winners = [doc for doc, _ in found.ranked]
@@ -319,6 +348,17 @@ class SqliteTransaction(SharedStatements):
             params.append(scope_hash)
         rows = await self._rows(sql, params)
         return int(rows[0][0]), int(rows[0][1])
+
+    async def live_record_count(self, now: float) -> int:
+        """Every record minus those of ``memory_records_corpus`` that are not live: the
+        partial index holds every record that is not active-and-never-expiring, so the
+        count reads two narrow indexes instead of every row."""
+        rows = await self._tuples(
+            "SELECT (SELECT count(*) FROM memory_records) - (SELECT count(*)"
+            " FROM memory_records WHERE (expires_at IS NOT NULL OR status <> 'active')"
+            " AND NOT (status <> 'deleted' AND (expires_at IS NULL OR expires_at > ?)))",
+            (now,))
+        return int(rows[0][0])
 
     async def pending_events(self, limit: int) -> list[MemoryEvent]:
         rows = await self._rows("SELECT body FROM event_outbox ORDER BY seq LIMIT ?", (limit,))
@@ -436,85 +476,24 @@ class SqliteTransaction(SharedStatements):
             f"VALUES ({values}, :token_count)",
             params,
         )
-        await self._index(seq, record, terms)
+        await self._lexical.add(seq, record, terms)
 
     async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
-        assignments = ", ".join(f"{name} = :{name}" for name in RECORD_COLUMNS if name != "id")
+        assignments = ", ".join(f"{name} = :{name}" for name in _REPLACED)
         terms = words(record.content)
         params = record_params(record)
         params["expected_revision"] = expected_revision
         params["token_count"] = len(terms)
-        changed = await self._write(
+        rows = await self._returning(
             f"UPDATE memory_records SET {assignments}, token_count = :token_count "
-            "WHERE id = :id AND scope_hash = :scope_hash AND revision = :expected_revision",
+            "WHERE id = :id AND scope_hash = :scope_hash AND revision = :expected_revision"
+            " RETURNING seq",
             params,
         )
-        if changed != 1:
+        if len(rows) != 1:
             return False
-        rows = await self._rows("SELECT seq FROM memory_records WHERE id = ?", (record.id,))
-        seq = int(rows[0][0])
-        await self._unindex([seq])
-        await self._index(seq, record, terms)
+        await self._lexical.replace(int(rows[0][0]), record, terms)
         return True
-
-    async def _index(self, seq: int, record: MemoryRecord, terms: list[str]) -> None:
-        """Count an active record in its scope's lexical index: statistics, document
-        row, postings (validity and visibility copied in) and term frequencies."""
-        if record.status is not RecordStatus.ACTIVE:
-            return
-        scope = await self._rows(
-            "INSERT INTO lexical_scopes (scope_hash, documents, total_length) VALUES (?, 1, ?)"
-            " ON CONFLICT (scope_hash) DO UPDATE SET documents = documents + 1,"
-            " total_length = total_length + excluded.total_length RETURNING scope_id",
-            (record.scope_hash, len(terms)))
-        scope_id = int(scope[0][0])
-        await self._write("INSERT INTO lexical_docs (doc, scope_id, length) VALUES (?, ?, ?)",
-                          (seq, scope_id, len(terms)))
-        if not terms:
-            return
-        counts = json.dumps(Counter(terms))
-        await self._write(
-            "INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,"
-            " valid_from, invalid_at) SELECT ?, key, ?, value, ?, ?, ?, ? FROM json_each(?)",
-            (scope_id, seq, len(terms), record.visibility.value, record.valid_from,
-             record.invalid_at, counts))
-        await self._write(
-            "INSERT INTO lexical_terms (scope_id, term, documents)"
-            " SELECT ?, key, 1 FROM json_each(?) WHERE true"
-            " ON CONFLICT (scope_id, term) DO UPDATE SET documents = documents + 1",
-            (scope_id, counts))
-
-    async def _unindex(self, seqs: Sequence[int]) -> int:
-        """Take records out of the lexical index exactly; how many of them it held.
-
-        Term frequencies and scope statistics shrink by what the records contributed,
-        and a term (or scope) left with no record loses its row, so an erased word
-        leaves nothing behind (``secure_delete`` zeroes the freed pages).
-        """
-        docs = _marks(len(seqs))
-        terms_of = f"SELECT scope_id, term FROM lexical_postings WHERE doc IN ({docs})"
-        await self._write(
-            "UPDATE lexical_terms SET documents = documents - (SELECT count(*)"
-            f" FROM lexical_postings AS p WHERE p.doc IN ({docs})"
-            " AND p.scope_id = lexical_terms.scope_id AND p.term = lexical_terms.term)"
-            f" WHERE (scope_id, term) IN ({terms_of})", [*seqs, *seqs])
-        await self._write(
-            f"DELETE FROM lexical_terms WHERE documents <= 0 AND (scope_id, term) IN ({terms_of})",
-            seqs)
-        await self._write(f"DELETE FROM lexical_postings WHERE doc IN ({docs})", seqs)
-        scopes_of = f"SELECT scope_id FROM lexical_docs WHERE doc IN ({docs})"
-        await self._write(
-            "UPDATE lexical_scopes SET"
-            " documents = documents - (SELECT count(*) FROM lexical_docs AS d"
-            f" WHERE d.doc IN ({docs}) AND d.scope_id = lexical_scopes.scope_id),"
-            " total_length = total_length - (SELECT coalesce(sum(d.length), 0)"
-            f" FROM lexical_docs AS d WHERE d.doc IN ({docs})"
-            " AND d.scope_id = lexical_scopes.scope_id)"
-            f" WHERE scope_id IN ({scopes_of})", [*seqs, *seqs, *seqs])
-        await self._write(
-            f"DELETE FROM lexical_scopes WHERE documents <= 0 AND scope_id IN ({scopes_of})",
-            seqs)
-        return await self._write(f"DELETE FROM lexical_docs WHERE doc IN ({docs})", seqs)
 
     async def append_version(self, version: MemoryVersion) -> None:
         await self._write(
@@ -687,7 +666,7 @@ class SqliteTransaction(SharedStatements):
             if not rows:
                 continue
             self.erased_any = True
-            indexed = await self._unindex([int(row[0]) for row in rows])
+            indexed = await self._lexical.erase([int(row[0]) for row in rows])
             vectors = await self._write(
                 f"DELETE FROM memory_vectors WHERE record_id IN ({marks})", chunk)
             await self._write(f"DELETE FROM index_jobs WHERE record_id IN ({marks})", chunk)
@@ -729,67 +708,3 @@ class SqliteTransaction(SharedStatements):
         removed = await self._write(f"DELETE FROM memory_idempotency WHERE {where}", params)
         return Removal(idempotency_entries=removed,
                        scope_hashes=frozenset(str(row[0]) for row in hashes))
-
-
-class _SqlitePostings:
-    """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
-    a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or by
-    key through an index; none counts or scans the corpus."""
-
-    def __init__(self, tx: SqliteTransaction, query: SearchQuery) -> None:
-        self._tx = tx
-        self._query = query
-        self._scope_ids: list[int] = []
-        self._wanted, self._wanted_params = _filter_clause(query, copied="p")
-        self._join = ("JOIN memory_records AS r ON r.seq = p.doc"
-                      if _needs_records(query) else "")
-
-    async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
-        scopes = list(dict.fromkeys(self._query.scope_hashes))
-        rows = await self._tx._rows(_statistics_sql(len(scopes), len(terms)),
-                                    [*scopes, *terms, *terms, *scopes, self._query.now])
-        documents = total = 0
-        containing: dict[str, int] = {}
-        expired: dict[int, tuple[int, dict[str, int]]] = {}
-        for row in rows:
-            if row["kind"] == "scope":
-                self._scope_ids.append(int(row["a"]))
-                documents += int(row["b"])
-                total += int(row["c"])
-            elif row["kind"] == "term":
-                containing[str(row["term"])] = int(row["b"])
-            else:
-                found = expired.setdefault(int(row["a"]), (int(row["b"]), {}))[1]
-                if row["term"] is not None:
-                    found[str(row["term"])] = int(row["c"])
-        return Statistics(documents, total, containing, [
-            ExpiredDocument(doc, length, found)
-            for doc, (length, found) in sorted(expired.items())])
-
-    async def postings(self, term: str) -> list[tuple[int, int, int]]:
-        """Integers straight from SQLite (the columns are INTEGER), unconverted."""
-        if not self._scope_ids:
-            return []
-        return await self._tx._tuples(
-            f"SELECT p.doc, p.tf, p.length FROM lexical_postings AS p {self._join}"
-            f" WHERE p.scope_id IN ({_marks(len(self._scope_ids))}) AND p.term = ?"
-            f" AND {self._wanted}", [*self._scope_ids, term, *self._wanted_params])
-
-    async def probe(self, term: str, docs: Sequence[int]) -> dict[int, int]:
-        found: dict[int, int] = {}
-        scopes = _marks(len(self._scope_ids))
-        for chunk in _chunks(list(docs)):
-            found.update(await self._tx._tuples(
-                f"SELECT doc, tf FROM lexical_postings WHERE scope_id IN ({scopes})"
-                f" AND term = ? AND doc IN ({_marks(len(chunk))})",
-                [*self._scope_ids, term, *chunk]))
-        return found
-
-    async def identify(self, docs: Sequence[int]) -> dict[int, str]:
-        found: dict[int, str] = {}
-        for chunk in _chunks(list(docs)):
-            rows = await self._tx._rows(
-                f"SELECT seq, id FROM memory_records WHERE seq IN ({_marks(len(chunk))})",
-                chunk)
-            found.update((int(row[0]), str(row[1])) for row in rows)
-        return found

@@ -2,9 +2,12 @@
 
 The lexical index is plain tables (``lexical_postings`` and ``lexical_terms`` hold the
 words; FTS5 and its segments, which kept erased terms until a merge, are gone since
-schema v9). These tests erase a record carrying a marker word in every way the provider
-erases, then read every table of the file, and the raw bytes of the database and its
-WAL after a checkpoint, looking for the marker.
+schema v9), and since schema v11 a record's words may still sit in its scope's delta
+(``lexical_delta``), or its merged postings may be hidden by a tombstone
+(``lexical_tombstones``) until the next merge. These tests erase a record carrying a
+marker word in every way the provider erases, with the record in each of those places,
+then read every table of the file, and the raw bytes of the database and its WAL after
+a checkpoint, looking for the marker.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from governed_memory import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
+from lexical_support import check_sqlite_index, table_counts
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
 
 FILLER = ("tea", "green", "hike", "mountain", "coffee", "monday", "report", "launch",
@@ -135,6 +139,18 @@ async def _add_over_expired_key(provider: NativeMemoryProvider, clock: ManualClo
                               make_ctx(clock))
 
 
+# Where the marker record's words are when it is erased: in its scope's delta (the
+# default bound, never reached here), merged into the main tables (a delta of two rows,
+# merged before the erasure), or written there directly (no delta).
+PLACES: dict[str, int] = {"delta": 128, "merged": 2, "eager": 0}
+
+
+async def _settled(provider: NativeMemoryProvider) -> None:
+    merger = provider.lexical_merger
+    if merger is not None:
+        await merger.flush()
+
+
 ERASURES: dict[str, Erasure] = {
     "hard delete": _hard_delete,
     "hard delete of a tombstone": _hard_delete_tombstone,
@@ -146,11 +162,13 @@ ERASURES: dict[str, Erasure] = {
 }
 
 
+@pytest.mark.parametrize("place", list(PLACES))
 @pytest.mark.parametrize("kind", list(ERASURES))
 async def test_erasure_leaves_no_trace_in_any_table_or_file(
-        tmp_path: Path, clock: ManualClock, kind: str) -> None:
+        tmp_path: Path, clock: ManualClock, kind: str, place: str) -> None:
     path = tmp_path / "memory.db"
-    provider = build_native_provider({"path": str(path)}, clock)
+    provider = build_native_provider({"path": str(path), "lexical_delta_max": PLACES[place]},
+                                     clock)
     await provider.start()
     rng = random.Random(kind)
     try:
@@ -163,14 +181,20 @@ async def test_erasure_leaves_no_trace_in_any_table_or_file(
         ), make_ctx(clock))
         await _fill(provider, clock, OTHER_USER, 40, rng)
         await _fill(provider, clock, USER_SCOPE, 5, rng)
+        await _settled(provider)
         before = _rows_holding_needle(path)
         assert before["memory_records"] == 1
-        assert before["lexical_postings"] == 1 and before["lexical_terms"] == 1
+        if place == "delta":
+            assert (before["lexical_delta"], before["lexical_postings"]) == (1, 0)
+        else:
+            assert before["lexical_postings"] == 1 and before["lexical_terms"] == 1
+            assert before["lexical_delta"] == 0
 
         await ERASURES[kind](provider, clock, record)
 
         after = _rows_holding_needle(path)
         assert {table: count for table, count in after.items() if count} == {}
+        check_sqlite_index(path)
         search = await provider.search(
             SearchRequest(scopes=(USER_SCOPE,), query=MARKER), make_ctx(clock))
         assert search.hits == ()
@@ -179,24 +203,41 @@ async def test_erasure_leaves_no_trace_in_any_table_or_file(
     assert _bytes_holding_needle(path) == 0
 
 
+@pytest.mark.parametrize("place", list(PLACES))
 async def test_soft_delete_unindexes_but_keeps_the_history(tmp_path: Path,
-                                                           clock: ManualClock) -> None:
+                                                           clock: ManualClock,
+                                                           place: str) -> None:
     """A soft delete takes the record out of the lexical index (its content stays in the
-    record and its history by design)."""
+    record and its history by design). A merged record's postings are hidden by a
+    tombstone at once and removed by the next merge; an unmerged one's delta row goes."""
     path = tmp_path / "memory.db"
-    provider = build_native_provider({"path": str(path)}, clock)
+    provider = build_native_provider({"path": str(path), "lexical_delta_max": PLACES[place]},
+                                     clock)
     await provider.start()
     try:
         await _fill(provider, clock, OTHER_USER, 20, random.Random(1))
         record = await provider.add(note(f"the code word is {MARKER}"), make_ctx(clock))
+        await _fill(provider, clock, USER_SCOPE, 3, random.Random(2))
+        await _settled(provider)
         await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id),
                               make_ctx(clock))
         found = _rows_holding_needle(path)
         assert found["memory_records"] == 1 and found["memory_versions"] == 2
-        assert found["lexical_postings"] == 0 and found["lexical_terms"] == 0
+        assert found["lexical_delta"] == 0
+        if place == "merged":  # hidden, not yet removed: one tombstone names it
+            assert found["lexical_postings"] == 1 and table_counts(path)[
+                "lexical_tombstones"] == 1
+        else:
+            assert found["lexical_postings"] == 0 and found["lexical_terms"] == 0
+        check_sqlite_index(path)
         search = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query=MARKER),
                                        make_ctx(clock))
         assert search.hits == ()
+        if place == "merged":  # the next merge removes the hidden postings for good
+            await _fill(provider, clock, USER_SCOPE, 2, random.Random(3))
+            await _settled(provider)
+            found = _rows_holding_needle(path)
+            assert found["lexical_postings"] == 0 and found["lexical_terms"] == 0
         # a later hard delete of the tombstone clears the rest
         await _hard_delete(provider, clock, record)
         assert {table: n for table, n in _rows_holding_needle(path).items() if n} == {}

@@ -8,6 +8,12 @@ port (insert, replace with a content or status change, erase), so the index's up
 on every write path is what is tested. Also: another scope's records never move a
 scope's scores, a tiny store scores real matches above zero (Lucene idf), and erasure
 leaves no posting, term or count of the erased records behind.
+
+SQLite keeps new postings in a per-scope delta merged in batches (``sqlite_lexical``);
+the properties run with tiny deltas (``lexical_delta_max`` of 0 to 3), so records in the
+delta, tombstones, full deltas indexed directly and background merges interleaved with
+the writes and searches are all exercised, and the stored tables are checked against the
+index rebuilt from the records after every scenario (``lexical_support``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from governed_memory_native.port import SearchQuery
 from governed_memory_native.tokens import words
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lexical_support import check_sqlite_index, stored_index, table_counts
 from native_support import USER_SCOPE, config_for, make_ctx, note
 from postgres_support import POSTGRES_DSN, require_postgres
 
@@ -174,17 +181,26 @@ async def _apply(providers: list[NativeMemoryProvider], records: dict[str, Memor
     records[record_id] = changed
 
 
-async def _started(directory: Path) -> list[NativeMemoryProvider]:
-    providers = [build_native_provider(config_for(backend, directory), ManualClock())
+async def _started(directory: Path, delta_max: int | None = None
+                   ) -> list[NativeMemoryProvider]:
+    extra = {} if delta_max is None else {"lexical_delta_max": delta_max}
+    providers = [build_native_provider(config_for(backend, directory, **extra), ManualClock())
                  for backend in BACKENDS]
     for provider in providers:
         await provider.start()
     return providers
 
 
+async def _merged(provider: NativeMemoryProvider) -> None:
+    """Let the SQLite provider's background merges finish."""
+    merger = provider.lexical_merger
+    if merger is not None:
+        await merger.flush()
+
+
 async def _scenario(directory: Path, plan: list[Insert | Replace | Erase],
-                    questions: list[Ask]) -> None:
-    providers = await _started(directory)
+                    questions: list[Ask], delta_max: int) -> None:
+    providers = await _started(directory, delta_max)
     try:
         records: dict[str, MemoryRecord] = {}
         order: list[str] = []
@@ -213,24 +229,30 @@ async def _scenario(directory: Path, plan: list[Insert | Replace | Erase],
                 assert [(m.record.id, m.score) for m in again.matches] == [
                     (m.record.id, m.score) for m in first.matches]
                 assert again.candidates == first.candidates
+        # the SQLite tables hold exactly the records' index, merged or not
+        check_sqlite_index(directory / "memory.db")
+        await _merged(providers[1])
+        check_sqlite_index(directory / "memory.db")
     finally:
         for provider in providers:
             await provider.close()
 
 
 @settings(max_examples=60, deadline=None)
-@given(plan=writes, questions=asks)
+@given(plan=writes, questions=asks, delta_max=st.sampled_from([0, 1, 2, 3, 3]))
 def test_every_backend_returns_the_exhaustive_bm25_top_k(
-        plan: list[Insert | Replace | Erase], questions: list[Ask]) -> None:
+        plan: list[Insert | Replace | Erase], questions: list[Ask], delta_max: int) -> None:
     require_postgres()
     with tempfile.TemporaryDirectory() as directory:
-        asyncio.run(_scenario(Path(directory), plan, questions))
+        asyncio.run(_scenario(Path(directory), plan, questions, delta_max))
 
 
 async def test_many_records_prune_yet_stay_exact(tmp_path: Path) -> None:
-    """Enough records that common words become non-essential (probed, not read)."""
+    """Enough records that common words become non-essential (probed, not read). On
+    SQLite the first records of the batch fill the delta and the rest are indexed
+    directly; the merge runs while the searches do."""
     require_postgres()
-    providers = await _started(tmp_path)
+    providers = await _started(tmp_path, delta_max=50)
     try:
         records: dict[str, MemoryRecord] = {}
         scope = SCOPES[0]
@@ -263,6 +285,9 @@ async def test_many_records_prune_yet_stay_exact(tmp_path: Path) -> None:
         query = SearchQuery(scope_hashes=(scope.scope_hash,), tokens=("zebra", "the"),
                             now=NOW, limit=3)
         assert (await _search(providers[0], query)).candidates < 600
+        await _merged(providers[1])
+        assert table_counts(tmp_path / "memory.db")["lexical_delta"] == 0
+        check_sqlite_index(tmp_path / "memory.db")
     finally:
         for provider in providers:
             await provider.close()
@@ -283,12 +308,13 @@ async def test_a_tiny_store_scores_real_matches_above_zero(
     assert result.hits[0].score > result.hits[1].score
 
 
-def _sqlite_tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+def _sqlite_words(path: Path) -> str:
+    """Every word any lexical table of the SQLite file holds, as one string."""
     conn = sqlite3.connect(path)
     try:
-        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
-                for table in ("lexical_scopes", "lexical_docs", "lexical_terms",
-                              "lexical_postings")}
+        return " ".join(str(row[0]) for row in conn.execute(
+            "SELECT term FROM lexical_terms UNION ALL SELECT term FROM lexical_postings"
+            " UNION ALL SELECT terms FROM lexical_delta"))
     finally:
         conn.close()
 
@@ -303,9 +329,11 @@ def _postgres_tables(schema: str) -> dict[str, list[tuple[Any, ...]]]:
 
 async def test_erasure_leaves_no_posting_and_exact_statistics(tmp_path: Path) -> None:
     """Erasing records removes their postings, their document rows and every term and
-    scope row only they held; what remains equals the index of the survivors alone."""
+    scope row only they held; what remains equals the index of the survivors alone. On
+    SQLite (a delta of one row per scope) the first record of each scope is in the delta
+    and the next in the main tables: erasure clears both."""
     require_postgres()
-    providers = await _started(tmp_path)
+    providers = await _started(tmp_path, delta_max=1)
     memory, sqlite, postgres = providers
     try:
         keep = [_record(SCOPES[0], "green tea hike", status=RecordStatus.ACTIVE),
@@ -324,9 +352,16 @@ async def test_erasure_leaves_no_posting_and_exact_statistics(tmp_path: Path) ->
             removals.append(await provider._backend.run_write(
                 lambda tx: tx.erase_records([record.id for record in doomed])))
         assert {removal.index_entries for removal in removals} == {2}  # the active two
-        sqlite_rows = _sqlite_tables(tmp_path / "memory.db")
+        path = tmp_path / "memory.db"
+        index = check_sqlite_index(path)
+        assert {hash_: (scope.documents, scope.total_length, scope.frequencies)
+                for hash_, scope in index.items()} == {
+            SCOPES[0].scope_hash: (1, 3, {"green": 1, "tea": 1, "hike": 1}),
+            SCOPES[1].scope_hash: (1, 2, {"green": 1, "tea": 1})}
+        assert set(stored_index(path)) == set(index)  # no row for the erased scope
+        assert "zzsecret" not in _sqlite_words(path) and "scope" not in _sqlite_words(path)
         postgres_rows = _postgres_tables(postgres._backend._schema)
-        for rows in (sqlite_rows, postgres_rows):
+        for rows in (postgres_rows,):
             assert sorted(row[1:] for row in rows["lexical_scopes"]) == sorted(
                 [(SCOPES[0].scope_hash, 1, 3), (SCOPES[1].scope_hash, 1, 2)])
             assert len(rows["lexical_docs"]) == 2
@@ -341,7 +376,7 @@ async def test_erasure_leaves_no_posting_and_exact_statistics(tmp_path: Path) ->
         for provider in providers:
             await provider._backend.run_write(
                 lambda tx: tx.erase_records([record.id for record in keep]))
-        assert all(not rows for rows in _sqlite_tables(tmp_path / "memory.db").values())
+        assert set(table_counts(path).values()) == {0}
         assert all(not rows for rows in _postgres_tables(postgres._backend._schema).values())
         assert state.lexicon == {}
         assert sqlite is not None
