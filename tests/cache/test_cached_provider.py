@@ -680,6 +680,7 @@ def test_every_public_operation_of_the_native_provider_is_forwarded(
         "indexing": "the indexing settings: reached through .inner",
         "flush_snapshots": "a native tool (tests, benchmarks): reached through .inner",
         "vector_indexes": "in-process index status (benchmarks, tests): through .inner",
+        "lexical_merger": "the SQLite delta merger (benchmarks, tests): through .inner",
     }
     full = wrap(native, memory_store, sink, clock)
     public = sorted(name for name in dir(NativeMemoryProvider) if not name.startswith("_"))
@@ -784,6 +785,9 @@ class Reviewing:
     async def reject(self, request: Any, ctx: Any) -> Any:
         self.pending.pop(request.record_id)
         return None
+
+    async def list_pending(self, request: Any, ctx: Any) -> Any:
+        return list(self.pending)
 
 
 async def test_approve_and_reject_pass_through_and_approve_invalidates(

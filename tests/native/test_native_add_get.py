@@ -27,14 +27,16 @@ from native_support import OTHER_TENANT, OTHER_USER, TENANT_SCOPE, USER_SCOPE, m
 async def test_add_builds_a_complete_first_version(provider: NativeMemoryProvider,
                                                    clock: ManualClock) -> None:
     ctx = make_ctx(clock)
+    older = await provider.add(note("prefers aisle seats"), ctx)  # the one it supersedes
     record = await provider.add(note(
         "prefers window seats", key="seat", memory_type=MemoryType.PREFERENCE,
         metadata={"source": "chat", "n": 2, "nested": {"a": [1, 2]}},
         provenance=Provenance(source_type="chat", session_id="s1"),
         visibility=Visibility.SHARED, importance=0.9, entity_ids=("e1", "e2"),
-        valid_from=1.0, invalid_at=2e9, supersedes="01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        valid_from=1.0, invalid_at=2e9, supersedes=older.id,
         expires_at=clock.now() + 3600,
     ), ctx)
+    assert record.supersedes == older.id
     assert is_record_id(record.id)
     assert record.version == 1
     assert record.revision
