@@ -21,8 +21,54 @@ from typing import Any, Final
 from psycopg import AsyncConnection, sql
 
 from governed_memory_native.schema_migrations import Migration, pending
+from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
 
 MIGRATIONS_TABLE: Final = "governed_memory_migrations"
+
+
+def _vector_bump(row: str, delta: int) -> str:
+    """One change of the vector stored under ``row`` (``NEW`` or ``OLD``), as PL/pgSQL:
+    its (identity, scope)'s seq grows by one and its count by ``delta``, the record id
+    is logged under the new seq, and the change that just fell out of the kept tail is
+    dropped.
+
+    The upsert takes the ``vector_scopes`` row's lock and keeps it to COMMIT, so the
+    next change of that scope (any process) waits for this transaction to end: seq is
+    then in commit order with no gap, and a snapshot that sees a seq sees every change
+    up to it and none after. The new seq goes through a variable, so each statement is
+    a primary-key lookup (one statement joining the upsert's RETURNING to the log was
+    planned as a scan of the whole log: a millisecond per row at 10,000 changes), and a
+    scope with fewer changes than the log keeps has none to drop.
+    """
+    start = 0 if delta < 0 else 1  # the count if the scope had no row (never, after
+    # the backfill: every stored vector is counted)
+    return (
+        "INSERT INTO vector_scopes AS s (identity, scope_hash, seq, vectors)"
+        f" VALUES ({row}.identity, {row}.scope_hash, 1, {start})"
+        " ON CONFLICT (identity, scope_hash) DO UPDATE"
+        f" SET seq = s.seq + 1, vectors = s.vectors + ({delta:d}) RETURNING s.seq INTO n;"
+        " INSERT INTO vector_changes (identity, scope_hash, seq, record_id)"
+        f" VALUES ({row}.identity, {row}.scope_hash, n, {row}.record_id);"
+        f" IF n > {VECTOR_LOG_KEEP:d} THEN DELETE FROM vector_changes"
+        f" WHERE identity = {row}.identity AND scope_hash = {row}.scope_hash"
+        f" AND seq = n - {VECTOR_LOG_KEEP:d}; END IF;"
+    )
+
+
+_VECTOR_TRIGGER_FUNCTION: Final = (
+    # SET search_path FROM CURRENT: the function's tables are this schema's (migrate
+    # sets it), whatever the session that fires the trigger has as its search_path.
+    "CREATE FUNCTION vector_changed() RETURNS trigger LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $body$ DECLARE n bigint; BEGIN"
+    " IF TG_OP = 'INSERT' THEN " + _vector_bump("NEW", 1) +
+    " ELSIF TG_OP = 'DELETE' THEN " + _vector_bump("OLD", -1) +
+    " ELSIF OLD.identity = NEW.identity AND OLD.scope_hash = NEW.scope_hash THEN "
+    + _vector_bump("NEW", 0) +
+    # An update that moved a vector to another identity or scope (no statement does
+    # today) counts as a removal there and a new vector here.
+    " ELSE " + _vector_bump("OLD", -1) + " " + _vector_bump("NEW", 1) +
+    " END IF; RETURN NULL; END $body$"
+)
 
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
@@ -338,6 +384,57 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 SELECT scope_id, term, count(*) FROM lexical_postings GROUP BY scope_id, term
             """,
             "DROP TABLE memory_postings",
+        ),
+    ),
+    Migration(
+        version=7,
+        description="the vector change log: a sequence and a bounded log of changed record "
+                    "ids per (embedder identity, scope), kept by a trigger",
+        statements=(
+            # An in-process vector index of a scope reads its row here on every search:
+            # the same seq means nothing changed since it caught up; a larger one names
+            # the changes to read from vector_changes (see vector_index). Kept by a
+            # trigger on memory_vectors, so every statement that stores, replaces or
+            # removes a vector (erasure and foreign-key cascades included), in any
+            # process, bumps it in its own transaction. The row lock the bump takes is
+            # no new wait: a scope belongs to one tenant, whose writers are serialised
+            # already, and a unit that may touch any tenant runs alone.
+            """
+            CREATE TABLE vector_scopes (
+                identity text COLLATE "C" NOT NULL,
+                scope_hash text COLLATE "C" NOT NULL,
+                seq bigint NOT NULL,
+                vectors bigint NOT NULL,
+                PRIMARY KEY (identity, scope_hash)
+            )
+            """,
+            # Record ids only, never a vector or any content; the last VECTOR_LOG_KEEP
+            # changes of each scope are kept (an index further behind rebuilds).
+            """
+            CREATE TABLE vector_changes (
+                identity text COLLATE "C" NOT NULL,
+                scope_hash text COLLATE "C" NOT NULL,
+                seq bigint NOT NULL,
+                record_id text COLLATE "C" NOT NULL,
+                PRIMARY KEY (identity, scope_hash, seq)
+            )
+            """,
+            # Under the migration's exclusive schema lock: no writer runs meanwhile, so
+            # the counts are exact when the trigger takes over.
+            """
+            INSERT INTO vector_scopes (identity, scope_hash, seq, vectors)
+                SELECT identity, scope_hash, 0, count(*) FROM memory_vectors
+                GROUP BY identity, scope_hash
+            """,
+            # A scope's vectors by record id: an index is built from them in pages
+            # (scope_vectors); it leads with (identity, scope_hash), so it replaces the
+            # index on those two.
+            "CREATE INDEX memory_vectors_scope ON memory_vectors"
+            " (identity, scope_hash, record_id)",
+            "DROP INDEX memory_vectors_identity",
+            _VECTOR_TRIGGER_FUNCTION,
+            "CREATE TRIGGER vector_changed AFTER INSERT OR UPDATE OR DELETE ON memory_vectors"
+            " FOR EACH ROW EXECUTE FUNCTION vector_changed()",
         ),
     ),
 )

@@ -23,8 +23,9 @@ on every write, and :mod:`lexical_topk` ranks over them, reading postings by
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar, cast
 
@@ -51,7 +52,9 @@ from governed_memory_native.port import (
     ScoredRecord,
     SearchPage,
     SearchQuery,
+    StoredVector,
     VectorQuery,
+    VectorScopeState,
 )
 from governed_memory_native.postgres_errors import logger, translated
 from governed_memory_native.postgres_rows import (
@@ -288,6 +291,13 @@ class Outcome:
 
     rows: list[Any]
     rowcount: int
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a shielded computation's outcome, so one whose caller was cancelled is
+    not reported as an exception never retrieved (the caller's own is raised)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class NeedsSnapshot(BaseException):
@@ -584,18 +594,88 @@ class PostgresTransaction(SharedStatements):
         return [event_from_json(str(row["body"])) for row in rows]
 
     async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
+        """The stored vectors of the records passing every hard filter; with
+        ``query.among`` (a vector index's shortlist), of those records only.
+
+        The shortlist's records are read first, by id, in a subquery the planner cannot
+        flatten (``OFFSET 0``), and filtered afterwards: left to itself, on a table whose
+        statistics lag behind its growth (a bulk load, a young scope), the planner
+        walked the scope's ``(scope_hash, status, ...)`` index, linear in the scope's
+        size, to find a few dozen records."""
         filters = query.filters
         wanted, params = _filter_clause(filters)
         params.update(identity=str(query.identity), scopes=list(filters.scope_hashes),
                       now=filters.now)
-        rows = await self._rows(
-            "SELECT r.id AS id, v.vector AS vector FROM memory_records AS r"
-            " JOIN memory_vectors AS v ON v.record_id = r.id AND v.identity = %(identity)s"
-            " AND v.content_hash = r.content_hash"
-            f" WHERE r.scope_hash = ANY(%(scopes)s) AND {_VISIBLE} AND {wanted}",
-            params, binary=True,
-        )
+        sql = ("SELECT r.id AS id, v.vector AS vector FROM {records} AS r"
+               " JOIN memory_vectors AS v ON v.record_id = r.id AND v.identity = %(identity)s"
+               " AND v.content_hash = r.content_hash"
+               f" WHERE r.scope_hash = ANY(%(scopes)s) AND {_VISIBLE} AND {wanted}")
+        if query.among is None:
+            rows = await self._rows(sql.format(records="memory_records"), params, binary=True)
+        else:
+            shortlist = sql.format(records="(SELECT * FROM memory_records"
+                                           " WHERE id = ANY(%(among)s) OFFSET 0)")
+            rows = []
+            for chunk in _chunks(list(dict.fromkeys(query.among))):
+                rows += await self._rows(shortlist, {**params, "among": list(chunk)},
+                                         binary=True)
         return [(str(row["id"]), bytes(row["vector"])) for row in rows]
+
+    # -- the vector change log (port.VectorChangeLog) -----------------------------------
+    #
+    # Kept by the trigger on memory_vectors (postgres_schema v7). A search reads it in its
+    # REPEATABLE READ snapshot: every change up to the seq it reads is visible to it, and
+    # none after (see postgres_schema._vector_bump).
+
+    async def vector_scope_states(self, identity: EmbedderIdentity,
+                                  scope_hashes: Sequence[str]) -> dict[str, VectorScopeState]:
+        rows = await self._tuples(
+            "SELECT scope_hash, seq, vectors FROM vector_scopes WHERE identity = %s"
+            " AND scope_hash = ANY(%s)", (str(identity), list(dict.fromkeys(scope_hashes))))
+        return {str(scope_hash): VectorScopeState(int(seq), int(vectors))
+                for scope_hash, seq, vectors in rows}
+
+    async def vector_changes(self, identity: EmbedderIdentity, scope_hash: str,
+                             after_seq: int, limit: int) -> list[tuple[int, str]]:
+        rows = await self._tuples(
+            "SELECT seq, record_id FROM vector_changes WHERE identity = %s AND scope_hash = %s"
+            " AND seq > %s ORDER BY seq LIMIT %s", (str(identity), scope_hash, after_seq, limit))
+        return [(int(seq), str(record_id)) for seq, record_id in rows]
+
+    async def scope_vectors(self, identity: EmbedderIdentity, scope_hash: str,
+                            after_id: str | None, limit: int) -> list[tuple[str, bytes]]:
+        """A page of the scope's vectors in record id order, through the index on
+        ``(identity, scope_hash, record_id)``; binary, so each vector arrives as its raw
+        bytes (text would be hex, twice the size, decoded again)."""
+        rows = await self._rows(
+            "SELECT record_id, vector FROM memory_vectors WHERE identity = %s"
+            " AND scope_hash = %s AND record_id > %s ORDER BY record_id LIMIT %s",
+            (str(identity), scope_hash, after_id or "", limit), binary=True)
+        return [(str(row["record_id"]), bytes(row["vector"])) for row in rows]
+
+    async def vectors_by_ids(self, identity: EmbedderIdentity, scope_hash: str,
+                             record_ids: Sequence[str]) -> list[tuple[str, bytes]]:
+        found: list[tuple[str, bytes]] = []
+        for chunk in _chunks(list(dict.fromkeys(record_ids))):
+            rows = await self._rows(
+                "SELECT record_id, vector FROM memory_vectors WHERE identity = %s"
+                " AND scope_hash = %s AND record_id = ANY(%s)",
+                (str(identity), scope_hash, list(chunk)), binary=True)
+            found.extend((str(row["record_id"]), bytes(row["vector"])) for row in rows)
+        return found
+
+    async def compute(self, work: Callable[[], T]) -> T:
+        """On a worker thread: a PostgreSQL unit runs on the event loop, which must not
+        build or scan an index.
+
+        Shielded: once started, ``work`` runs to its end even if the caller is cancelled
+        meanwhile (its changes to an index are made whole under the index's lock; a
+        half-run one would be wiped anyway), and the caller's cancellation still
+        propagates at once. The unit's statements are not touched by it.
+        """
+        future = asyncio.get_running_loop().run_in_executor(None, work)
+        future.add_done_callback(_consume)
+        return await asyncio.shield(future)
 
     async def records_by_ids(self, scope_hashes: Sequence[str],
                              record_ids: Sequence[str]) -> list[MemoryRecord]:
@@ -806,6 +886,12 @@ class PostgresTransaction(SharedStatements):
         """The shared statement, queued: it returns nothing."""
         with self._deferred():
             await super().mark_indexed(record_id, version)
+
+    async def put_vector(self, vector: StoredVector) -> None:
+        """The shared statements, queued: they return nothing (the trigger on
+        ``memory_vectors`` logs the change in the same transaction)."""
+        with self._deferred():
+            await super().put_vector(vector)
 
     async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
         """Every chunk's delete in one round trip, before (and without) the writer lock:

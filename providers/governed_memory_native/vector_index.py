@@ -18,7 +18,7 @@ Why it is built this way:
   survive the filters, the index is asked for more (``k`` grows); when the filter is so
   selective that a great many had to be verified, the scope is searched exactly.
 - **Kept current.** Every change to a stored vector bumps its (identity, scope)'s
-  sequence in the same transaction and logs the record id (SQL triggers on SQLite), so
+  sequence in the same transaction and logs the record id (SQL triggers), so
   writes in sync mode, the outbox worker, reindexing, erasure and other processes all
   feed it. A search reads the searched scopes' sequences first (one read): an index at
   that sequence is current; one behind reads the changed ids and their stored vectors
@@ -27,7 +27,8 @@ Why it is built this way:
   vectors. An index may run ahead of a reader's snapshot (another reader caught it up
   further), never behind it.
 - **Off the event loop.** The index's CPU work goes through ``tx.compute``, which runs
-  it on the unit's storage thread.
+  it on the unit's storage thread (on a worker thread for PostgreSQL, whose units run
+  on the event loop).
 - **Bounded memory.** Indexes hold at most ``vector_index_max_vectors`` vectors
   together; the least recently searched are wiped beyond it.
 """
@@ -345,9 +346,14 @@ class VectorIndexes:
     async def _caught_up(self, tx: VectorChangeLog, identity: EmbedderIdentity,
                          scope_hash: str, index: ScopeIndex, state: VectorScopeState) -> bool:
         """Bring ``index`` to ``state.seq`` from the change log; ``False`` when it cannot
-        (dropped meanwhile, or the log no longer reaches back to it)."""
-        with index.lock:
-            applied = -1 if index.dead else index.seq
+        (dropped meanwhile, or the log no longer reaches back to it).
+
+        ``seq`` and ``dead`` are read without the index's lock: a scan on another thread
+        may hold it for milliseconds, and on PostgreSQL this runs on the event loop. A
+        value read just before another thread moved it only makes this read a few
+        changes more than needed; ``_catch_up`` applies under the lock only those past
+        the index's seq then, and a search of an index wiped meanwhile goes exact."""
+        applied = -1 if index.dead else index.seq
         if applied < 0:
             return False
         if applied >= state.seq:
@@ -360,8 +366,7 @@ class VectorIndexes:
         if not changes or changes[0][0] != applied + 1 or changes[-1][0] != state.seq:
             return False
         await self._catch_up(tx, identity, scope_hash, index, state, changes)
-        with index.lock:
-            return not index.dead
+        return not index.dead
 
     async def refresh(self, tx: ReadTransaction) -> int:
         """Catch every held index up with what storage holds now, and drop those that

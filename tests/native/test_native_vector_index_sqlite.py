@@ -1,6 +1,9 @@
-"""The vector change log on SQLite (schema v10), and what it buys the in-process index:
-catch-up across providers on one file, rebuild after reopening, refresh without a search,
-cancellation, and the memory backend's log with a pruned tail."""
+"""The vector change log on SQLite (schema v10) and PostgreSQL (schema v7, same tests
+where they apply: ``log_backend``), and what it buys the in-process index: catch-up
+across providers on one store, rebuild after reopening, refresh without a search,
+cancellation, and the memory backend's log with a pruned tail. What only PostgreSQL
+has (concurrent tenant writers, its pruned log, the migration's backfill) is in
+``test_native_vector_index_postgres``."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from governed_memory_native import NativeMemoryProvider
 from governed_memory_native import memory_backend as memory_backend_module
 from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
 from native_support import make_ctx, note
+from postgres_support import POSTGRES_DSN
 from test_native_vector_index import (
     ALICE,
     BOB,
@@ -28,27 +32,44 @@ from test_native_vector_index import (
     searched,
 )
 
+LOG_QUERIES = ("SELECT scope_hash, seq, vectors FROM vector_scopes ORDER BY scope_hash",
+               "SELECT scope_hash, seq, record_id FROM vector_changes ORDER BY scope_hash, seq")
 
-def _log(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    conn = sqlite3.connect(path)
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def log_backend(request: pytest.FixtureRequest) -> str:
+    """The SQL backends, whose log is kept by triggers in storage."""
+    return str(request.param)
+
+
+def _log(provider: NativeMemoryProvider, directory: Path
+         ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """``vector_scopes`` and ``vector_changes`` as storage holds them, read with a
+    connection of its own."""
+    schema = getattr(provider.backend, "schema", None)
+    if schema is not None:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_DSN, autocommit=True,
+                             options=f"-c search_path={schema}") as pg:
+            scopes, changes = (list(pg.execute(query).fetchall()) for query in LOG_QUERIES)
+            return scopes, changes
+    conn = sqlite3.connect(directory / "memory.db")
     try:
-        scopes = conn.execute("SELECT scope_hash, seq, vectors FROM vector_scopes"
-                              " ORDER BY scope_hash").fetchall()
-        changes = conn.execute("SELECT scope_hash, seq, record_id FROM vector_changes"
-                               " ORDER BY scope_hash, seq").fetchall()
+        scopes, changes = (conn.execute(query).fetchall() for query in LOG_QUERIES)
         return scopes, changes
     finally:
         conn.close()
 
 
-async def test_every_vector_change_is_logged_in_its_transaction(tmp_path: Path,
+async def test_every_vector_change_is_logged_in_its_transaction(log_backend: str,
+                                                                tmp_path: Path,
                                                                 clock: ManualClock) -> None:
     """Store, replace (update), remove (soft delete) and erase (hard delete): each bumps
     the scope's seq by one and logs the record id; a rolled-back write logs nothing."""
     embedder = TableEmbedder()
-    provider = provider_for("sqlite", tmp_path, clock, embedder)
+    provider = provider_for(log_backend, tmp_path, clock, embedder)
     await provider.start()
-    path = tmp_path / "memory.db"
     try:
         vectors = clustered(np.random.default_rng(1), 4, 1)
         for i, vector in enumerate(vectors):
@@ -62,7 +83,7 @@ async def test_every_vector_change_is_logged_in_its_transaction(tmp_path: Path,
             await provider.add(note("bad"), make_ctx(clock))
         third = await provider.add(note("m3"), make_ctx(clock))
         await provider.delete(DeleteRequest(ALICE, third.id, hard=True), make_ctx(clock))
-        scopes, changes = _log(path)
+        scopes, changes = _log(provider, tmp_path)
         assert dict((scope, (seq, count)) for scope, seq, count in scopes) == {
             ALICE.scope_hash: (4, 1), BOB.scope_hash: (2, 0)}
         assert [(scope, seq, record_id) for scope, seq, record_id in changes] == sorted([
@@ -99,14 +120,14 @@ async def test_the_log_keeps_a_bounded_tail(tmp_path: Path, clock: ManualClock) 
     assert kept == (51, VECTOR_LOG_KEEP + 50, VECTOR_LOG_KEEP)
 
 
-async def test_another_provider_on_the_file_catches_up(tmp_path: Path,
-                                                       clock: ManualClock) -> None:
+async def test_another_provider_on_the_store_catches_up(log_backend: str, tmp_path: Path,
+                                                        clock: ManualClock) -> None:
     """One provider writes, another (its own connections, as another process would
     have) searches: each search reflects every committed write, by catching up from the
     log; the index is built once."""
     embedder = TableEmbedder()
-    writer = provider_for("sqlite", tmp_path, clock, embedder)
-    reader = provider_for("sqlite", tmp_path, clock, embedder)
+    writer = provider_for(log_backend, tmp_path, clock, embedder)
+    reader = provider_for(log_backend, tmp_path, clock, embedder)
     await writer.start()
     await reader.start()
     try:
@@ -136,13 +157,13 @@ async def test_another_provider_on_the_file_catches_up(tmp_path: Path,
         await writer.close()
 
 
-async def test_reopening_rebuilds_from_stored_vectors(tmp_path: Path,
+async def test_reopening_rebuilds_from_stored_vectors(log_backend: str, tmp_path: Path,
                                                       clock: ManualClock) -> None:
     embedder = TableEmbedder()
     vectors = clustered(np.random.default_rng(4), 200, 3)
     embedder.table["q"] = vectors[7]
     request = SearchRequest((ALICE,), "q", 10)
-    first = provider_for("sqlite", tmp_path, clock, embedder)
+    first = provider_for(log_backend, tmp_path, clock, embedder)
     await first.start()
     try:
         await bulk_add(first, embedder, [(ALICE, f"m{i}", v) for i, v in enumerate(vectors)],
@@ -151,7 +172,7 @@ async def test_reopening_rebuilds_from_stored_vectors(tmp_path: Path,
     finally:
         await first.close()
     assert first.vector_indexes.held() == {}
-    second = provider_for("sqlite", tmp_path, clock, embedder)
+    second = provider_for(log_backend, tmp_path, clock, embedder)
     await second.start()
     try:
         assert await searched(second, request, clock) == before
@@ -160,14 +181,15 @@ async def test_reopening_rebuilds_from_stored_vectors(tmp_path: Path,
         await second.close()
 
 
-async def test_refresh_drops_erased_vectors_without_a_search(tmp_path: Path,
+async def test_refresh_drops_erased_vectors_without_a_search(log_backend: str,
+                                                             tmp_path: Path,
                                                              clock: ManualClock) -> None:
     """The refresh the provider runs every second: another provider erases records of a
     scope this one indexed; without any further search here, a refresh removes them
     from this process's index (and drops the index of a scope that emptied)."""
     embedder = TableEmbedder()
-    owner = provider_for("sqlite", tmp_path, clock, embedder)
-    other = provider_for("sqlite", tmp_path, clock, embedder)
+    owner = provider_for(log_backend, tmp_path, clock, embedder)
+    other = provider_for(log_backend, tmp_path, clock, embedder)
     await owner.start()
     await other.start()
     try:
@@ -193,12 +215,13 @@ async def test_refresh_drops_erased_vectors_without_a_search(tmp_path: Path,
         await owner.close()
 
 
-async def test_cancelled_searches_leave_a_consistent_index(tmp_path: Path,
+async def test_cancelled_searches_leave_a_consistent_index(log_backend: str,
+                                                           tmp_path: Path,
                                                            clock: ManualClock) -> None:
     """Searches cancelled at many points (while the index is built, caught up or
     searched): every later search still equals exact search."""
     embedder = TableEmbedder()
-    provider = provider_for("sqlite", tmp_path, clock, embedder)
+    provider = provider_for(log_backend, tmp_path, clock, embedder)
     await provider.start()
     try:
         rng = np.random.default_rng(12)
