@@ -37,6 +37,7 @@ rank alike because :mod:`lexical_topk` sees the same statistics and postings fro
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -90,6 +91,9 @@ class LexicalWrites:
         self._db = db
         self._max = delta_max
         self.due: set[int] = set()
+        self._full: set[str] = set()
+        """Scope hashes found full in this transaction: a batch of inserts (seeding
+        through the port) stops claiming delta slots it would only give back."""
 
     def _note(self, scope_id: int, pending: int) -> None:
         if self._max and pending >= self._max:
@@ -106,7 +110,7 @@ class LexicalWrites:
         can be posted to the main tables."""
         if record.status is not RecordStatus.ACTIVE:
             return
-        claim = 1 if terms and self._max else 0
+        claim = 1 if terms and self._max and record.scope_hash not in self._full else 0
         rows = await self._db.fetch(
             "INSERT INTO lexical_scopes (scope_hash, documents, total_length, pending)"
             " VALUES (?, 1, ?, ?) ON CONFLICT (scope_hash) DO UPDATE SET"
@@ -126,6 +130,8 @@ class LexicalWrites:
             await self._db.execute(
                 "UPDATE lexical_scopes SET pending = pending - 1 WHERE scope_id = ?",
                 (scope_id,))
+            self._full.add(record.scope_hash)
+        if self._max:
             self.due.add(scope_id)
         if tombstoned:
             await self._settle_tombstone(scope_id, seq)
@@ -360,6 +366,20 @@ def _statistics_sql(scopes: int, terms: int, wanted: str, join: str) -> str:
     )
 
 
+def _without(rows: list[tuple[int, int, int]], docs: set[int], *,
+             sorted_by_doc: bool) -> list[tuple[int, int, int]]:
+    """``rows`` less those of ``docs`` (a few tombstoned records). One scope's postings
+    come in ``doc`` order, so each is found by bisection instead of walking the ten
+    thousand postings of a common word; several scopes' postings are filtered."""
+    if not sorted_by_doc:
+        return [row for row in rows if row[0] not in docs]
+    for doc in sorted(docs, reverse=True):
+        at = bisect.bisect_left(rows, (doc,))
+        if at < len(rows) and rows[at][0] == doc:
+            del rows[at]
+    return rows
+
+
 class SqlitePostings:
     """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
     a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or by
@@ -429,13 +449,17 @@ class SqlitePostings:
         """Integers straight from SQLite (the columns are INTEGER), unconverted."""
         if not self._scope_ids:
             return []
+        single = len(self._scope_ids) == 1
+        # One scope's range is already in doc order: the ORDER BY costs no sort (it only
+        # pins the order should a filter's join make the planner start elsewhere).
         rows = cast(list[tuple[int, int, int]], await self._db.fetch(
             f"SELECT p.doc, p.tf, p.length FROM lexical_postings AS p {self._join}"
             f" WHERE p.scope_id IN ({_marks(len(self._scope_ids))}) AND p.term = ?"
-            f" AND {self._wanted}", [*self._scope_ids, term, *self._wanted_params]))
+            f" AND {self._wanted}" + (" ORDER BY p.doc" if single else ""),
+            [*self._scope_ids, term, *self._wanted_params]))
         gone = self._dead.get(term)
         if gone:
-            rows = [row for row in rows if row[0] not in gone]
+            rows = _without(rows, gone, sorted_by_doc=single)
         held = self._delta.get(term)
         if held:
             rows.extend((doc, tf, length) for doc, (tf, length, wanted) in held.items()
