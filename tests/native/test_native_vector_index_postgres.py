@@ -342,15 +342,15 @@ async def test_a_shortlist_is_read_by_id(monkeypatch: pytest.MonkeyPatch, tmp_pa
         await bulk_add(provider, embedder,
                        [(ALICE, f"m{i}", v) for i, v in enumerate(vectors)], clock)
         sent: list[tuple[str, Any]] = []
-        original = PostgresTransaction._rows
+        original = PostgresTransaction._tuples
 
-        async def spy(self: PostgresTransaction, sql: str, params: Any = (),
+        async def spy(self: PostgresTransaction, sql: str, params: Any,
                       **kwargs: Any) -> Any:
-            if "among" in str(params):
+            if isinstance(params, dict) and "among" in params:
                 sent.append((sql, params))
             return await original(self, sql, params, **kwargs)
 
-        monkeypatch.setattr(PostgresTransaction, "_rows", spy)
+        monkeypatch.setattr(PostgresTransaction, "_tuples", spy)
         embedder.table["q"] = vectors[0]
         await searched(provider, SearchRequest((ALICE,), "q", 10), clock)
         assert sent and provider.vector_indexes.stats.fallbacks == 0
