@@ -61,7 +61,6 @@ _VECTOR_TRIGGER_FUNCTION: Final = (
     "CREATE FUNCTION vector_changed() RETURNS trigger LANGUAGE plpgsql"
     " SET search_path FROM CURRENT AS $body$ DECLARE n bigint; BEGIN"
     " IF TG_OP = 'INSERT' THEN " + _vector_bump("NEW", 1) +
-    " ELSIF TG_OP = 'DELETE' THEN " + _vector_bump("OLD", -1) +
     " ELSIF OLD.identity = NEW.identity AND OLD.scope_hash = NEW.scope_hash THEN "
     + _vector_bump("NEW", 0) +
     # An update that moved a vector to another identity or scope (no statement does
@@ -69,6 +68,31 @@ _VECTOR_TRIGGER_FUNCTION: Final = (
     " ELSE " + _vector_bump("OLD", -1) + " " + _vector_bump("NEW", 1) +
     " END IF; RETURN NULL; END $body$"
 )
+"""Row by row for stores and replacements: a write stores one vector per statement."""
+
+_VECTORS_REMOVED_FUNCTION: Final = (
+    "CREATE FUNCTION vectors_removed() RETURNS trigger LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $body$ DECLARE k record; top bigint; BEGIN"
+    " FOR k IN SELECT identity, scope_hash, count(*) AS n FROM gone"
+    " GROUP BY identity, scope_hash ORDER BY identity, scope_hash LOOP"
+    " INSERT INTO vector_scopes AS s (identity, scope_hash, seq, vectors)"
+    " VALUES (k.identity, k.scope_hash, k.n, 0) ON CONFLICT (identity, scope_hash)"
+    " DO UPDATE SET seq = s.seq + k.n, vectors = s.vectors - k.n RETURNING s.seq INTO top;"
+    " INSERT INTO vector_changes (identity, scope_hash, seq, record_id)"
+    " SELECT k.identity, k.scope_hash, top - k.n + row_number() OVER (ORDER BY record_id),"
+    " record_id FROM gone WHERE identity = k.identity AND scope_hash = k.scope_hash;"
+    f" IF top > {VECTOR_LOG_KEEP:d} THEN DELETE FROM vector_changes"
+    " WHERE identity = k.identity AND scope_hash = k.scope_hash"
+    f" AND seq > top - k.n - {VECTOR_LOG_KEEP:d} AND seq <= top - {VECTOR_LOG_KEEP:d};"
+    " END IF; END LOOP; RETURN NULL; END $body$"
+)
+"""Once per statement for removals, over the statement's removed rows (``gone``): an
+erasure removes a thousand vectors per statement, and foreign-key cascades of one
+statement arrive together too. Each scope's row is then bumped once per statement by
+the number removed, and the removed ids logged under the seqs in between. Bumping one
+row once per vector made a ``delete_all`` of 10,000 vectors (one transaction) 2.4 times
+slower: every update of a row adds a version that later updates of the same row in the
+same transaction walk past."""
 
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
@@ -389,12 +413,12 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         version=7,
         description="the vector change log: a sequence and a bounded log of changed record "
-                    "ids per (embedder identity, scope), kept by a trigger",
+                    "ids per (embedder identity, scope), kept by triggers",
         statements=(
             # An in-process vector index of a scope reads its row here on every search:
             # the same seq means nothing changed since it caught up; a larger one names
-            # the changes to read from vector_changes (see vector_index). Kept by a
-            # trigger on memory_vectors, so every statement that stores, replaces or
+            # the changes to read from vector_changes (see vector_index). Kept by
+            # triggers on memory_vectors, so every statement that stores, replaces or
             # removes a vector (erasure and foreign-key cascades included), in any
             # process, bumps it in its own transaction. The row lock the bump takes is
             # no new wait: a scope belongs to one tenant, whose writers are serialised
@@ -433,8 +457,12 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             " (identity, scope_hash, record_id)",
             "DROP INDEX memory_vectors_identity",
             _VECTOR_TRIGGER_FUNCTION,
-            "CREATE TRIGGER vector_changed AFTER INSERT OR UPDATE OR DELETE ON memory_vectors"
+            "CREATE TRIGGER vector_changed AFTER INSERT OR UPDATE ON memory_vectors"
             " FOR EACH ROW EXECUTE FUNCTION vector_changed()",
+            _VECTORS_REMOVED_FUNCTION,
+            "CREATE TRIGGER vectors_removed AFTER DELETE ON memory_vectors"
+            " REFERENCING OLD TABLE AS gone FOR EACH STATEMENT"
+            " EXECUTE FUNCTION vectors_removed()",
         ),
     ),
 )

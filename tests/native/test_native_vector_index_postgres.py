@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 from governed_memory import (
+    DeleteAllRequest,
     DeleteRequest,
     ManualClock,
     MemoryNotFoundError,
@@ -217,6 +218,9 @@ def test_concurrent_tenant_writers_keep_the_log_exact(
 # -- the bounded tail ---------------------------------------------------------------------
 
 async def test_the_log_keeps_a_bounded_tail(tmp_path: Path, clock: ManualClock) -> None:
+    """Row by row (replacements) and a statement's removals at once (``delete_all``:
+    one bump by the number removed, the ids under the seqs in between): the log keeps
+    exactly the last ``VECTOR_LOG_KEEP`` changes."""
     embedder = TableEmbedder()
     provider = provider_for("postgres", tmp_path, clock, embedder)
     await provider.start()
@@ -230,6 +234,14 @@ async def test_the_log_keeps_a_bounded_tail(tmp_path: Path, clock: ManualClock) 
             (VECTOR_LOG_KEEP + 50, 7)]
         assert _sql(schema, "SELECT min(seq), max(seq), count(*) FROM vector_changes") == [
             (51, VECTOR_LOG_KEEP + 50, VECTOR_LOG_KEEP)]
+        await provider.delete_all(DeleteAllRequest(ALICE), make_ctx(clock))
+        top = VECTOR_LOG_KEEP + 57
+        assert _sql(schema, "SELECT seq, vectors FROM vector_scopes") == [(top, 0)]
+        assert _sql(schema, "SELECT min(seq), max(seq), count(*) FROM vector_changes") == [
+            (58, top, VECTOR_LOG_KEEP)]
+        assert sorted(row[0] for row in _sql(
+            schema, "SELECT record_id FROM vector_changes WHERE seq > %s",
+            VECTOR_LOG_KEEP + 50)) == sorted(record.id for record in records)
     finally:
         await provider.close()
 
