@@ -631,7 +631,7 @@ class PostgresTransaction(SharedStatements):
 
     # -- the vector change log (port.VectorChangeLog) -----------------------------------
     #
-    # Kept by the trigger on memory_vectors (postgres_schema v7). A search reads it in its
+    # Kept by the triggers on memory_vectors (postgres_schema v7). A search reads it in its
     # REPEATABLE READ snapshot: every change up to the seq it reads is visible to it, and
     # none after (see postgres_schema._vector_bump).
 
@@ -673,8 +673,8 @@ class PostgresTransaction(SharedStatements):
         """On a worker thread: a PostgreSQL unit runs on the event loop, which must not
         build or scan an index.
 
-        Shielded: once started, ``work`` runs to its end even if the caller is cancelled
-        meanwhile (its changes to an index are made whole under the index's lock; a
+        Shielded: once handed over, ``work`` runs to its end even if the caller is
+        cancelled meanwhile (its changes to an index are made whole under the index's lock; a
         half-run one would be wiped anyway), and the caller's cancellation still
         propagates at once. The unit's statements are not touched by it.
         """
@@ -893,8 +893,8 @@ class PostgresTransaction(SharedStatements):
             await super().mark_indexed(record_id, version)
 
     async def put_vector(self, vector: StoredVector) -> None:
-        """The shared statements, queued: they return nothing (the trigger on
-        ``memory_vectors`` logs the change in the same transaction)."""
+        """The shared statements, queued: they return nothing (the triggers on
+        ``memory_vectors`` log the change in the same transaction)."""
         with self._deferred():
             await super().put_vector(vector)
 
