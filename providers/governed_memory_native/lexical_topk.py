@@ -209,7 +209,7 @@ class _Search(Generic[Doc]):
                 frequencies[doc] = {term: frequency}
                 lengths[doc] = length
                 partial[doc] = part
-            else:
+            elif term not in known:  # a document completed early already counts this term
                 known[term] = frequency
                 partial[doc] += part
 
