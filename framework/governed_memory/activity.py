@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import attrs
 from opentelemetry.metrics import MeterProvider
@@ -26,7 +25,6 @@ from governed_memory.errors import (
     REFUSALS,
     MemoryCapabilityUnsupportedError,
     MemoryError,
-    MemoryNotFoundError,
     MemoryPolicyDeniedError,
     MemoryScopeError,
     MemoryStorageError,
@@ -36,14 +34,12 @@ from governed_memory.errors import (
 from governed_memory.events import (
     RECEIPT_EVENT,
     AuditUnavailableError,
-    ErasureEvidence,
     EventBus,
     MemoryEvent,
     event_id,
     subject_hash,
 )
 from governed_memory.ids import new_id
-from governed_memory.maintenance import StoreRequest
 from governed_memory.operations import Operation, OperationKind
 from governed_memory.outbox import (
     Drain,
@@ -61,52 +57,31 @@ from governed_memory.policy import (
 from governed_memory.principal import Principal
 from governed_memory.provider import MemoryProvider, UsageReportingProvider
 from governed_memory.records import (
-    CleanupPage,
-    DeleteResult,
     ErasureReceipt,
-    MemoryRecord,
-    MemoryVersion,
-    Page,
     RecordStatus,
-    SearchResult,
 )
+from governed_memory.request import Request, Summary
 from governed_memory.requests import (
     AddRequest,
     DedupMode,
     DeleteUserRequest,
-    MemoryRequest,
     SearchRequest,
     UpdateRequest,
 )
 from governed_memory.scope import Scope
-from governed_memory.tiers.results import TierResult
 from governed_memory.usage import Usage, UsageProbe, UsageQuery
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
 
-# Operations that only some providers offer, and the capability that declares them.
-_CAPABILITY_OF: dict[Operation, str] = {Operation.APPROVE: "review",
-                                        Operation.REJECT: "review",
-                                        Operation.LIST_PENDING: "review"}
 
 # An operation emits at most one event of each kind; the kind numbers its event id, so
 # every kind needs its own number (a write that timed out may be ``failed`` here and
 # ``committed`` from the provider's outbox, and both must reach the trail).
 _SEQUENCE = {"requested": 0, "scope_violation": 1, "rejected": 2, "failed": 3,
              "committed": 4, "completed": 5, "receipt": 6}
-
-
-@attrs.frozen(slots=True)
-class _Summary:
-    record_ids: tuple[str, ...] = ()
-    versions: tuple[int, ...] = ()
-    content_hashes: tuple[str, ...] = ()
-    count: int | None = None
-    scope_hashes: tuple[str, ...] = ()
-    reasons: tuple[str, ...] = ()
-    erasure: ErasureEvidence | None = None
 
 
 class ActivityPort:
@@ -172,8 +147,8 @@ class ActivityPort:
     # -- events -----------------------------------------------------------------------
 
     def _event(self, kind: str, operation: Operation, ctx: OperationContext,
-               request: MemoryRequest | None, *, decision: PolicyDecision | None = None,
-               summary: _Summary | None = None, error: BaseException | None = None,
+               request: Request[Any] | None, *, decision: PolicyDecision | None = None,
+               summary: Summary | None = None, error: BaseException | None = None,
                started: float | None = None, outcome: str | None = None) -> MemoryEvent:
         # A request that failed validation may hold anything where its scopes belong.
         scopes = tuple(s for s in request.target_scopes() if isinstance(s, Scope)
@@ -182,7 +157,7 @@ class ActivityPort:
         tenant = (request.tenant_id if isinstance(request, DeleteUserRequest)
                   else scopes[0].tenant_id if scopes else ctx.principal.tenant_id)
         subjects = _subjects(request, scopes)
-        summary = summary or _Summary()
+        summary = summary or Summary()
         return MemoryEvent(
             event_id=event_id(ctx.operation_id, _SEQUENCE.get(kind, 9)),
             type=f"memory.{operation.kind.value}.{kind}",
@@ -224,7 +199,7 @@ class ActivityPort:
 
     # -- the pipeline -----------------------------------------------------------------
 
-    async def execute(self, request: MemoryRequest, principal: Principal) -> Any:
+    async def execute(self, request: Request[T], principal: Principal) -> T:
         operation = request.operation
         started = time.perf_counter()
         ctx = OperationContext("op_" + new_id(), principal, self.clock.now(), self.profile)
@@ -270,8 +245,8 @@ class ActivityPort:
             tm.span_name(operation, self._provider_name), kind=SpanKind.INTERNAL,
             attributes=attributes, record_exception=False, set_status_on_exception=False)
 
-    async def _run(self, operation: Operation, request: MemoryRequest, ctx: OperationContext,
-                   span: Any, started: float) -> Any:
+    async def _run(self, operation: Operation, request: Request[T], ctx: OperationContext,
+                   span: Any, started: float) -> T:
         try:
             request.validate()
             _check_against_clock(request, ctx.now)
@@ -331,12 +306,10 @@ class ActivityPort:
                                                 started=started))
             raise error
 
-        request = decision.request
-        if decision.effect is Effect.REVIEW and isinstance(request, AddRequest):
-            request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
-        if self.dedup is not DedupMode.OFF and isinstance(request, AddRequest):
-            request = attrs.evolve(request, dedup=self.dedup,
-                                   dedup_threshold=self.dedup_threshold)
+        # A policy's transform keeps the request's type (``_transform_problem``).
+        request = cast(Request[T], decision.request)
+        if isinstance(request, AddRequest):
+            request = cast(Request[T], self._governed_add(request, decision))
         if self.capture_content:
             _capture(span, request)
         ctx = attrs.evolve(ctx, decision_id=decision.decision_id,
@@ -347,8 +320,8 @@ class ActivityPort:
                                 outcome="committed")
             ctx = attrs.evolve(ctx, committed_event=draft)
         try:
-            result = await self._call_provider(operation, request, ctx, deadline)
-            result, summary = await self._verify(operation, request, result, ctx)
+            result = await self._call_provider(request, ctx, deadline)
+            result, summary = await self._verify(request, result, ctx)
         except MemoryError as exc:
             kind = "rejected" if isinstance(exc, REFUSALS) else "failed"
             await self._close_trail(self._event(kind, operation, ctx, request,
@@ -376,7 +349,17 @@ class ActivityPort:
             await self._record_receipt(result, event, recorded)
         return result
 
-    async def _decide(self, operation: Operation, request: MemoryRequest,
+    def _governed_add(self, request: AddRequest, decision: PolicyDecision) -> AddRequest:
+        """What governance itself sets on an add: held for review when a policy said
+        so, and the profile's dedup mode."""
+        if decision.effect is Effect.REVIEW:
+            request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
+        if self.dedup is not DedupMode.OFF:
+            request = attrs.evolve(request, dedup=self.dedup,
+                                   dedup_threshold=self.dedup_threshold)
+        return request
+
+    async def _decide(self, operation: Operation, request: Request[Any],
                       ctx: OperationContext) -> PolicyDecision:
         """The policy decision, in a child span of its own: how long governance took
         and what it decided, apart from the provider's time."""
@@ -479,47 +462,19 @@ class ActivityPort:
 
         return probe
 
-    async def _call_provider(self, operation: Operation, request: MemoryRequest,
-                             ctx: OperationContext, deadline: float | None) -> Any:
-        capability = _CAPABILITY_OF.get(operation)
+    async def _call_provider(self, request: Request[T], ctx: OperationContext,
+                             deadline: float | None) -> T:
+        operation = request.operation
+        capability = request.capability
         if capability is not None and not (self._declares(capability)
                                            and hasattr(self._provider, operation.value)):
             raise MemoryCapabilityUnsupportedError(
                 f"provider {self._provider_name} does not support {operation.value} "
                 f"(capability {capability!r})"
             )
-        handler: Callable[..., Any]
-        if isinstance(request, StoreRequest):
-            store_request = request
-
-            async def handler(_: object, __: OperationContext) -> Any:
-                return await store_request.call(self._provider)
-        elif operation is Operation.LOOKUP:
-            from governed_memory.lookup import Found
-            from governed_memory.requests import LookupRequest
-
-            assert isinstance(request, LookupRequest)
-            get = request.as_get()
-
-            async def handler(_: object, ctx: OperationContext) -> Any:
-                try:
-                    record = await self._provider.get(get, ctx)
-                except MemoryNotFoundError:
-                    return Found(None)
-                return Found(record if record.is_visible(ctx.now) else None)
-        elif operation is Operation.SNAPSHOT_HEADER:
-            from governed_memory.replay import SnapshotHeaderRequest, read_header
-
-            assert isinstance(request, SnapshotHeaderRequest)
-            header_request = request
-
-            async def handler(_: object, __: OperationContext) -> Any:
-                return await read_header(self._provider, header_request)
-        else:
-            handler = getattr(self._provider, operation.value)
         try:
             async with asyncio.timeout_at(deadline):
-                return await handler(request, ctx)
+                return await request.send(self._provider, ctx)
         except MemoryError:
             raise
         except TimeoutError:
@@ -537,92 +492,25 @@ class ActivityPort:
 
     # -- verification -----------------------------------------------------------------
 
-    async def _verify(self, operation: Operation, request: MemoryRequest, result: Any,
-                      ctx: OperationContext) -> tuple[Any, _Summary]:
-        allowed = {scope.scope_hash for scope in request.target_scopes()}
-        dropped: list[str] = []
-        reading = operation.kind is OperationKind.READ
+    async def _verify(self, request: Request[T], result: T,
+                      ctx: OperationContext) -> tuple[T, Summary]:
+        """What the provider returned, checked against the scopes the decision allowed
+        (the request knows the shape of its result): strays are reported as a scope
+        violation, and a result with nothing safe left raises."""
+        allowed = frozenset(scope.scope_hash for scope in request.target_scopes())
+        checked = request.check(result, allowed, ctx)
+        if checked.stray:
+            await self._report_violation(request.operation, request, ctx, list(checked.stray))
+        if checked.error is not None:
+            raise checked.error
+        return checked.result, checked.summary
 
-        def owned(record: MemoryRecord) -> bool:
-            good = (record.scope_hash in allowed
-                    and record.scope.scope_hash == record.scope_hash)
-            if not good:
-                dropped.append(record.id)
-            return good
-
-        def visible(record: MemoryRecord) -> bool:
-            if operation is Operation.LIST_PENDING:  # the review queue shows what reads hide
-                return (record.status is RecordStatus.PENDING_REVIEW
-                        and not record.is_expired(ctx.now))
-            return operation is Operation.HISTORY or record.is_visible(ctx.now)
-
-        summary: _Summary
-        if isinstance(result, MemoryRecord):
-            if not owned(result):
-                await self._report_violation(operation, request, ctx, dropped)
-                if reading:
-                    raise MemoryNotFoundError("no such record in this scope")
-                raise MemoryStorageError("provider returned a record of another scope")
-            if reading and not visible(result):
-                raise MemoryNotFoundError("no such record in this scope")
-            summary = _Summary((result.id,), (result.version,), (result.content_hash,), 1)
-        elif isinstance(result, Page):
-            items = tuple(r for r in result.items if owned(r) and visible(r))
-            result = Page(items, result.next_cursor)
-            summary = _Summary(tuple(r.id for r in items), tuple(r.version for r in items),
-                               (), len(items))
-        elif isinstance(result, SearchResult):
-            if result.snapshot_id is not None:
-                ctx.notes.add(f"snapshot {result.snapshot_id}")  # where replay finds it
-            hits = tuple(h for h in result.hits if owned(h.record) and visible(h.record))
-            result = attrs.evolve(result, hits=hits)  # keeps candidates, snapshot_id
-            summary = _Summary(tuple(h.record.id for h in hits),
-                               tuple(h.record.version for h in hits), (), len(hits))
-        elif isinstance(result, tuple) and all(isinstance(v, MemoryVersion) for v in result):
-            versions = tuple(v for v in result if owned(v.record))
-            result = versions
-            summary = _Summary(tuple(dict.fromkeys(v.record.id for v in versions)),
-                               tuple(v.record.version for v in versions), (), len(versions))
-        elif isinstance(result, DeleteResult):
-            if result.scope_hash not in allowed:
-                dropped.append(result.record_id)
-                await self._report_violation(operation, request, ctx, dropped)
-                raise MemoryStorageError("provider deleted in another scope")
-            summary = _Summary((result.record_id,),
-                               () if result.version is None else (result.version,), (), 1)
-        elif isinstance(result, ErasureReceipt):
-            assert isinstance(request, DeleteUserRequest)
-            if (result.tenant_id, result.user_id) != (request.tenant_id, request.user_id):
-                raise MemoryStorageError("provider erased another subject")
-            summary = _Summary(count=result.total, scope_hashes=result.scope_hashes,
-                               reasons=(f"receipt {result.receipt_hash}",),
-                               erasure=erasure_evidence(result))
-        elif isinstance(result, CleanupPage):
-            summary = _Summary(count=result.deleted)
-        elif isinstance(result, TierResult):
-            # Turns, working state and context records (governed_memory.tiers) check
-            # their own scope hashes; strays are dropped and reported like records.
-            audit = result.audit(allowed)
-            result = audit.result
-            dropped.extend(audit.stray)
-            summary = _Summary(audit.record_ids, audit.versions, audit.content_hashes,
-                               audit.count, reasons=audit.reasons)
-        elif isinstance(result, int) and not isinstance(result, bool):
-            summary = _Summary(count=result)
-        else:
-            raise MemoryStorageError(
-                f"provider returned {type(result).__name__} for {operation.value}"
-            )
-        if dropped:
-            await self._report_violation(operation, request, ctx, dropped)
-        return result, summary
-
-    async def _report_violation(self, operation: Operation, request: MemoryRequest,
+    async def _report_violation(self, operation: Operation, request: Request[Any],
                                 ctx: OperationContext, record_ids: list[str]) -> None:
         log.warning("provider %s returned %d record(s) outside the requested scope or "
                     "visibility in %s", self._provider_name, len(record_ids), operation.value)
         event = self._event("scope_violation", operation, ctx, request,
-                            summary=_Summary(record_ids=tuple(record_ids),
+                            summary=Summary(record_ids=tuple(record_ids),
                                              count=len(record_ids)),
                             outcome="dropped")
         await self.events.emit(attrs.evolve(event, type="memory.read.scope_violation"))
@@ -644,7 +532,7 @@ def _metric_outcome(exc: MemoryError) -> str:
     return _outcome_of(exc)
 
 
-def _subjects(request: MemoryRequest | None, scopes: tuple[Scope, ...]) -> tuple[str, ...]:
+def _subjects(request: Request[Any] | None, scopes: tuple[Scope, ...]) -> tuple[str, ...]:
     """The data subjects an operation concerns: the erased user, or each user
     dimension among its scopes."""
     if isinstance(request, DeleteUserRequest) or (request is not None and not scopes):
@@ -658,7 +546,7 @@ def _subjects(request: MemoryRequest | None, scopes: tuple[Scope, ...]) -> tuple
                                for scope in scopes if scope.user_id is not None))
 
 
-def _check_against_clock(request: MemoryRequest, now: float) -> None:
+def _check_against_clock(request: Request[Any], now: float) -> None:
     """What only the operation's clock can refuse: a new record that would already be
     expired is invisible to every read from the moment it is written, so writing it is
     a mistake, not a memory. (An update may still set an expiry that has passed: that
@@ -669,7 +557,7 @@ def _check_against_clock(request: MemoryRequest, now: float) -> None:
                                     field="expires_at")
 
 
-def _capture(span: Any, request: MemoryRequest) -> None:
+def _capture(span: Any, request: Request[Any]) -> None:
     """Opt-in content capture (``privacy.capture_content_in_traces``), after policies
     ran, so what a redaction policy removed never reaches the trace either."""
     if isinstance(request, SearchRequest):

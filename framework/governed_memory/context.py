@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from governed_memory.events import MemoryEvent
 from governed_memory.principal import Principal
+from governed_memory.request import Request
 
 
 @attrs.frozen(slots=True)
@@ -71,8 +74,8 @@ class OperationContext:
     """Side effects the provider reports (:class:`OperationNotes`); shared by every
     evolved copy of this context."""
 
-    def fingerprint_of(self, request: object) -> str:
+    def fingerprint_of(self, request: Request[Any]) -> str:
         """The idempotency fingerprint to store or compare for ``request``."""
         if self.request_fingerprint is not None:
             return self.request_fingerprint
-        return request.fingerprint()  # type: ignore[attr-defined, no-any-return]
+        return request.fingerprint()

@@ -14,10 +14,9 @@ operator's tenant and carry counts, never record content.
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Sequence, Set
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -31,10 +30,14 @@ from governed_memory.indexing import (
     WorkerReport,
     indexing_provider_of,
 )
-from governed_memory.limits import canonical_json, check_text
+from governed_memory.limits import check_text
 from governed_memory.operations import Operation
-from governed_memory.scope import Scope
-from governed_memory.tiers.results import TierAudit, TierResult
+from governed_memory.request import Audited, Checked, Request, summarised
+
+if TYPE_CHECKING:
+    from governed_memory.context import OperationContext
+
+ResultT = TypeVar("ResultT")
 
 MAX_DEAD_LISTED = 1000
 MAX_WORKER_BATCH = 1000
@@ -49,27 +52,12 @@ def _check_int(value: object, field: str, low: int, high: int) -> None:
                                     field=field)
 
 
-class StoreRequest:
-    """Base of the store-wide requests: no scope, an operator's permission."""
+class StoreRequest(Request[ResultT]):
+    """Base of the store-wide requests: no scope, an operator's permission. ``send``
+    takes the port's provider as it is (under any wrapper) and raises
+    ``MemoryCapabilityUnsupportedError`` if it cannot do this."""
 
-    operation: ClassVar[Operation]
-
-    def target_scopes(self) -> tuple[Scope, ...]:
-        return ()
-
-    def validate(self) -> None:  # pragma: no cover - every request overrides
-        raise NotImplementedError
-
-    def fingerprint(self) -> str:
-        body = {"operation": self.operation.value,
-                **{field.name: _plain(getattr(self, field.name))
-                   for field in attrs.fields(type(self))}}  # type: ignore[arg-type]
-        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
-
-    async def call(self, provider: object) -> TierResult:  # pragma: no cover
-        """Run against the port's provider (under any wrapper); raises
-        ``MemoryCapabilityUnsupportedError`` if it cannot do this."""
-        raise NotImplementedError
+    __slots__ = ()
 
 
 def _indexing(provider: object) -> IndexingProvider:
@@ -106,65 +94,59 @@ def _job_ids(value: Sequence[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
 @attrs.frozen(slots=True)
-class OutboxReport(TierResult):
+class OutboxReport(Audited):
     """The outbox's state and its oldest dead letters (ids and error codes only)."""
 
     status: OutboxStatus
     dead: tuple[IndexJob, ...] = ()
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[OutboxReport]:
         status = self.status
-        return TierAudit(self, count=status.pending + status.leased + status.dead,
+        return summarised(self, count=status.pending + status.leased + status.dead,
                          reasons=(f"pending {status.pending}", f"leased {status.leased}",
                                   f"dead {status.dead}",
                                   f"missing vectors {status.missing_vectors}"))
 
 
 @attrs.frozen(slots=True)
-class WorkerRound(TierResult):
+class WorkerRound(Audited):
     """What one worker round did."""
 
     report: WorkerReport
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[WorkerRound]:
         report = self.report
-        return TierAudit(self, count=report.leased, reasons=tuple(
+        return summarised(self, count=report.leased, reasons=tuple(
             f"{field.name} {getattr(report, field.name)}"
             for field in attrs.fields(WorkerReport) if getattr(report, field.name)))
 
 
 @attrs.frozen(slots=True)
-class Requeued(TierResult):
+class Requeued(Audited):
     """How many dead letters went back to pending."""
 
     count: int
 
-    def audit(self, allowed: set[str]) -> TierAudit:
-        return TierAudit(self, count=self.count)
+    def audit(self, allowed: Set[str]) -> Checked[Requeued]:
+        return summarised(self, count=self.count)
 
 
 @attrs.frozen(slots=True)
-class ReindexStep(TierResult):
+class ReindexStep(Audited):
     """One page of a reindex."""
 
     page: ReindexPage
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[ReindexStep]:
         page = self.page
-        return TierAudit(self, count=page.enqueued,
+        return summarised(self, count=page.enqueued,
                          reasons=(f"scanned {page.scanned}", f"enqueued {page.enqueued}",
                                   f"of {page.total}"))
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class OutboxStatusRequest(StoreRequest):
+class OutboxStatusRequest(StoreRequest[OutboxReport]):
     """Job counts by state, vectors by embedder, and up to ``dead_limit`` dead letters."""
 
     operation: ClassVar[Operation] = Operation.INDEX_STATUS
@@ -174,8 +156,8 @@ class OutboxStatusRequest(StoreRequest):
     def validate(self) -> None:
         _check_int(self.dead_limit, "dead_limit", 0, MAX_DEAD_LISTED)
 
-    async def call(self, provider: object) -> OutboxReport:
-        indexing = _indexing(provider)
+    async def send(self, target: object, ctx: OperationContext) -> OutboxReport:
+        indexing = _indexing(target)
         status = await indexing.outbox_status()
         dead = (tuple(await indexing.index_jobs(JobState.DEAD, self.dead_limit))
                 if self.dead_limit else ())
@@ -183,7 +165,7 @@ class OutboxStatusRequest(StoreRequest):
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class ProcessIndexJobsRequest(StoreRequest):
+class ProcessIndexJobsRequest(StoreRequest[WorkerRound]):
     """One worker round: lease up to ``limit`` due jobs, do them, settle each."""
 
     operation: ClassVar[Operation] = Operation.PROCESS_INDEX_JOBS
@@ -200,14 +182,14 @@ class ProcessIndexJobsRequest(StoreRequest):
             raise MemoryValidationError("lease_s must be from 0.1 to 86400 seconds",
                                         field="lease_s")
 
-    async def call(self, provider: object) -> WorkerRound:
-        indexing = _indexing(provider)
+    async def send(self, target: object, ctx: OperationContext) -> WorkerRound:
+        indexing = _indexing(target)
         return WorkerRound(await indexing.process_index_jobs(
             worker_id=self.worker_id, limit=self.limit, lease_s=float(self.lease_s)))
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class RetryDeadJobsRequest(StoreRequest):
+class RetryDeadJobsRequest(StoreRequest[Requeued]):
     """Requeue dead letters (``job_ids=None``: all of them) with a fresh budget."""
 
     operation: ClassVar[Operation] = Operation.RETRY_INDEX_JOBS
@@ -223,14 +205,14 @@ class RetryDeadJobsRequest(StoreRequest):
         for i, job_id in enumerate(self.job_ids):
             check_text(job_id, f"job_ids[{i}]", max_bytes=128)
 
-    async def call(self, provider: object) -> Requeued:
-        indexing = _indexing(provider)
+    async def send(self, target: object, ctx: OperationContext) -> Requeued:
+        indexing = _indexing(target)
         ids: Sequence[str] | None = None if self.job_ids is None else list(self.job_ids)
         return Requeued(await indexing.retry_dead_jobs(ids))
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class ReindexRequest(StoreRequest):
+class ReindexRequest(StoreRequest[ReindexStep]):
     """One page of a reindex: queue embed jobs for live records lacking a current
     vector of the configured embedder; continue with the page's ``cursor``."""
 
@@ -244,24 +226,24 @@ class ReindexRequest(StoreRequest):
             check_text(self.cursor, "cursor", max_bytes=2048)
         _check_int(self.limit, "limit", 1, MAX_REINDEX_PAGE)
 
-    async def call(self, provider: object) -> ReindexStep:
-        indexing = _indexing(provider)
+    async def send(self, target: object, ctx: OperationContext) -> ReindexStep:
+        indexing = _indexing(target)
         return ReindexStep(await indexing.reindex(cursor=self.cursor, limit=self.limit))
 
 
 @attrs.frozen(slots=True)
-class Purged(TierResult):
+class Purged(Audited):
     """How much a maintenance step removed."""
 
     count: int
     what: str
 
-    def audit(self, allowed: set[str]) -> TierAudit:
-        return TierAudit(self, count=self.count, reasons=(f"{self.what} {self.count}",))
+    def audit(self, allowed: Set[str]) -> Checked[Purged]:
+        return summarised(self, count=self.count, reasons=(f"{self.what} {self.count}",))
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class PurgeSnapshotsRequest(StoreRequest):
+class PurgeSnapshotsRequest(StoreRequest[Purged]):
     """Remove up to ``limit`` retrieval snapshots past the provider's retention (the
     maintenance worker's round; a snapshot is never removed around governance)."""
 
@@ -272,8 +254,8 @@ class PurgeSnapshotsRequest(StoreRequest):
     def validate(self) -> None:
         _check_int(self.limit, "limit", 1, MAX_PURGE)
 
-    async def call(self, provider: object) -> Purged:
-        keeping = _snapshot_keeping(provider)
+    async def send(self, target: object, ctx: OperationContext) -> Purged:
+        keeping = _snapshot_keeping(target)
         return Purged(await keeping.purge_snapshots(limit=self.limit),
                       "expired retrieval snapshots removed")
 

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
@@ -25,19 +25,14 @@ from governed_memory.context import ProfileRef
 from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.indexing import ReindexPage, WorkerReport, WorkerSteps
-from governed_memory.lookup import Found
+from governed_memory.lookup import LookupRequest
 from governed_memory.maintenance import (
     OutboxReport,
     OutboxStatusRequest,
     ProcessIndexJobsRequest,
-    Purged,
     PurgeSnapshotsRequest,
     ReindexRequest,
-    ReindexStep,
-    Requeued,
     RetryDeadJobsRequest,
-    StoreRequest,
-    WorkerRound,
 )
 from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
@@ -66,6 +61,7 @@ from governed_memory.records import (
     SearchResult,
     Visibility,
 )
+from governed_memory.request import Request
 from governed_memory.requests import (
     AddRequest,
     ApproveRequest,
@@ -77,8 +73,6 @@ from governed_memory.requests import (
     HistoryRequest,
     ListPendingRequest,
     ListRequest,
-    LookupRequest,
-    MemoryRequest,
     PurgeExpiredRequest,
     RejectRequest,
     SearchRequest,
@@ -90,7 +84,7 @@ from governed_memory.telemetry import get_tracer
 if TYPE_CHECKING:
     from governed_memory.replay import ReplayResult
 
-R = TypeVar("R", bound=MemoryRequest)
+T = TypeVar("T")
 Q = TypeVar("Q")
 
 log = logging.getLogger(__name__)
@@ -393,14 +387,9 @@ class GovernedMemoryManager:
     # -- helpers ------------------------------------------------------------------------
 
     async def _execute(self, operation: Operation, principal: Principal,
-                       build: Callable[[], R]) -> Any:
+                       build: Callable[[], Request[T]]) -> T:
         request = await build_request(self.activity, operation, principal, build)
         return await self.activity.execute(request, principal)
-
-    async def _execute_store(self, operation: Operation, principal: Principal,
-                             build: Callable[[], StoreRequest]) -> Any:
-        request = await build_request(self.activity, operation, principal, build)
-        return await self.activity.execute(cast("MemoryRequest", request), principal)
 
     # -- operations ---------------------------------------------------------------------
 
@@ -423,7 +412,7 @@ class GovernedMemoryManager:
         expires_at: float | None = None,
         idempotency_key: str | None = None,
     ) -> MemoryRecord:
-        result: MemoryRecord = await self._execute(Operation.ADD, principal, lambda: AddRequest(
+        return await self._execute(Operation.ADD, principal, lambda: AddRequest(
             scope=scope, content=content,
             memory_type=_enum(MemoryType, memory_type, "memory_type"), key=key,
             metadata=metadata or {}, provenance=provenance,
@@ -432,31 +421,28 @@ class GovernedMemoryManager:
             invalid_at=invalid_at,
             supersedes=supersedes, expires_at=expires_at, idempotency_key=idempotency_key,
         ))
-        return result
 
     async def get(self, principal: Principal, scope: Scope, record_id: str | None = None, *,
                   key: str | None = None) -> MemoryRecord:
-        result: MemoryRecord = await self._execute(
+        return await self._execute(
             Operation.GET, principal, lambda: GetRequest(scope, record_id, key))
-        return result
 
     async def lookup(self, principal: Principal, scope: Scope, record_id: str | None = None,
                      *, key: str | None = None) -> MemoryRecord | None:
         """Like :meth:`get`, but a miss is ``None`` (a completed read in the trail), for
         callers that expect one, such as a component reading what it may not have
         written yet (``governed_memory.lookup``)."""
-        result: Found = await self._execute(
+        found = await self._execute(
             Operation.LOOKUP, principal, lambda: LookupRequest(scope, record_id, key))
-        return result.record
+        return found.record
 
     async def list(self, principal: Principal, scope: Scope, *, limit: int = 20,
                    cursor: str | None = None,
                    memory_types: Iterable[MemoryType | str] | None = None
                    ) -> Page[MemoryRecord]:
-        result: Page[MemoryRecord] = await self._execute(
+        return await self._execute(
             Operation.LIST, principal,
             lambda: ListRequest(scope, limit, cursor, _types(memory_types)))
-        return result
 
     async def search(self, principal: Principal, scopes: Scope | Sequence[Scope], query: str,
                      *, limit: int | None = None,
@@ -470,11 +456,10 @@ class GovernedMemoryManager:
         if limit is None:
             limit = self.profile_spec.retrieval.top_k if self.profile_spec else 10
         hits = limit
-        result: SearchResult = await self._execute(
+        return await self._execute(
             Operation.SEARCH, principal,
             lambda: SearchRequest(scope_tuple, query, hits, _types(memory_types),
                                   metadata_filter or {}, _strings(entity_ids, "entity_ids")))
-        return result
 
     async def replay(self, principal: Principal, snapshot_id: str) -> ReplayResult:
         """The exact record versions a past search returned (its ``snapshot_id``), with
@@ -504,7 +489,7 @@ class GovernedMemoryManager:
         idempotency_key: str | None = None,
         superseded_by: str | None = None,
     ) -> MemoryRecord:
-        result: MemoryRecord = await self._execute(
+        return await self._execute(
             Operation.UPDATE, principal, lambda: UpdateRequest(
                 scope=scope, record_id=record_id, expected_revision=expected_revision,
                 content=content,
@@ -516,38 +501,32 @@ class GovernedMemoryManager:
                 invalid_at=invalid_at, idempotency_key=idempotency_key,
                 superseded_by=superseded_by,
             ))
-        return result
 
     async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
                      expected_revision: str | None = None, hard: bool = False,
                      idempotency_key: str | None = None) -> DeleteResult:
-        result: DeleteResult = await self._execute(
+        return await self._execute(
             Operation.DELETE, principal,
             lambda: DeleteRequest(scope, record_id, expected_revision, hard, idempotency_key))
-        return result
 
     async def history(self, principal: Principal, scope: Scope,
                       record_id: str) -> tuple[MemoryVersion, ...]:
-        result: tuple[MemoryVersion, ...] = await self._execute(
+        return await self._execute(
             Operation.HISTORY, principal, lambda: HistoryRequest(scope, record_id))
-        return result
 
     async def delete_all(self, principal: Principal, scope: Scope) -> int:
-        result: int = await self._execute(Operation.DELETE_ALL, principal,
+        return await self._execute(Operation.DELETE_ALL, principal,
                                           lambda: DeleteAllRequest(scope))
-        return result
 
     async def delete_user(self, principal: Principal, tenant_id: str,
                           user_id: str) -> ErasureReceipt:
-        result: ErasureReceipt = await self._execute(
+        return await self._execute(
             Operation.DELETE_USER, principal, lambda: DeleteUserRequest(tenant_id, user_id))
-        return result
 
     async def purge_expired(self, principal: Principal, scope: Scope, *, limit: int = 100,
                             after: str | None = None) -> CleanupPage:
-        result: CleanupPage = await self._execute(
+        return await self._execute(
             Operation.PURGE_EXPIRED, principal, lambda: PurgeExpiredRequest(scope, limit, after))
-        return result
 
     # -- store-wide indexing work: an operator's (governed_memory.maintenance) ----------
 
@@ -556,15 +535,14 @@ class GovernedMemoryManager:
         """The indexing outbox: jobs by state, vectors by embedder, the oldest dead
         letters. ``principal`` is an operator: a service principal with
         ``memory:admin`` bound to no user."""
-        result: OutboxReport = await self._execute_store(
+        return await self._execute(
             Operation.INDEX_STATUS, principal,
             lambda: OutboxStatusRequest(dead_limit=dead_limit))
-        return result
 
     async def process_index_jobs(self, principal: Principal, *, worker_id: str,
                                  limit: int = 32, lease_s: float = 60.0) -> WorkerReport:
         """One worker round: lease up to ``limit`` due jobs, embed, settle each."""
-        result: WorkerRound = await self._execute_store(
+        result = await self._execute(
             Operation.PROCESS_INDEX_JOBS, principal,
             lambda: ProcessIndexJobsRequest(worker_id=worker_id, limit=limit,
                                             lease_s=lease_s))
@@ -573,7 +551,7 @@ class GovernedMemoryManager:
     async def retry_dead_jobs(self, principal: Principal,
                               job_ids: Sequence[str] | None = None) -> int:
         """Requeue dead letters (all of them when ``job_ids`` is ``None``)."""
-        result: Requeued = await self._execute_store(
+        result = await self._execute(
             Operation.RETRY_INDEX_JOBS, principal,
             lambda: RetryDeadJobsRequest(job_ids=job_ids))
         return result.count
@@ -581,7 +559,7 @@ class GovernedMemoryManager:
     async def reindex(self, principal: Principal, *, cursor: str | None = None,
                       limit: int = 500) -> ReindexPage:
         """One page of a reindex; continue with the page's ``cursor`` until ``None``."""
-        result: ReindexStep = await self._execute_store(
+        result = await self._execute(
             Operation.REINDEX, principal, lambda: ReindexRequest(cursor=cursor, limit=limit))
         return result.page
 
@@ -589,7 +567,7 @@ class GovernedMemoryManager:
                               limit: int = MAINTENANCE_BATCH) -> int:
         """The maintenance round: remove up to ``limit`` retrieval snapshots past the
         provider's retention; returns how many (``memory.maintenance.*`` events)."""
-        result: Purged = await self._execute_store(
+        result = await self._execute(
             Operation.PURGE_SNAPSHOTS, principal, lambda: PurgeSnapshotsRequest(limit=limit))
         return result.count
 
@@ -612,29 +590,26 @@ class GovernedMemoryManager:
         """The review queue of one exact scope, oldest first: records held as
         ``pending_review`` (needs ``memory:review``); decide each with ``approve`` or
         ``reject``."""
-        result: Page[MemoryRecord] = await self._execute(
+        return await self._execute(
             Operation.LIST_PENDING, principal, lambda: ListPendingRequest(scope, limit, cursor))
-        return result
 
     async def approve(self, principal: Principal, scope: Scope, record_id: str, *,
                       expected_revision: str | None = None,
                       idempotency_key: str | None = None) -> MemoryRecord:
         """Accept a memory held for review: it becomes active (a new version) and
         visible to reads. Takes ``memory:review``."""
-        result: MemoryRecord = await self._execute(
+        return await self._execute(
             Operation.APPROVE, principal,
             lambda: ApproveRequest(scope, record_id, expected_revision, idempotency_key))
-        return result
 
     async def reject(self, principal: Principal, scope: Scope, record_id: str, *,
                      expected_revision: str | None = None,
                      idempotency_key: str | None = None) -> DeleteResult:
         """Refuse a memory held for review: it is erased with its history (it was never
         accepted); the event trail keeps the rejection. Takes ``memory:review``."""
-        result: DeleteResult = await self._execute(
+        return await self._execute(
             Operation.REJECT, principal,
             lambda: RejectRequest(scope, record_id, expected_revision, idempotency_key))
-        return result
 
 
 async def build_request(port: ActivityPort, operation: Operation, principal: Principal,

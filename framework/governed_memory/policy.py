@@ -21,7 +21,8 @@ from governed_memory.errors import MemoryScopeError
 from governed_memory.limits import canonical_json
 from governed_memory.operations import STORE_OPERATIONS, Operation, OperationKind
 from governed_memory.principal import Permission, Principal, PrincipalKind
-from governed_memory.requests import AddRequest, DeleteUserRequest, MemoryRequest
+from governed_memory.request import Request
+from governed_memory.requests import AddRequest, DeleteUserRequest
 from governed_memory.usage import UsageProbe
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class PolicyCheck:
 
     operation: Operation
     principal: Principal
-    request: MemoryRequest
+    request: Request[Any]
     operation_id: str
     now: float
     usage: UsageProbe | None = None
@@ -62,7 +63,7 @@ class PolicyVerdict:
 
     effect: Effect
     reason: str = ""
-    request: MemoryRequest | None = None
+    request: Request[Any] | None = None
 
     @classmethod
     def allow(cls, reason: str = "") -> PolicyVerdict:
@@ -77,7 +78,7 @@ class PolicyVerdict:
         return cls(Effect.REVIEW, reason)
 
     @classmethod
-    def transform(cls, request: MemoryRequest, reason: str) -> PolicyVerdict:
+    def transform(cls, request: Request[Any], reason: str) -> PolicyVerdict:
         return cls(Effect.ALLOW, reason, request)
 
 
@@ -109,7 +110,7 @@ class PolicyDecision:
     effect: Effect
     policy_revision: str
     outcomes: tuple[PolicyOutcome, ...]
-    request: MemoryRequest
+    request: Request[Any]
 
     @property
     def allowed(self) -> bool:
@@ -127,7 +128,7 @@ class PolicyDecision:
                      if o.effect is not Effect.ALLOW or o.transformed)
 
 
-def authorize_scope(principal: Principal, request: MemoryRequest) -> str | None:
+def authorize_scope(principal: Principal, request: Request[Any]) -> str | None:
     """The fixed rule. Returns the reason for a denial, or ``None`` when allowed.
 
     - the principal's tenant must be the tenant of every scope touched;
@@ -249,7 +250,7 @@ class PolicyEngine:
         return verdict
 
 
-def _transform_problem(before: MemoryRequest, after: object) -> str | None:
+def _transform_problem(before: Request[Any], after: object) -> str | None:
     if type(after) is not type(before):
         return "changed the request type"
     assert isinstance(after, type(before))
@@ -257,8 +258,8 @@ def _transform_problem(before: MemoryRequest, after: object) -> str | None:
         s.scope_hash for s in before.target_scopes()
     ]:
         return "changed the scope"
-    if isinstance(before, DeleteUserRequest) and (
-        (after.tenant_id, after.user_id) != (before.tenant_id, before.user_id)  # type: ignore[union-attr]
+    if isinstance(before, DeleteUserRequest) and isinstance(after, DeleteUserRequest) and (
+        (after.tenant_id, after.user_id) != (before.tenant_id, before.user_id)
     ):
         return "changed the data subject"
     return None

@@ -8,7 +8,7 @@ depending on the backend. These helpers are that one wording.
 
 from __future__ import annotations
 
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from governed_memory.context import OperationContext
 from governed_memory.errors import (
@@ -17,6 +17,7 @@ from governed_memory.errors import (
     MemoryValidationError,
 )
 from governed_memory.records import MemoryRecord
+from governed_memory.request import Request
 
 __all__ = [
     "StoredFingerprint",
@@ -34,7 +35,7 @@ class StoredFingerprint(Protocol):
     def fingerprint(self) -> str: ...
 
 
-def idempotency_fingerprint(ctx: OperationContext, request: object) -> str:
+def idempotency_fingerprint(ctx: OperationContext, request: Request[Any]) -> str:
     """The idempotency fingerprint, or a validation error if it cannot be computed.
 
     The context's fingerprint wins when the manager set one: it hashes the request as

@@ -14,9 +14,8 @@ erased with ``delete_user`` raises :class:`SnapshotErasedError`.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, cast, runtime_checkable
+from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -26,16 +25,15 @@ from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryValidationError,
 )
-from governed_memory.limits import canonical_json, check_identifier
+from governed_memory.limits import check_identifier
 from governed_memory.operations import Operation
 from governed_memory.principal import Principal
 from governed_memory.records import SearchHit
+from governed_memory.request import Audited, Checked, Request, summarised
 from governed_memory.scope import Scope
-from governed_memory.tiers.results import TierAudit, TierResult
 
 if TYPE_CHECKING:
     from governed_memory.manager import GovernedMemoryManager
-    from governed_memory.requests import MemoryRequest
 
 MAX_SNAPSHOT_ID: Final = 64
 
@@ -61,7 +59,7 @@ def _check_snapshot_id(snapshot_id: object) -> None:
 
 
 @attrs.frozen(slots=True)
-class ReplayRequest:
+class ReplayRequest(Request["ReplayResult"]):
     """Replay one snapshot; ``scopes`` are the snapshot's, so governance sees them."""
 
     operation: ClassVar[Operation] = Operation.REPLAY
@@ -79,14 +77,12 @@ class ReplayRequest:
             raise MemoryValidationError("scopes must be a non-empty tuple of Scope",
                                         field="scopes")
 
-    def fingerprint(self) -> str:
-        body = {"operation": self.operation.value, "snapshot_id": self.snapshot_id,
-                "scopes": [scope.dimensions() for scope in self.scopes]}
-        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    async def send(self, target: object, ctx: OperationContext) -> ReplayResult:
+        return await _replaying(target).replay(self, ctx)
 
 
 @attrs.frozen(slots=True)
-class SnapshotHeaderRequest:
+class SnapshotHeaderRequest(Request["SnapshotHeader"]):
     """Find which scopes a snapshot of the principal's tenant covers: a governed read of
     its own, so even the lookup before a replay is decided, traced and evented."""
 
@@ -102,14 +98,12 @@ class SnapshotHeaderRequest:
         _check_snapshot_id(self.snapshot_id)
         check_identifier(self.tenant_id, "tenant_id")
 
-    def fingerprint(self) -> str:
-        body = {"operation": self.operation.value, "snapshot_id": self.snapshot_id,
-                "tenant_id": self.tenant_id}
-        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    async def send(self, target: object, ctx: OperationContext) -> SnapshotHeader:
+        return await _replaying(target).snapshot_header(self.snapshot_id, self.tenant_id)
 
 
 @attrs.frozen(slots=True)
-class SnapshotHeader(TierResult):
+class SnapshotHeader(Audited):
     """Who may replay a snapshot: its tenant and the exact scopes it searched."""
 
     snapshot_id: str
@@ -117,8 +111,8 @@ class SnapshotHeader(TierResult):
     scopes: tuple[Scope, ...]
     erased: bool = False
 
-    def audit(self, allowed: set[str]) -> TierAudit:
-        return TierAudit(self, count=len(self.scopes),
+    def audit(self, allowed: Set[str]) -> Checked[SnapshotHeader]:
+        return summarised(self, count=len(self.scopes),
                          reasons=(f"snapshot {self.snapshot_id}",
                                   *(("erased",) if self.erased else ())))
 
@@ -130,7 +124,7 @@ def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @attrs.frozen(slots=True)
-class ReplayResult(TierResult):
+class ReplayResult(Audited):
     """The hits of a past search, each record at the version it was returned at."""
 
     snapshot_id: str
@@ -155,13 +149,13 @@ class ReplayResult(TierResult):
     def records(self) -> tuple[Any, ...]:
         return tuple(hit.record for hit in self.hits)
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[ReplayResult]:
         stray = tuple(hit.record.id for hit in self.hits
                       if hit.record.scope_hash not in allowed
                       or hit.record.scope.scope_hash != hit.record.scope_hash)
         hits = tuple(hit for hit in self.hits if hit.record.id not in stray)
         kept = attrs.evolve(self, hits=hits)
-        return TierAudit(kept, record_ids=tuple(hit.record.id for hit in hits),
+        return summarised(kept, record_ids=tuple(hit.record.id for hit in hits),
                          versions=tuple(hit.record.version for hit in hits),
                          count=len(hits), stray=stray)
 
@@ -177,22 +171,16 @@ class ReplayingProvider(Protocol):
     async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult: ...
 
 
-async def read_header(provider: object, request: SnapshotHeaderRequest) -> SnapshotHeader:
-    """The activity port's call for a :class:`SnapshotHeaderRequest`."""
-    replaying = _replaying(provider)
-    if replaying is None:
-        raise MemoryCapabilityUnsupportedError(
-            "this provider stores no retrieval snapshots (no replay)")
-    return await replaying.snapshot_header(request.snapshot_id, request.tenant_id)
-
-
-def _replaying(provider: object) -> ReplayingProvider | None:
+def _replaying(provider: object) -> ReplayingProvider:
     for _ in range(8):
         if isinstance(getattr(type(provider), "inner", None), property):
             provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
             continue
         break
-    return provider if isinstance(provider, ReplayingProvider) else None
+    if not isinstance(provider, ReplayingProvider):
+        raise MemoryCapabilityUnsupportedError(
+            "this provider stores no retrieval snapshots (no replay)")
+    return provider
 
 
 async def replay_through(manager: GovernedMemoryManager, principal: Principal,
@@ -201,9 +189,8 @@ async def replay_through(manager: GovernedMemoryManager, principal: Principal,
     if not isinstance(principal, Principal):
         raise MemoryValidationError("principal must be a Principal from authenticated "
                                     "context", field="principal")
-    header: SnapshotHeader = await manager.activity.execute(
-        cast("MemoryRequest", SnapshotHeaderRequest(snapshot_id, principal.tenant_id)),
-        principal)
+    header = await manager.activity.execute(
+        SnapshotHeaderRequest(snapshot_id, principal.tenant_id), principal)
     if header.tenant_id != principal.tenant_id:
         raise MemoryNotFoundError("no snapshot with that id in this tenant")
     if header.erased:
@@ -211,6 +198,5 @@ async def replay_through(manager: GovernedMemoryManager, principal: Principal,
                                   "nothing of it can be replayed")
     # The port validates the request, authorizes the snapshot's scopes, records the
     # events, calls ``provider.replay`` and drops any hit of another scope.
-    request = cast("MemoryRequest", ReplayRequest(snapshot_id, header.scopes))
-    result: ReplayResult = await manager.activity.execute(request, principal)
-    return result
+    return await manager.activity.execute(ReplayRequest(snapshot_id, header.scopes),
+                                          principal)

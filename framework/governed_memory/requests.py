@@ -7,14 +7,17 @@ call, so a rejected request never reaches storage (and nothing is written).
 from __future__ import annotations
 
 import enum
-import hashlib
 import math
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Set
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 
-from governed_memory.errors import MemoryValidationError
+from governed_memory.errors import (
+    MemoryNotFoundError,
+    MemoryStorageError,
+    MemoryValidationError,
+)
 from governed_memory.limits import (
     MAX_CONTENT_BYTES,
     MAX_ENTITY_IDS,
@@ -22,7 +25,6 @@ from governed_memory.limits import (
     MAX_IDEMPOTENCY_KEY_BYTES,
     MAX_KEY_BYTES,
     MAX_QUERY_BYTES,
-    canonical_json,
     check_identifier,
     check_json_safe,
     check_metadata_budget,
@@ -30,14 +32,29 @@ from governed_memory.limits import (
     check_text,
 )
 from governed_memory.operations import Operation
+from governed_memory.outbox import erasure_evidence
 from governed_memory.records import (
+    CleanupPage,
+    DeleteResult,
+    ErasureReceipt,
+    MemoryRecord,
     MemoryType,
+    MemoryVersion,
+    Page,
     Provenance,
     RecordStatus,
+    SearchResult,
     Visibility,
     _frozen_mapping,
 )
+from governed_memory.request import Checked, Request, Summary, wrong_result
 from governed_memory.scope import Scope
+
+if TYPE_CHECKING:
+    from governed_memory.context import OperationContext
+    from governed_memory.provider import MemoryProvider, ReviewingProvider
+
+ResultT = TypeVar("ResultT")
 
 
 def _check_optional_text(value: str | None, field: str, max_bytes: int) -> None:
@@ -137,18 +154,13 @@ class DedupMode(enum.StrEnum):
     least ``dedup_threshold`` similar by the profile's embedder."""
 
 
-class _Request:
-    """Shared behaviour: the scopes touched and the idempotency fingerprint."""
+class _Request(Request[ResultT]):
+    """A long-term memory operation: its scope (or scopes) checked by type before its
+    own limits, and its result checked by the kind of value it is."""
 
-    operation: ClassVar[Operation]
-
-    def target_scopes(self) -> tuple[Scope, ...]:
-        """Every exact scope the operation reads or writes (empty for ``delete_user``)."""
-        scope = getattr(self, "scope", None)
-        return (scope,) if isinstance(scope, Scope) else ()
+    __slots__ = ()
 
     def validate(self) -> None:
-        """Check every limit and type; raises ``MemoryValidationError`` naming the field."""
         if isinstance(self, SearchRequest):
             if not isinstance(self.scopes, tuple) or not all(
                 isinstance(scope, Scope) for scope in self.scopes
@@ -161,23 +173,56 @@ class _Request:
     def _validate(self) -> None:  # pragma: no cover - every request overrides
         raise NotImplementedError
 
-    def fingerprint(self) -> str:
-        """Hash of everything but the idempotency key: "the same request" means this."""
-        from governed_memory.converter import converter
 
-        body = converter.unstructure(self)
-        body.pop("idempotency_key", None)
-        body["operation"] = self.operation.value
-        try:
-            text = canonical_json(body)
-        except ValueError:
-            raise MemoryValidationError("the request cannot be serialized as JSON",
-                                        field="metadata") from None
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+def _owned(record: MemoryRecord, allowed: Set[str]) -> bool:
+    return record.scope_hash in allowed and record.scope.scope_hash == record.scope_hash
+
+
+def _one_record(request: Request[Any], result: object, allowed: Set[str],
+                ctx: OperationContext, *, reading: bool) -> Checked[MemoryRecord]:
+    """A single record: of another scope it is a violation and nothing is returned (a
+    read answers "not found", a write reports a storage error); a read also hides a
+    record that is not visible now."""
+    if not isinstance(result, MemoryRecord):
+        return wrong_result(request, result)
+    if not _owned(result, allowed):
+        error = (MemoryNotFoundError("no such record in this scope") if reading
+                 else MemoryStorageError("provider returned a record of another scope"))
+        return Checked(result, stray=(result.id,), error=error)
+    if reading and not result.is_visible(ctx.now):
+        return Checked(result, error=MemoryNotFoundError("no such record in this scope"))
+    return Checked(result, Summary(record_ids=(result.id,), versions=(result.version,),
+                                   content_hashes=(result.content_hash,), count=1))
+
+
+def _page(request: Request[Any], result: object, allowed: Set[str],
+          shown: Callable[[MemoryRecord], bool]) -> Checked[Page[MemoryRecord]]:
+    """A page: records of another scope are reported and left out, records the
+    operation does not show (expired, pending) are left out silently."""
+    if not isinstance(result, Page):
+        return wrong_result(request, result)
+    stray = tuple(r.id for r in result.items if not _owned(r, allowed))
+    items = tuple(r for r in result.items if _owned(r, allowed) and shown(r))
+    return Checked(Page(items, result.next_cursor),
+                   Summary(record_ids=tuple(r.id for r in items),
+                           versions=tuple(r.version for r in items), count=len(items)),
+                   stray)
+
+
+def _deleted(request: Request[Any], result: object,
+             allowed: Set[str]) -> Checked[DeleteResult]:
+    if not isinstance(result, DeleteResult):
+        return wrong_result(request, result)
+    if result.scope_hash not in allowed:
+        return Checked(result, stray=(result.record_id,),
+                       error=MemoryStorageError("provider deleted in another scope"))
+    return Checked(result, Summary(record_ids=(result.record_id,),
+                                   versions=() if result.version is None else (result.version,),
+                                   count=1))
 
 
 @attrs.frozen(slots=True)
-class AddRequest(_Request):
+class AddRequest(_Request[MemoryRecord]):
     operation: ClassVar[Operation] = Operation.ADD
 
     scope: Scope
@@ -225,9 +270,16 @@ class AddRequest(_Request):
             raise MemoryValidationError("dedup_threshold must be in (0, 1]",
                                         field="dedup_threshold")
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+        return await target.add(self, ctx)
+
+    def check(self, result: MemoryRecord, allowed: Set[str],
+              ctx: OperationContext) -> Checked[MemoryRecord]:
+        return _one_record(self, result, allowed, ctx, reading=False)
+
 
 @attrs.frozen(slots=True)
-class GetRequest(_Request):
+class GetRequest(_Request[MemoryRecord]):
     operation: ClassVar[Operation] = Operation.GET
 
     scope: Scope
@@ -242,22 +294,20 @@ class GetRequest(_Request):
             _check_record_id(self.record_id)
         _check_optional_text(self.key, "key", MAX_KEY_BYTES)
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+        return await target.get(self, ctx)
 
-@attrs.frozen(slots=True)
-class LookupRequest(GetRequest):
-    """A ``get`` whose miss is an answer (``None``), not an error."""
-
-    operation: ClassVar[Operation] = Operation.LOOKUP
-
-    def as_get(self) -> GetRequest:
-        return GetRequest(self.scope, self.record_id, self.key)
+    def check(self, result: MemoryRecord, allowed: Set[str],
+              ctx: OperationContext) -> Checked[MemoryRecord]:
+        return _one_record(self, result, allowed, ctx, reading=True)
 
 
 @attrs.frozen(slots=True)
-class ListPendingRequest(_Request):
+class ListPendingRequest(_Request[Page[MemoryRecord]]):
     """The review queue of one exact scope: records held as ``pending_review``."""
 
     operation: ClassVar[Operation] = Operation.LIST_PENDING
+    capability: ClassVar[str | None] = "review"
 
     scope: Scope
     limit: int = 20
@@ -267,9 +317,18 @@ class ListPendingRequest(_Request):
         check_page_size(self.limit)
         _check_optional_text(self.cursor, "cursor", 2048)
 
+    async def send(self, target: ReviewingProvider, ctx: OperationContext) -> Page[MemoryRecord]:
+        return await target.list_pending(self, ctx)
+
+    def check(self, result: Page[MemoryRecord], allowed: Set[str],
+              ctx: OperationContext) -> Checked[Page[MemoryRecord]]:
+        return _page(self, result, allowed,
+                     lambda r: r.status is RecordStatus.PENDING_REVIEW
+                     and not r.is_expired(ctx.now))
+
 
 @attrs.frozen(slots=True)
-class ListRequest(_Request):
+class ListRequest(_Request[Page[MemoryRecord]]):
     operation: ClassVar[Operation] = Operation.LIST
 
     scope: Scope
@@ -281,9 +340,16 @@ class ListRequest(_Request):
         check_page_size(self.limit)
         _check_optional_text(self.cursor, "cursor", 2048)
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> Page[MemoryRecord]:
+        return await target.list(self, ctx)
+
+    def check(self, result: Page[MemoryRecord], allowed: Set[str],
+              ctx: OperationContext) -> Checked[Page[MemoryRecord]]:
+        return _page(self, result, allowed, lambda r: r.is_visible(ctx.now))
+
 
 @attrs.frozen(slots=True)
-class SearchRequest(_Request):
+class SearchRequest(_Request[SearchResult]):
     """A search over one or more exact scopes (a recall over several levels)."""
 
     operation: ClassVar[Operation] = Operation.SEARCH
@@ -322,9 +388,26 @@ class SearchRequest(_Request):
                                             field=f"metadata_filter.{name}")
         _check_entities(self.entity_ids)
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> SearchResult:
+        return await target.search(self, ctx)
+
+    def check(self, result: SearchResult, allowed: Set[str],
+              ctx: OperationContext) -> Checked[SearchResult]:
+        if not isinstance(result, SearchResult):
+            return wrong_result(self, result)
+        if result.snapshot_id is not None:
+            ctx.notes.add(f"snapshot {result.snapshot_id}")  # where replay finds it
+        stray = tuple(h.record.id for h in result.hits if not _owned(h.record, allowed))
+        hits = tuple(h for h in result.hits
+                     if _owned(h.record, allowed) and h.record.is_visible(ctx.now))
+        return Checked(attrs.evolve(result, hits=hits),  # keeps candidates, snapshot_id
+                       Summary(record_ids=tuple(h.record.id for h in hits),
+                               versions=tuple(h.record.version for h in hits),
+                               count=len(hits)), stray)
+
 
 @attrs.frozen(slots=True)
-class UpdateRequest(_Request):
+class UpdateRequest(_Request[MemoryRecord]):
     """Fields left ``None`` keep their value; ``clear_expires_at`` removes an expiry."""
 
     operation: ClassVar[Operation] = Operation.UPDATE
@@ -375,9 +458,16 @@ class UpdateRequest(_Request):
             "content", "memory_type", "metadata", "importance", "visibility", "entity_ids",
             "expires_at", "invalid_at", "superseded_by"))
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+        return await target.update(self, ctx)
+
+    def check(self, result: MemoryRecord, allowed: Set[str],
+              ctx: OperationContext) -> Checked[MemoryRecord]:
+        return _one_record(self, result, allowed, ctx, reading=False)
+
 
 @attrs.frozen(slots=True)
-class DeleteRequest(_Request):
+class DeleteRequest(_Request[DeleteResult]):
     operation: ClassVar[Operation] = Operation.DELETE
 
     scope: Scope
@@ -389,9 +479,16 @@ class DeleteRequest(_Request):
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> DeleteResult:
+        return await target.delete(self, ctx)
+
+    def check(self, result: DeleteResult, allowed: Set[str],
+              ctx: OperationContext) -> Checked[DeleteResult]:
+        return _deleted(self, result, allowed)
+
 
 @attrs.frozen(slots=True)
-class HistoryRequest(_Request):
+class HistoryRequest(_Request[tuple[MemoryVersion, ...]]):
     operation: ClassVar[Operation] = Operation.HISTORY
 
     scope: Scope
@@ -400,9 +497,25 @@ class HistoryRequest(_Request):
     def _validate(self) -> None:
         _check_record_id(self.record_id)
 
+    async def send(self, target: MemoryProvider,
+                   ctx: OperationContext) -> tuple[MemoryVersion, ...]:
+        return await target.history(self, ctx)
+
+    def check(self, result: tuple[MemoryVersion, ...], allowed: Set[str],
+              ctx: OperationContext) -> Checked[tuple[MemoryVersion, ...]]:
+        if not (isinstance(result, tuple)
+                and all(isinstance(v, MemoryVersion) for v in result)):
+            return wrong_result(self, result)
+        stray = tuple(v.record.id for v in result if not _owned(v.record, allowed))
+        versions = tuple(v for v in result if _owned(v.record, allowed))
+        return Checked(versions, Summary(
+            record_ids=tuple(dict.fromkeys(v.record.id for v in versions)),
+            versions=tuple(v.record.version for v in versions), count=len(versions)),
+            stray)
+
 
 @attrs.frozen(slots=True)
-class DeleteAllRequest(_Request):
+class DeleteAllRequest(_Request[int]):
     """Physically erase one exact scope, live and expired records alike."""
 
     operation: ClassVar[Operation] = Operation.DELETE_ALL
@@ -412,9 +525,18 @@ class DeleteAllRequest(_Request):
     def _validate(self) -> None:
         return None
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> int:
+        return await target.delete_all(self, ctx)
+
+    def check(self, result: int, allowed: Set[str],
+              ctx: OperationContext) -> Checked[int]:
+        if isinstance(result, bool) or not isinstance(result, int):
+            return wrong_result(self, result)
+        return Checked(result, Summary(count=result))
+
 
 @attrs.frozen(slots=True)
-class DeleteUserRequest(_Request):
+class DeleteUserRequest(_Request[ErasureReceipt]):
     """Erase one user in every scope of their tenant; the result is an erasure receipt."""
 
     operation: ClassVar[Operation] = Operation.DELETE_USER
@@ -426,9 +548,22 @@ class DeleteUserRequest(_Request):
         check_identifier(self.tenant_id, "tenant_id")
         check_identifier(self.user_id, "user_id")
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> ErasureReceipt:
+        return await target.delete_user(self, ctx)
+
+    def check(self, result: ErasureReceipt, allowed: Set[str],
+              ctx: OperationContext) -> Checked[ErasureReceipt]:
+        if not isinstance(result, ErasureReceipt):
+            return wrong_result(self, result)
+        if (result.tenant_id, result.user_id) != (self.tenant_id, self.user_id):
+            return Checked(result, error=MemoryStorageError("provider erased another subject"))
+        return Checked(result, Summary(count=result.total, scope_hashes=result.scope_hashes,
+                                       reasons=(f"receipt {result.receipt_hash}",),
+                                       erasure=erasure_evidence(result)))
+
 
 @attrs.frozen(slots=True)
-class PurgeExpiredRequest(_Request):
+class PurgeExpiredRequest(_Request[CleanupPage]):
     operation: ClassVar[Operation] = Operation.PURGE_EXPIRED
 
     scope: Scope
@@ -439,12 +574,22 @@ class PurgeExpiredRequest(_Request):
         check_page_size(self.limit)
         _check_optional_text(self.after, "after", 2048)
 
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> CleanupPage:
+        return await target.purge_expired(self, ctx)
+
+    def check(self, result: CleanupPage, allowed: Set[str],
+              ctx: OperationContext) -> Checked[CleanupPage]:
+        if not isinstance(result, CleanupPage):
+            return wrong_result(self, result)
+        return Checked(result, Summary(count=result.deleted))
+
 
 @attrs.frozen(slots=True)
-class ApproveRequest(_Request):
+class ApproveRequest(_Request[MemoryRecord]):
     """Make a ``pending_review`` record active (a new version), so reads can see it."""
 
     operation: ClassVar[Operation] = Operation.APPROVE
+    capability: ClassVar[str | None] = "review"
 
     scope: Scope
     record_id: str
@@ -454,13 +599,21 @@ class ApproveRequest(_Request):
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
+    async def send(self, target: ReviewingProvider, ctx: OperationContext) -> MemoryRecord:
+        return await target.approve(self, ctx)
+
+    def check(self, result: MemoryRecord, allowed: Set[str],
+              ctx: OperationContext) -> Checked[MemoryRecord]:
+        return _one_record(self, result, allowed, ctx, reading=False)
+
 
 @attrs.frozen(slots=True)
-class RejectRequest(_Request):
+class RejectRequest(_Request[DeleteResult]):
     """Erase a ``pending_review`` record and its history: it was never accepted, so
     nothing of it is kept (the events still record that it was rejected)."""
 
     operation: ClassVar[Operation] = Operation.REJECT
+    capability: ClassVar[str | None] = "review"
 
     scope: Scope
     record_id: str
@@ -469,6 +622,13 @@ class RejectRequest(_Request):
 
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
+
+    async def send(self, target: ReviewingProvider, ctx: OperationContext) -> DeleteResult:
+        return await target.reject(self, ctx)
+
+    def check(self, result: DeleteResult, allowed: Set[str],
+              ctx: OperationContext) -> Checked[DeleteResult]:
+        return _deleted(self, result, allowed)
 
 
 MemoryRequest = (

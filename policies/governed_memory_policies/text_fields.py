@@ -19,13 +19,13 @@ from typing import Any
 import attrs
 from governed_memory.operations import OperationKind
 from governed_memory.records import Provenance
+from governed_memory.request import Request
 from governed_memory.requests import (
     AddRequest,
     ApproveRequest,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
-    MemoryRequest,
     PurgeExpiredRequest,
     RejectRequest,
     UpdateRequest,
@@ -52,7 +52,7 @@ def inspectable(request: object) -> bool:
     return isinstance(request, TEXT_WRITES + _TEXTLESS_WRITES)
 
 
-def stored_texts(request: MemoryRequest) -> Iterator[tuple[str, str]]:
+def stored_texts(request: Request[Any]) -> Iterator[tuple[str, str]]:
     """``(field, text)`` for every string the request would store. ``field`` is a
     category (``content``, ``key``, ``metadata``, ``metadata key``, ``provenance``),
     never a metadata key name, so it is safe to put into a reason."""

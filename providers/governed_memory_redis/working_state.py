@@ -89,7 +89,7 @@ class RedisWorkingStateStore:
                         current = _live(await pipe.get(key), scope, now)
                         state = merged(current, changes, replace=replace, ttl_s=ttl_s,
                                        now=now, scope=scope)
-                        pipe.multi()
+                        pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
                         pipe.set(key, _encode(state), px=max(1, math.ceil(ttl_s * 1000)))
                         await pipe.execute()
                         return state
@@ -99,7 +99,7 @@ class RedisWorkingStateStore:
                         await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                         continue
                     finally:
-                        await pipe.reset()
+                        await pipe.reset()  # type: ignore[no-untyped-call]
         except RedisError:
             raise MemoryUnavailableError("working-state store: redis update failed") from None
         raise MemoryUnavailableError("working-state store: too much contention on one run; "

@@ -1,8 +1,7 @@
 """The three tiers: conversation turns, working state, long-term memories.
 
-Kept light on purpose: the activity port imports ``tiers.results``, so this package
-must not import the port back at import time. ``MemoryTiers`` and ``Governance`` are
-loaded on first use.
+Kept light on purpose: importing a tier's values must not load the activity port.
+``MemoryTiers`` and ``Governance`` are loaded on first use.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from governed_memory.tiers.results import (
     Cleared,
     ContextRecord,
     InjectedVersion,
-    TierResult,
     WorkingState,
     WorkingStateRead,
 )
@@ -42,7 +40,6 @@ __all__ = [
     "MemorySnapshot",
     "MemoryTiers",
     "Role",
-    "TierResult",
     "ToolCall",
     "Turn",
     "TurnDraft",

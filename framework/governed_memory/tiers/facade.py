@@ -20,7 +20,7 @@ key whether or not the caller spelled it out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import attrs
 
@@ -42,7 +42,7 @@ from governed_memory.records import (
     MemoryType,
     SearchResult,
 )
-from governed_memory.requests import MemoryRequest
+from governed_memory.request import Request
 from governed_memory.scope import Scope, ScopeLevel, narrow
 from governed_memory.tiers.adapters import ContextLedger, TurnTier, WorkingTier
 from governed_memory.tiers.governance import Governance
@@ -57,7 +57,6 @@ from governed_memory.tiers.requests import (
     RecentTurnsRequest,
     RecordContextRequest,
     RecordExtractionRequest,
-    TierRequest,
     UpdateWorkingStateRequest,
 )
 from governed_memory.tiers.results import (
@@ -65,12 +64,12 @@ from governed_memory.tiers.results import (
     ContextRecord,
     InjectedVersion,
     WorkingState,
-    WorkingStateRead,
 )
 from governed_memory.tiers.turns import Turn, TurnDraft, TurnPage, TurnStore
 from governed_memory.tiers.working import WorkingStateStore
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def owner_scope(principal: Principal, scope: Scope) -> Scope:
@@ -252,20 +251,17 @@ class MemoryTiers:
         return port
 
     async def _run(self, port: ActivityPort, operation: Operation, principal: Principal,
-                   build: Callable[[], TierRequest]) -> Any:
+                   build: Callable[[], Request[T]]) -> T:
         request = await build_request(port, operation, principal, build)
-        # The port takes any request with the request interface; the union type names
-        # only the long-term ones.
-        return await port.execute(cast(MemoryRequest, request), principal)
+        return await port.execute(request, principal)
 
     # -- conversation tier --------------------------------------------------------------
 
     async def append(self, principal: Principal, scope: Scope, turn: TurnDraft) -> Turn:
         port = self._port(self._turns, "conversation")
-        result: Turn = await self._run(
+        return await self._run(
             port, Operation.APPEND_TURN, principal,
             lambda: AppendTurnRequest(session_scope(principal, scope), turn))
-        return result
 
     async def recent(self, principal: Principal, scope: Scope, *,
                      limit: int | None = None) -> tuple[Turn, ...]:
@@ -294,7 +290,7 @@ class MemoryTiers:
         comes back through the context."""
         port = self._port(self._turns, "conversation")
         session = session_scope(principal, scope)
-        result: Cleared = await self._run(port, Operation.CLEAR_TURNS, principal,
+        result = await self._run(port, Operation.CLEAR_TURNS, principal,
                                           lambda: ClearTurnsRequest(session))
         if include_summary and self._long_term is not None:
             from governed_memory.turncontext.summarizer import summary_key
@@ -312,7 +308,7 @@ class MemoryTiers:
 
     async def working_state(self, principal: Principal, scope: Scope) -> WorkingState | None:
         port = self._port(self._working, "working")
-        result: WorkingStateRead = await self._run(
+        result = await self._run(
             port, Operation.READ_WORKING_STATE, principal,
             lambda: ReadWorkingStateRequest(run_scope(principal, scope)))
         return result.state
@@ -326,14 +322,13 @@ class MemoryTiers:
                      ttl_seconds: float | None = None, replace: bool = False) -> WorkingState:
         port = self._port(self._working, "working")
         ttl = self.working_ttl_s if ttl_seconds is None else ttl_seconds
-        result: WorkingState = await self._run(
+        return await self._run(
             port, Operation.UPDATE_WORKING_STATE, principal,
             lambda: UpdateWorkingStateRequest(run_scope(principal, scope), state, ttl, replace))
-        return result
 
     async def clear_working(self, principal: Principal, scope: Scope) -> bool:
         port = self._port(self._working, "working")
-        result: Cleared = await self._run(
+        result = await self._run(
             port, Operation.CLEAR_WORKING_STATE, principal,
             lambda: ClearWorkingStateRequest(run_scope(principal, scope)))
         return result.removed > 0
@@ -422,10 +417,9 @@ class MemoryTiers:
                              degraded: tuple[str, ...],
                              window_turn_ids: tuple[str, ...] = ()) -> ContextRecord:
         """Emit the event that says which memory versions a prompt received."""
-        result: ContextRecord = await self._run(
+        return await self._run(
             self._ledger, Operation.RECORD_CONTEXT, principal,
             lambda: RecordContextRequest(scopes, injected, degraded, window_turn_ids))
-        return result
 
 
 async def record_extraction(port: ActivityPort, principal: Principal,
@@ -434,5 +428,4 @@ async def record_extraction(port: ActivityPort, principal: Principal,
     """Emit the event that says which memory versions an extraction stored and what it
     had to do without (``port`` is a governance port over a ``ContextLedger``)."""
     request = RecordExtractionRequest(scopes, stored, degraded)
-    result: ContextRecord = await port.execute(cast(MemoryRequest, request), principal)
-    return result
+    return await port.execute(request, principal)

@@ -7,20 +7,32 @@ turn's text exactly as it reads a memory's content.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 
 from governed_memory.errors import MemoryValidationError
-from governed_memory.limits import canonical_json, check_identifier
+from governed_memory.limits import check_identifier
 from governed_memory.operations import Operation
-from governed_memory.records import _frozen_mapping, json_copy
+from governed_memory.records import _frozen_mapping
+from governed_memory.request import Request
 from governed_memory.scope import Scope
-from governed_memory.tiers.results import InjectedVersion
-from governed_memory.tiers.turns import TurnDraft
+from governed_memory.tiers.results import (
+    Cleared,
+    ContextRecord,
+    InjectedVersion,
+    WorkingState,
+    WorkingStateRead,
+)
+from governed_memory.tiers.turns import Turn, TurnDraft, TurnPage
 from governed_memory.tiers.working import check_state, check_ttl
+
+if TYPE_CHECKING:
+    from governed_memory.context import OperationContext
+    from governed_memory.tiers.adapters import ContextLedger, TurnTier, WorkingTier
+
+ResultT = TypeVar("ResultT")
 
 MAX_RECENT_TURNS = 500
 MAX_TURN_PAGE = 100
@@ -40,41 +52,15 @@ def _limit(value: object, maximum: int, field: str = "limit") -> None:
                                     field=field)
 
 
-class _TierRequest:
-    operation: ClassVar[Operation]
+class _TierRequest(Request[ResultT]):
+    """A tier operation: it validates itself whole (each names the one dimension its
+    tier needs) and its result checks itself (:mod:`governed_memory.tiers.results`)."""
 
-    def target_scopes(self) -> tuple[Scope, ...]:
-        scope = getattr(self, "scope", None)
-        return (scope,) if isinstance(scope, Scope) else ()
-
-    def validate(self) -> None:  # pragma: no cover - every request overrides
-        raise NotImplementedError
-
-    def fingerprint(self) -> str:
-        body = {"operation": self.operation.value, "body": self._body()}
-        return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
-
-    def _body(self) -> Any:
-        return {name: _plain(getattr(self, name))
-                for name in attrs.fields_dict(type(self))}  # type: ignore[arg-type]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Scope):
-        return value.dimensions()
-    if isinstance(value, TurnDraft):
-        return value.body()
-    if isinstance(value, Mapping):
-        return json_copy(value)
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if attrs.has(type(value)):
-        return attrs.asdict(value)
-    return value
+    __slots__ = ()
 
 
 @attrs.frozen(slots=True)
-class AppendTurnRequest(_TierRequest):
+class AppendTurnRequest(_TierRequest[Turn]):
     operation: ClassVar[Operation] = Operation.APPEND_TURN
 
     scope: Scope
@@ -86,9 +72,12 @@ class AppendTurnRequest(_TierRequest):
             raise MemoryValidationError("turn must be a TurnDraft", field="turn")
         self.turn.validate()
 
+    async def send(self, target: TurnTier, ctx: OperationContext) -> Turn:
+        return await target.append_turn(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class RecentTurnsRequest(_TierRequest):
+class RecentTurnsRequest(_TierRequest[TurnPage]):
     operation: ClassVar[Operation] = Operation.RECENT_TURNS
 
     scope: Scope
@@ -98,9 +87,12 @@ class RecentTurnsRequest(_TierRequest):
         _need(self.scope, "session_id", "reading turns")
         _limit(self.limit, MAX_RECENT_TURNS)
 
+    async def send(self, target: TurnTier, ctx: OperationContext) -> TurnPage:
+        return await target.recent_turns(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class ListTurnsRequest(_TierRequest):
+class ListTurnsRequest(_TierRequest[TurnPage]):
     """A page of turns after a sequence number, oldest first (summary catch-up)."""
 
     operation: ClassVar[Operation] = Operation.LIST_TURNS
@@ -117,9 +109,12 @@ class ListTurnsRequest(_TierRequest):
                                         field="after_seq")
         _limit(self.limit, MAX_TURN_PAGE)
 
+    async def send(self, target: TurnTier, ctx: OperationContext) -> TurnPage:
+        return await target.list_turns(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class ClearTurnsRequest(_TierRequest):
+class ClearTurnsRequest(_TierRequest[Cleared]):
     operation: ClassVar[Operation] = Operation.CLEAR_TURNS
 
     scope: Scope
@@ -127,9 +122,12 @@ class ClearTurnsRequest(_TierRequest):
     def validate(self) -> None:
         _need(self.scope, "session_id", "clearing turns")
 
+    async def send(self, target: TurnTier, ctx: OperationContext) -> Cleared:
+        return await target.clear_turns(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class ReadWorkingStateRequest(_TierRequest):
+class ReadWorkingStateRequest(_TierRequest[WorkingStateRead]):
     operation: ClassVar[Operation] = Operation.READ_WORKING_STATE
 
     scope: Scope
@@ -137,9 +135,12 @@ class ReadWorkingStateRequest(_TierRequest):
     def validate(self) -> None:
         _need(self.scope, "run_id", "working state")
 
+    async def send(self, target: WorkingTier, ctx: OperationContext) -> WorkingStateRead:
+        return await target.read_working_state(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class UpdateWorkingStateRequest(_TierRequest):
+class UpdateWorkingStateRequest(_TierRequest[WorkingState]):
     operation: ClassVar[Operation] = Operation.UPDATE_WORKING_STATE
 
     scope: Scope
@@ -154,9 +155,12 @@ class UpdateWorkingStateRequest(_TierRequest):
         if not isinstance(self.replace, bool):
             raise MemoryValidationError("replace must be true or false", field="replace")
 
+    async def send(self, target: WorkingTier, ctx: OperationContext) -> WorkingState:
+        return await target.update_working_state(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class ClearWorkingStateRequest(_TierRequest):
+class ClearWorkingStateRequest(_TierRequest[Cleared]):
     operation: ClassVar[Operation] = Operation.CLEAR_WORKING_STATE
 
     scope: Scope
@@ -164,9 +168,12 @@ class ClearWorkingStateRequest(_TierRequest):
     def validate(self) -> None:
         _need(self.scope, "run_id", "working state")
 
+    async def send(self, target: WorkingTier, ctx: OperationContext) -> Cleared:
+        return await target.clear_working_state(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class RecordContextRequest(_TierRequest):
+class RecordContextRequest(_TierRequest[ContextRecord]):
     """Records which memory versions one per-turn context injected, and what it had to
     do without. ``scopes`` are the session's and every injected memory's scope, so the
     decision covers each of them."""
@@ -196,6 +203,9 @@ class RecordContextRequest(_TierRequest):
         for i, item in enumerate(self.degraded):
             check_identifier(item, f"degraded[{i}]")
 
+    async def send(self, target: ContextLedger, ctx: OperationContext) -> ContextRecord:
+        return await target.record_context(self, ctx)
+
 
 @attrs.frozen(slots=True)
 class RecordExtractionRequest(RecordContextRequest):
@@ -204,9 +214,12 @@ class RecordExtractionRequest(RecordContextRequest):
 
     operation: ClassVar[Operation] = Operation.RECORD_EXTRACTION
 
+    async def send(self, target: ContextLedger, ctx: OperationContext) -> ContextRecord:
+        return await target.record_extraction(self, ctx)
+
 
 @attrs.frozen(slots=True)
-class EraseUserTurnsRequest(_TierRequest):
+class EraseUserTurnsRequest(_TierRequest[Cleared]):
     """Erase every conversation turn of one user in one tenant (a data-subject
     erasure). It names the user's tenant-level scope, so the fixed scope rule decides
     it: ``memory:admin``, and a principal bound to a user may erase only that user."""
@@ -225,6 +238,9 @@ class EraseUserTurnsRequest(_TierRequest):
     def validate(self) -> None:
         check_identifier(self.tenant_id, "tenant_id")
         check_identifier(self.user_id, "user_id")
+
+    async def send(self, target: TurnTier, ctx: OperationContext) -> Cleared:
+        return await target.erase_user_turns(self, ctx)
 
 
 TierRequest = (

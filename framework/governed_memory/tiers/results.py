@@ -11,54 +11,35 @@ there is nothing left to return.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 import attrs
 
 from governed_memory.errors import MemoryStorageError
 from governed_memory.records import _frozen_mapping
+from governed_memory.request import Audited, Checked, summarised
 
 
-@attrs.frozen(slots=True)
-class TierAudit:
-    result: Any
-    record_ids: tuple[str, ...] = ()
-    versions: tuple[int, ...] = ()
-    content_hashes: tuple[str, ...] = ()
-    count: int | None = None
-    reasons: tuple[str, ...] = ()
-    stray: tuple[str, ...] = ()
-
-
-class TierResult:
-    """Base of every value a tier store hands back through the activity port."""
-
-    __slots__ = ()
-
-    def audit(self, allowed: set[str]) -> TierAudit:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-
-def _own(scope_hash: str, allowed: set[str], what: str) -> None:
+def _own(scope_hash: str, allowed: Set[str], what: str) -> None:
     if scope_hash not in allowed:
         raise MemoryStorageError(f"the {what} store answered for another scope")
 
 
 @attrs.frozen(slots=True)
-class Cleared(TierResult):
+class Cleared(Audited):
     """How much a clear removed from one exact scope."""
 
     scope_hash: str
     removed: int
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[Cleared]:
         _own(self.scope_hash, allowed, "tier")
-        return TierAudit(self, count=self.removed)
+        return summarised(self, count=self.removed)
 
 
 @attrs.frozen(slots=True)
-class WorkingState(TierResult):
+class WorkingState(Audited):
     """One run's scratch state. ``expires_at`` moves forward on every update."""
 
     scope_hash: str
@@ -67,24 +48,24 @@ class WorkingState(TierResult):
     expires_at: float
     revision: int = 1
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[WorkingState]:
         _own(self.scope_hash, allowed, "working-state")
-        return TierAudit(self, versions=(self.revision,), count=1)
+        return summarised(self, versions=(self.revision,), count=1)
 
 
 @attrs.frozen(slots=True)
-class WorkingStateRead(TierResult):
+class WorkingStateRead(Audited):
     """A read of one run's state; ``state`` is ``None`` when there is none (never set,
     cleared or expired)."""
 
     scope_hash: str
     state: WorkingState | None = None
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[WorkingStateRead]:
         _own(self.scope_hash, allowed, "working-state")
         if self.state is not None:
             _own(self.state.scope_hash, allowed, "working-state")
-        return TierAudit(self, versions=() if self.state is None else (self.state.revision,),
+        return summarised(self, versions=() if self.state is None else (self.state.revision,),
                          count=0 if self.state is None else 1)
 
 
@@ -99,17 +80,17 @@ class InjectedVersion:
 
 
 @attrs.frozen(slots=True)
-class ContextRecord(TierResult):
+class ContextRecord(Audited):
     """What one per-turn context injected and what it had to do without."""
 
     injected: tuple[InjectedVersion, ...]
     degraded: tuple[str, ...]
     window_turn_ids: tuple[str, ...] = ()
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[ContextRecord]:
         kept = tuple(v for v in self.injected if v.scope_hash in allowed)
         stray = tuple(v.record_id for v in self.injected if v.scope_hash not in allowed)
-        return TierAudit(
+        return summarised(
             attrs.evolve(self, injected=kept),
             record_ids=tuple(v.record_id for v in kept),
             versions=tuple(v.version for v in kept),

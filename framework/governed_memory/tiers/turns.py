@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -30,8 +30,8 @@ from governed_memory.limits import (
     check_text,
 )
 from governed_memory.records import _frozen_mapping, json_copy
+from governed_memory.request import Audited, Checked, summarised
 from governed_memory.scope import Scope
-from governed_memory.tiers.results import TierAudit, TierResult
 
 MAX_TOOL_CALLS = 64
 
@@ -141,7 +141,7 @@ class TurnDraft:
 
 
 @attrs.frozen(slots=True)
-class Turn(TierResult):
+class Turn(Audited):
     """A stored turn. ``seq`` counts from 1 within its session and never repeats."""
 
     turn_id: str
@@ -159,26 +159,26 @@ class Turn(TierResult):
         return TurnDraft(self.role, self.content, self.name, self.tool_call_id,
                          self.tool_calls, self.metadata, self.turn_id)
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[Turn]:
         if self.scope_hash not in allowed:
             from governed_memory.errors import MemoryStorageError
 
             raise MemoryStorageError("the turn store answered for another scope")
-        return TierAudit(self, record_ids=(self.turn_id,), versions=(self.seq,), count=1)
+        return summarised(self, record_ids=(self.turn_id,), versions=(self.seq,), count=1)
 
 
 @attrs.frozen(slots=True)
-class TurnPage(TierResult):
+class TurnPage(Audited):
     """Turns of one session, oldest first."""
 
     scope_hash: str
     turns: tuple[Turn, ...]
 
-    def audit(self, allowed: set[str]) -> TierAudit:
+    def audit(self, allowed: Set[str]) -> Checked[TurnPage]:
         kept = tuple(t for t in self.turns if t.scope_hash in allowed
                      and self.scope_hash in allowed)
         stray = tuple(t.turn_id for t in self.turns if t not in kept)
-        return TierAudit(attrs.evolve(self, turns=kept),
+        return summarised(attrs.evolve(self, turns=kept),
                          record_ids=tuple(t.turn_id for t in kept),
                          versions=tuple(t.seq for t in kept), count=len(kept), stray=stray)
 

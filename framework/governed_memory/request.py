@@ -1,0 +1,133 @@
+"""The one shape every governed operation's request takes, generic in what it returns.
+
+The activity port runs any :class:`Request` the same way (validate, announce, decide, call,
+check, announce the outcome) without knowing which operation it is: the request itself
+says which scopes it targets, how it is fingerprinted for idempotency, how it is sent to
+its target (``send``: the typed dispatch, one method per request class) and how what
+came back is checked against the scopes that were allowed (``check``). That is what
+lets ``execute(request: Request[T]) -> T`` be typed end to end, and what lets a new
+operation (a tier's, a store-wide one) join governance without a branch in the port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Set
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import attrs
+
+from governed_memory.errors import MemoryError, MemoryStorageError, MemoryValidationError
+from governed_memory.events import ErasureEvidence
+from governed_memory.limits import canonical_json
+from governed_memory.operations import Operation
+from governed_memory.scope import Scope
+
+if TYPE_CHECKING:
+    from governed_memory.context import OperationContext
+
+ResultT = TypeVar("ResultT")
+R = TypeVar("R")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class Summary:
+    """What an outcome event may say about a result: ids, versions, hashes and counts,
+    never content."""
+
+    record_ids: tuple[str, ...] = ()
+    versions: tuple[int, ...] = ()
+    content_hashes: tuple[str, ...] = ()
+    count: int | None = None
+    scope_hashes: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    erasure: ErasureEvidence | None = None
+
+
+@attrs.frozen(slots=True)
+class Checked(Generic[R]):
+    """A result after its scope check: what the caller gets (anything of another scope
+    left out), what the event says, the ids left out (reported as a
+    ``memory.read.scope_violation``) and, when nothing safe is left to return, the error
+    the port raises once the violation is reported."""
+
+    result: R
+    summary: Summary = attrs.field(factory=Summary)
+    stray: tuple[str, ...] = ()
+    error: MemoryError | None = None
+
+
+class Audited:
+    """A result value that checks itself against the allowed scopes (tier results,
+    store-wide reports, lookups, replays): its request's ``check`` defers to it."""
+
+    __slots__ = ()
+
+    def audit(self, allowed: Set[str]) -> Checked[Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class Request(Generic[ResultT]):
+    """Base of every governed request; ``ResultT`` is what the operation returns."""
+
+    __slots__ = ()
+
+    operation: ClassVar[Operation]
+    capability: ClassVar[str | None] = None
+    """The optional provider capability the operation needs (``review``), checked by the
+    port before the call; ``None`` for operations every target offers."""
+
+    def target_scopes(self) -> tuple[Scope, ...]:
+        """Every exact scope the operation reads or writes (empty for store-wide ones
+        and for an erasure of a user, which names its subject instead)."""
+        scope = getattr(self, "scope", None)
+        return (scope,) if isinstance(scope, Scope) else ()
+
+    def validate(self) -> None:
+        """Check every limit and type; raises ``MemoryValidationError`` naming the field."""
+        raise NotImplementedError  # pragma: no cover - every request overrides
+
+    def fingerprint(self) -> str:
+        """Hash of everything but the idempotency key, through the one converter:
+        "the same request" means this, for every kind of request."""
+        from governed_memory.converter import converter
+
+        body = converter.unstructure(self)
+        body.pop("idempotency_key", None)
+        body["operation"] = self.operation.value
+        try:
+            text = canonical_json(body)
+        except ValueError:
+            raise MemoryValidationError("the request cannot be serialized as JSON",
+                                        field="metadata") from None
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+    async def send(self, target: Any, ctx: OperationContext) -> ResultT:
+        """Call the operation on its target (a provider, a tier store); each request
+        class types ``target`` as what it calls."""
+        raise NotImplementedError  # pragma: no cover - every request overrides
+
+    def check(self, result: ResultT, allowed: Set[str],
+              ctx: OperationContext) -> Checked[ResultT]:
+        """What came back, checked against the scopes the decision allowed. The default
+        is for results that check themselves (:class:`Audited`)."""
+        if not isinstance(result, Audited):
+            return wrong_result(self, result)
+        checked: Checked[ResultT] = result.audit(allowed)
+        return checked
+
+
+def wrong_result(request: Request[Any], result: object) -> Checked[Any]:
+    """A result of the wrong type: a provider bug, never returned to the caller."""
+    return Checked(result, error=MemoryStorageError(
+        f"provider returned {type(result).__name__} for {request.operation.value}"))
+
+
+def summarised(result: R, *, record_ids: tuple[str, ...] = (), versions: tuple[int, ...] = (),
+               content_hashes: tuple[str, ...] = (), count: int | None = None,
+               reasons: tuple[str, ...] = (), stray: tuple[str, ...] = ()) -> Checked[R]:
+    """A checked result with its summary, in one call (what an :class:`Audited` result
+    returns from ``audit``)."""
+    return Checked(result, Summary(record_ids=record_ids, versions=versions,
+                                   content_hashes=content_hashes, count=count,
+                                   reasons=reasons), stray)
