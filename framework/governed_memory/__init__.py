@@ -57,8 +57,7 @@ from governed_memory.requests import (
 )
 from governed_memory.scope import Scope, ScopeLevel, narrow, narrow_levels
 from governed_memory.usage import Usage, UsageQuery
-
-__version__ = "0.1.0"
+from governed_memory.version import __version__
 
 __all__ = [
     "AddRequest",

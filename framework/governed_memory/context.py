@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 import attrs
 
 from governed_memory.events import MemoryEvent
 from governed_memory.principal import Principal
-from governed_memory.request import Request
+
+
+class Fingerprinted(Protocol):
+    """A request, as far as idempotency needs one."""
+
+    def fingerprint(self) -> str: ...
 
 
 @attrs.frozen(slots=True)
@@ -74,7 +79,7 @@ class OperationContext:
     """Side effects the provider reports (:class:`OperationNotes`); shared by every
     evolved copy of this context."""
 
-    def fingerprint_of(self, request: Request[Any]) -> str:
+    def fingerprint_of(self, request: Fingerprinted) -> str:
         """The idempotency fingerprint to store or compare for ``request``."""
         if self.request_fingerprint is not None:
             return self.request_fingerprint

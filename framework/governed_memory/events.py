@@ -20,12 +20,12 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryUnavailableError
+from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.ids import new_id
 from governed_memory.limits import canonical_json
 
@@ -285,3 +285,17 @@ class EventBus:
                 await sink.close()
             except Exception:
                 log.exception("event sink %s failed to close", getattr(sink, "name", sink))
+
+
+def jsonl_sink_from_config(config: Mapping[str, Any]) -> EventSink:
+    """The ``jsonl`` event-sink plugin's factory: ``{"path": ..., "fsync": false}``."""
+    unknown = sorted(set(config) - {"path", "fsync"})
+    if unknown:
+        raise MemoryConfigurationError(f"jsonl sink: unknown config key(s) {unknown}; "
+                                       "known: ['fsync', 'path']")
+    path, fsync = config.get("path"), config.get("fsync", False)
+    if not isinstance(path, str | os.PathLike) or not str(path).strip():
+        raise MemoryConfigurationError("jsonl sink: config needs a path")
+    if not isinstance(fsync, bool):
+        raise MemoryConfigurationError("jsonl sink: fsync must be true or false")
+    return JsonLinesEventSink(path, fsync=fsync)

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
@@ -61,6 +61,7 @@ from governed_memory.records import (
     SearchResult,
     Visibility,
 )
+from governed_memory.replay import ReplayResult, replay_through
 from governed_memory.request import Request
 from governed_memory.requests import (
     AddRequest,
@@ -80,9 +81,6 @@ from governed_memory.requests import (
 )
 from governed_memory.scope import Scope
 from governed_memory.telemetry import get_tracer
-
-if TYPE_CHECKING:
-    from governed_memory.replay import ReplayResult
 
 T = TypeVar("T")
 Q = TypeVar("Q")
@@ -466,9 +464,7 @@ class GovernedMemoryManager:
         their scores and the ranking, profile and policy revisions used; governed like a
         search of the snapshot's scopes. Erased versions are listed, not returned; a
         snapshot of an erased user raises ``SnapshotErasedError``."""
-        from governed_memory.replay import replay_through
-
-        return await replay_through(self, principal, snapshot_id)
+        return await replay_through(self.activity, principal, snapshot_id)
 
     async def update(
         self,

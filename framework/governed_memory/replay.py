@@ -33,7 +33,7 @@ from governed_memory.request import Audited, Checked, Request, summarised
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
-    from governed_memory.manager import GovernedMemoryManager
+    from governed_memory.activity import ActivityPort
 
 MAX_SNAPSHOT_ID: Final = 64
 
@@ -183,13 +183,13 @@ def _replaying(provider: object) -> ReplayingProvider:
     return provider
 
 
-async def replay_through(manager: GovernedMemoryManager, principal: Principal,
+async def replay_through(port: ActivityPort, principal: Principal,
                          snapshot_id: str) -> ReplayResult:
     """Look up the snapshot's scopes, then replay it as a governed read."""
     if not isinstance(principal, Principal):
         raise MemoryValidationError("principal must be a Principal from authenticated "
                                     "context", field="principal")
-    header = await manager.activity.execute(
+    header = await port.execute(
         SnapshotHeaderRequest(snapshot_id, principal.tenant_id), principal)
     if header.tenant_id != principal.tenant_id:
         raise MemoryNotFoundError("no snapshot with that id in this tenant")
@@ -198,5 +198,5 @@ async def replay_through(manager: GovernedMemoryManager, principal: Principal,
                                   "nothing of it can be replayed")
     # The port validates the request, authorizes the snapshot's scopes, records the
     # events, calls ``provider.replay`` and drops any hit of another scope.
-    return await manager.activity.execute(ReplayRequest(snapshot_id, header.scopes),
+    return await port.execute(ReplayRequest(snapshot_id, header.scopes),
                                           principal)

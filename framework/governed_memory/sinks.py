@@ -80,22 +80,6 @@ def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *
     return tuple(sinks)
 
 
-def jsonl_sink_from_config(config: Mapping[str, Any]) -> EventSink:
-    """The ``jsonl`` event-sink plugin's factory: ``{"path": ..., "fsync": false}``."""
-    from governed_memory.events import JsonLinesEventSink
-
-    unknown = sorted(set(config) - {"path", "fsync"})
-    if unknown:
-        raise MemoryConfigurationError(f"jsonl sink: unknown config key(s) {unknown}; "
-                                       "known: ['fsync', 'path']")
-    path, fsync = config.get("path"), config.get("fsync", False)
-    if not isinstance(path, str | os.PathLike) or not str(path).strip():
-        raise MemoryConfigurationError("jsonl sink: config needs a path")
-    if not isinstance(fsync, bool):
-        raise MemoryConfigurationError("jsonl sink: fsync must be true or false")
-    return JsonLinesEventSink(path, fsync=fsync)
-
-
 def _resolved(base: Path | None, value: str) -> Path:
     path = Path(value)
     return path if base is None or path.is_absolute() else base / path

@@ -52,7 +52,7 @@ DENIALS_COUNTER: Final = "governed_memory.policy.denials"
 
 
 def get_tracer(tracer_provider: TracerProvider | None = None) -> Tracer:
-    from governed_memory import __version__
+    from governed_memory.version import __version__
 
     return trace.get_tracer(TRACER_NAME, __version__, tracer_provider=tracer_provider)
 
@@ -95,7 +95,7 @@ class OperationMetrics:
     """
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
-        from governed_memory import __version__
+        from governed_memory.version import __version__
 
         meter = metrics.get_meter(METER_NAME, __version__, meter_provider=meter_provider)
         self._operations = meter.create_counter(

@@ -22,7 +22,7 @@ PLUGIN_NAME = "governed_memory.builtin"
 @hookimpl
 def register_event_sinks(register: Callable[..., None]) -> None:
     from governed_memory.audit.sink import audit_sink_from_config
-    from governed_memory.sinks import jsonl_sink_from_config
+    from governed_memory.events import jsonl_sink_from_config
 
     register("audit", audit_sink_from_config,
              description="hash-chained JSON lines trail (governed-memory audit verify)")

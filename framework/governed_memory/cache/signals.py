@@ -45,7 +45,7 @@ BACKGROUND_PRINCIPAL: Final = "governed-memory-cache"
 class CacheSignals:
     def __init__(self, *, events: EventBus | None, meter_provider: MeterProvider | None,
                  clock: Clock, provider: str, provider_revision: str, store: str) -> None:
-        from governed_memory import __version__
+        from governed_memory.version import __version__
 
         self.events = events
         """Where events go; replaced by ``CachedMemoryProvider.attach_events``."""

@@ -33,8 +33,7 @@ _converter = make_converter()
 
 def unstructure_profile(spec: MemoryProfileSpec) -> dict[str, Any]:
     """Plain JSON-safe data; structuring it again gives an equal spec (same revision)."""
-    data: dict[str, Any] = _converter.unstructure(spec)
-    return data
+    return spec.canonical()
 
 
 def structure_profile(data: Mapping[str, Any], *, source: str = "profile") -> MemoryProfileSpec:

@@ -24,6 +24,7 @@ from typing import Any, Final
 import attrs
 
 from governed_memory.context import ProfileRef
+from governed_memory.converter import unstructure
 from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
 from governed_memory.limits import MAX_PAGE_SIZE, canonical_json, check_json_safe
 from governed_memory.operations import Operation
@@ -649,10 +650,10 @@ class MemoryProfileSpec:
         return ProfileRef(self.id, self.version, self.revision)
 
     def canonical(self) -> dict[str, Any]:
-        """The unstructured form that the revision hashes."""
-        from governed_memory.profiles.convert import unstructure_profile
-
-        return unstructure_profile(self)
+        """The unstructured form that the revision hashes (the framework's converter:
+        structuring it again gives an equal spec)."""
+        data: dict[str, Any] = unstructure(self)
+        return data
 
 
 def _revision_of(spec: MemoryProfileSpec) -> str:
