@@ -21,6 +21,7 @@ from opentelemetry.trace import TracerProvider
 
 from governed_memory.activity import ActivityPort
 from governed_memory.clock import Clock, SystemClock
+from governed_memory.composition import compose_profile, provider_from_plugins, resolve_pack
 from governed_memory.context import ProfileRef
 from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.events import EventBus, EventSink
@@ -38,13 +39,7 @@ from governed_memory.operations import Operation
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.principal import Permission, Principal, PrincipalKind
-from governed_memory.profiles.build import (
-    build_components,
-    wrap_with_cache,
-    wrap_with_fallback,
-)
-from governed_memory.profiles.packs import PackRegistry, ResolvedPack
-from governed_memory.profiles.registry import ProfileRegistry
+from governed_memory.profiles.packs import ResolvedPack
 from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
@@ -209,11 +204,9 @@ class GovernedMemoryManager:
         **kwargs: Any,
     ) -> GovernedMemoryManager:
         """Build over a provider registered by a plugin (``native``, …) by name."""
-        manager = plugins or PluginManager.load()
         clock = clock or SystemClock()
-        registration = manager.providers.get(provider)
-        instance = registration.factory(dict(config or {}), clock)
-        return cls(instance, clock=clock, **kwargs)
+        return cls(provider_from_plugins(provider, config, plugins, clock), clock=clock,
+                   **kwargs)
 
     @classmethod
     def from_profile(
@@ -239,35 +232,20 @@ class GovernedMemoryManager:
         ``sinks_base_dir``); pass sinks (or ``()``) to choose them yourself.
         ``provider_config_overrides`` replace provider config keys for this process
         (say, a database ``path``) without changing the profile's revision.
+        (:mod:`governed_memory.composition` does the building.)
         """
-        plugins = plugins or PluginManager.load()
-        if isinstance(profile, MemoryProfileSpec):
-            spec = profile
-        else:
-            spec = ProfileRegistry.from_plugins(plugins).get(profile)
         clock = clock or SystemClock()
-        if sinks is None:
-            from governed_memory.sinks import build_sinks
-
-            sinks = build_sinks(spec, plugins, base_dir=sinks_base_dir)
-        parts = build_components(spec, plugins, clock, provider_config_overrides)
-        provider = parts.provider
-        if spec.cache.enabled:
-            provider = wrap_with_cache(provider, spec, plugins, clock, EventBus(sinks),
-                                       meter_provider=meter_provider)
-        # Outside the cache: a degraded (fallback) answer is never cached.
-        provider = wrap_with_fallback(provider, spec, plugins, clock)
-        manager = cls(provider, policies=parts.policies, sinks=sinks, clock=clock,
-                      tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
+        parts = compose_profile(profile, plugins=plugins or PluginManager.load(),
+                                clock=clock, sinks=sinks,
+                                provider_config_overrides=provider_config_overrides,
+                                meter_provider=meter_provider, sinks_base_dir=sinks_base_dir)
+        spec = parts.spec
+        manager = cls(parts.provider, policies=parts.policies, sinks=parts.sinks,
+                      clock=clock, tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
                       profile_spec=spec, policy_configuration=parts.policy_configuration,
                       meter_provider=meter_provider, outbox_interval_s=outbox_interval_s,
                       maintenance_interval_s=maintenance_interval_s)
-        if spec.cache.enabled:
-            from governed_memory.cache import attach_cache_events
-
-            # The profile's cache was built before the manager's bus: it reports to that
-            # bus, so a fail-closed trail covers its events too.
-            attach_cache_events(provider, manager.events)
+        parts.attach(manager.events)
         return manager
 
     @classmethod
@@ -290,9 +268,7 @@ class GovernedMemoryManager:
         one use (``"chat"``); every other argument is :meth:`from_profile`'s (``clock``
         replaces the system clock, for tests and simulations)."""
         plugins = plugins or PluginManager.load()
-        profiles = ProfileRegistry.from_plugins(plugins)
-        resolved = PackRegistry.from_plugins(plugins).resolve(pack, profiles)
-        spec = profiles.get(resolved.profile_for(use).ref)
+        spec, resolved = resolve_pack(pack, use, plugins)
         manager = cls.from_profile(spec, plugins=plugins, clock=clock, sinks=sinks,
                                    tracer_provider=tracer_provider,
                                    provider_config_overrides=provider_config_overrides,

@@ -1,0 +1,95 @@
+"""Composition: from a profile (or a domain pack, or a provider name) to the parts a
+manager governs.
+
+The manager is the API an application calls; what it is built from is decided here:
+which provider the profile names and its config, the policies in order and their
+configuration, the event sinks of ``[audit]``, the search cache and the fallback
+provider around the provider. Keeping it apart means the manager imports no plugin
+registry, profile loader or wrapper, and the service and framework adapters can compose
+a manager the same way without going through its constructor's arguments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from opentelemetry.metrics import MeterProvider
+
+from governed_memory.clock import Clock
+from governed_memory.events import EventBus, EventSink
+from governed_memory.plugins import PluginManager
+from governed_memory.policy import MemoryPolicy
+from governed_memory.profiles.build import (
+    build_components,
+    wrap_with_cache,
+    wrap_with_fallback,
+)
+from governed_memory.profiles.packs import PackRegistry, ResolvedPack
+from governed_memory.profiles.registry import ProfileRegistry
+from governed_memory.profiles.spec import MemoryProfileSpec
+from governed_memory.provider import MemoryProvider
+from governed_memory.sinks import build_sinks
+
+
+@attrs.frozen(slots=True)
+class Composition:
+    """What a manager built from one profile governs."""
+
+    spec: MemoryProfileSpec
+    provider: MemoryProvider
+    """The profile's provider, inside the search cache (when enabled) and the
+    fallback (when configured)."""
+    policies: tuple[MemoryPolicy, ...]
+    policy_configuration: Mapping[str, Mapping[str, Any]]
+    sinks: tuple[EventSink, ...]
+
+    def attach(self, events: EventBus) -> None:
+        """Point the cache's events at the manager's bus (built after the cache), so a
+        fail-closed trail covers them too."""
+        if self.spec.cache.enabled:
+            from governed_memory.cache import attach_cache_events
+
+            attach_cache_events(self.provider, events)
+
+
+def provider_from_plugins(name: str, config: Mapping[str, Any] | None,
+                          plugins: PluginManager | None, clock: Clock) -> MemoryProvider:
+    """An unstarted provider registered by a plugin (``native``, …), by name."""
+    registration = (plugins or PluginManager.load()).providers.get(name)
+    provider: MemoryProvider = registration.factory(dict(config or {}), clock)
+    return provider
+
+
+def compose_profile(profile: str | MemoryProfileSpec, *, plugins: PluginManager,
+                    clock: Clock, sinks: Sequence[EventSink] | None = None,
+                    provider_config_overrides: Mapping[str, Any] | None = None,
+                    meter_provider: MeterProvider | None = None,
+                    sinks_base_dir: str | os.PathLike[str] | None = None) -> Composition:
+    """Everything ``GovernedMemoryManager.from_profile`` documents: the profile looked up
+    by ``id@version`` (or taken as given), ``sinks=None`` building the sinks its
+    ``[audit]`` names, ``provider_config_overrides`` replacing provider config keys
+    without changing the profile's revision."""
+    spec = (profile if isinstance(profile, MemoryProfileSpec)
+            else ProfileRegistry.from_plugins(plugins).get(profile))
+    chosen = (tuple(sinks) if sinks is not None
+              else build_sinks(spec, plugins, base_dir=sinks_base_dir))
+    parts = build_components(spec, plugins, clock, provider_config_overrides)
+    provider = parts.provider
+    if spec.cache.enabled:
+        provider = wrap_with_cache(provider, spec, plugins, clock, EventBus(chosen),
+                                   meter_provider=meter_provider)
+    # Outside the cache: a degraded (fallback) answer is never cached.
+    provider = wrap_with_fallback(provider, spec, plugins, clock)
+    return Composition(spec, provider, tuple(parts.policies),
+                       parts.policy_configuration, chosen)
+
+
+def resolve_pack(pack: str, use: str,
+                 plugins: PluginManager) -> tuple[MemoryProfileSpec, ResolvedPack]:
+    """The profile a domain pack (``"support-desk@1.0.0"``) selects for one use."""
+    profiles = ProfileRegistry.from_plugins(plugins)
+    resolved = PackRegistry.from_plugins(plugins).resolve(pack, profiles)
+    return profiles.get(resolved.profile_for(use).ref), resolved
