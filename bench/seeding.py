@@ -8,9 +8,9 @@ as the provider's ``add`` builds them (id, revision, content hash, version 1,
 rows and index entries are the ones a governed add writes. What seeding skips is the
 per-write policy decision, idempotency lookup, event and fsync.
 
-Only port-level calls are used (``backend.writing()``, ``insert_record``,
-``append_version``, ``put_vector``; on PostgreSQL the transaction's
-``insert_new_records`` COPY path when it exists), so backend internals can change
+Only port-level calls are used (``backend.writing()``, ``records.insert``,
+``versions.append``, ``vectors.put``; on PostgreSQL the records repository's
+``insert_new`` COPY path when it exists), so backend internals can change
 under it. Keep every bench's seeding here, so a port change is fixed in one place.
 """
 
@@ -100,14 +100,14 @@ async def seed_texts(backend: Any, scope: Scope, texts: Sequence[str], *,
         versions = [seed_version(scope, text, now) for text in texts[start:start + batch]]
         vectors = [] if embedder is None else await vectors_for(embedder, versions, now)
         async with backend.writing() as tx:
-            bulk = getattr(tx, "insert_new_records", None)
+            bulk = getattr(tx.records, "insert_new", None)
             if bulk is not None:  # PostgreSQL: the same rows by COPY
                 await bulk(versions)
             else:
                 for version in versions:
-                    await tx.insert_record(version.record)
-                    await tx.append_version(version)
+                    await tx.records.insert(version.record)
+                    await tx.versions.append(version)
             for vector in vectors:
-                await tx.put_vector(vector)
+                await tx.vectors.put(vector)
         ids.extend(version.record.id for version in versions)
     return ids

@@ -139,10 +139,10 @@ class Indexer:
         if previous is not None and previous.content_hash == record.content_hash:
             return
         if not self.synchronous:
-            await tx.enqueue_index_job(self._job(record, JobAction.EMBED, now))
+            await tx.jobs.enqueue(self._job(record, JobAction.EMBED, now))
             return
         vector = prepared if prepared is not None else (await self.embed([record.content]))[0]
-        await tx.put_vector(StoredVector(
+        await tx.vectors.put(StoredVector(
             record_id=record.id, scope_hash=record.scope_hash, version=record.version,
             content_hash=record.content_hash, identity=identity, vector=vector,
             created_at=now))
@@ -153,9 +153,9 @@ class Indexer:
         at once otherwise. Search never ranks them meanwhile (it only sees active
         records)."""
         if self.embedder is not None and not self.synchronous:
-            await tx.enqueue_index_job(self._job(tombstone, JobAction.REMOVE, now))
+            await tx.jobs.enqueue(self._job(tombstone, JobAction.REMOVE, now))
         else:
-            await tx.remove_vectors(tombstone.id)
+            await tx.vectors.remove(tombstone.id)
 
     def _job(self, record: MemoryRecord, action: JobAction, now: float) -> IndexJob:
         return IndexJob(job_id=new_id(), record_id=record.id, scope_hash=record.scope_hash,
@@ -175,7 +175,7 @@ class Indexer:
         identity = embedder.identity
         now = self._clock.now()
         async with self._backend.writing() as tx:
-            jobs = await tx.lease_index_jobs(worker_id, now, now + lease_s, limit)
+            jobs = await tx.jobs.lease(worker_id, now, now + lease_s, limit)
         if not jobs:
             return WorkerReport()
         # The exact version each embed job names, read from its stored snapshot.
@@ -183,7 +183,7 @@ class Indexer:
         async with self._backend.reading() as read:
             for job in jobs:
                 if job.action is JobAction.EMBED:
-                    snapshot = await read.version(job.record_id, job.version)
+                    snapshot = await read.versions.get(job.record_id, job.version)
                     if snapshot is not None:
                         sources[job.job_id] = snapshot.record
         outcomes = await self._embed_each(sources)
@@ -224,27 +224,27 @@ class Indexer:
             dead = job.attempts >= self._config.max_attempts
             retry_at = None if dead else now + min(
                 self._config.backoff_s * 2 ** (job.attempts - 1), MAX_BACKOFF_S)
-            if not await tx.settle_index_job(job, done=False, next_attempt_at=retry_at,
+            if not await tx.jobs.settle(job, done=False, next_attempt_at=retry_at,
                                              error_code=str(code)):
                 return WorkerReport(lost_leases=1)
             return WorkerReport(dead=1) if dead else WorkerReport(retried=1)
-        if not await tx.settle_index_job(job, done=True):
+        if not await tx.jobs.settle(job, done=True):
             return WorkerReport(lost_leases=1)  # another worker took the job over
-        current = await tx.record(job.scope_hash, job.record_id)
+        current = await tx.records.get(job.scope_hash, job.record_id)
         if job.action is JobAction.REMOVE:
             if current is None or current.status is RecordStatus.DELETED:
-                await tx.remove_vectors(job.record_id)
+                await tx.vectors.remove(job.record_id)
                 return WorkerReport(removed=1)
             return WorkerReport(skipped=1)
         if (source is None or outcome is None or current is None
                 or current.status is RecordStatus.DELETED
                 or current.content_hash != source.content_hash):
             return WorkerReport(skipped=1)  # erased, deleted or rewritten meanwhile
-        await tx.put_vector(StoredVector(
+        await tx.vectors.put(StoredVector(
             record_id=current.id, scope_hash=current.scope_hash, version=current.version,
             content_hash=current.content_hash, identity=identity, vector=outcome,
             created_at=now))
-        await tx.mark_indexed(current.id, current.version)
+        await tx.records.mark_indexed(current.id, current.version)
         return WorkerReport(indexed=1)
 
     # -- operator tools -----------------------------------------------------------------
@@ -254,12 +254,12 @@ class Indexer:
         now = self._clock.now()
         missing = 0
         async with self._backend.reading() as tx:
-            counts, oldest = await tx.index_job_counts()
-            vectors = await tx.vector_counts()
+            counts, oldest = await tx.jobs.counts()
+            vectors = await tx.vectors.counts()
             if identity is not None:
                 after: str | None = None
                 while True:
-                    page, walked, after = await tx.records_missing_vectors(
+                    page, walked, after = await tx.vectors.missing(
                         identity, after, 1000, now)
                     missing += len(page)
                     if walked < 1000:
@@ -274,7 +274,7 @@ class Indexer:
     async def jobs(self, state: JobState, limit: int) -> list[IndexJob]:
         _check_limit(limit, MAX_JOBS_PER_ROUND)
         async with self._backend.reading() as tx:
-            return await tx.index_jobs(JobState(state), limit)
+            return await tx.jobs.in_state(JobState(state), limit)
 
     async def retry_dead(self, job_ids: Sequence[str] | None) -> int:
         if job_ids is not None and (isinstance(job_ids, str)
@@ -282,7 +282,7 @@ class Indexer:
             raise MemoryValidationError("job_ids must be a sequence of job id strings",
                                         field="job_ids")
         async with self._backend.writing() as tx:
-            return await tx.requeue_dead_jobs(None if job_ids is None else list(job_ids),
+            return await tx.jobs.requeue_dead(None if job_ids is None else list(job_ids),
                                               self._clock.now())
 
     async def reindex(self, cursor: str | None, limit: int) -> ReindexPage:
@@ -291,14 +291,14 @@ class Indexer:
         after = (decode_cursor(cursor, _REINDEX, _ALL_SCOPES) if cursor is not None else None)
         now = self._clock.now()
         async with self._backend.writing() as tx:
-            missing, walked, last = await tx.records_missing_vectors(identity, after, limit,
+            missing, walked, last = await tx.vectors.missing(identity, after, limit,
                                                                      now)
             for record_id, scope_hash, version in missing:
-                await tx.enqueue_index_job(IndexJob(
+                await tx.jobs.enqueue(IndexJob(
                     job_id=new_id(), record_id=record_id, scope_hash=scope_hash,
                     version=version, action=JobAction.EMBED, state=JobState.PENDING,
                     attempts=0, next_attempt_at=now, created_at=now))
-            total = await tx.live_record_count(now)
+            total = await tx.records.live_count(now)
         next_cursor = (encode_cursor(_REINDEX, _ALL_SCOPES, last)
                        if last is not None and walked == limit else None)
         return ReindexPage(scanned=walked, enqueued=len(missing), cursor=next_cursor,

@@ -1,709 +1,60 @@
 """The in-memory backend: deterministic and transactional, for tests and ephemeral use.
 
-Atomicity comes from an undo log: every mutation records how to reverse itself, and a
-transaction that raises replays the log backwards before the lock is released, so a
-failed write is never observable. One asyncio lock serializes transactions, which is
-also what makes compare-and-set atomic here.
+One asyncio lock serializes transactions, which is also what makes compare-and-set
+atomic here; a write that raises is undone by its journal before the lock is released
+(:mod:`memory_repositories`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import attrs
-from governed_memory.embedding import EmbedderIdentity
-from governed_memory.errors import MemoryConflictError, MemoryUnavailableError
-from governed_memory.events import MemoryEvent
-from governed_memory.indexing import IndexJob, JobState
-from governed_memory.records import (
-    Capabilities,
-    IndexState,
-    MemoryRecord,
-    MemoryType,
-    MemoryVersion,
-    RecordStatus,
-)
+from governed_memory.errors import MemoryUnavailableError
+from governed_memory.records import Capabilities
 
-from governed_memory_native.bm25 import Document
-from governed_memory_native.filters import metadata_matches
-from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
-from governed_memory_native.port import (
-    IdempotencyEntry,
-    ReadTransaction,
-    Removal,
-    ScoredRecord,
-    SearchPage,
-    SearchQuery,
-    StoredVector,
-    UnitsFromTransactions,
-    VectorQuery,
-    VectorScopeState,
-    WriteTransaction,
+from governed_memory_native.memory_repositories import (
+    Journal,
+    MemoryErasure,
+    MemoryIdempotency,
+    MemoryIndexJobs,
+    MemoryLexicalSearch,
+    MemoryOutbox,
+    MemoryRecords,
+    MemorySnapshots,
+    MemoryVectors,
+    MemoryVersions,
+    State,
 )
-from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
-from governed_memory_native.tokens import words
+from governed_memory_native.port import ReadTransaction, UnitsFromTransactions, WriteTransaction
 
 T = TypeVar("T")
 
 
-@attrs.frozen(slots=True)
-class _Row:
-    record: MemoryRecord
-    document: Document | None
-    """The lexical index entry: only an active record has one (see :mod:`bm25`)."""
-
-
-def _row(record: MemoryRecord) -> _Row:
-    if record.status is not RecordStatus.ACTIVE:
-        return _Row(record, None)
-    terms = words(record.content)
-    return _Row(record, Document(record.id, Counter(terms), len(terms)))
-
-
-@attrs.define(slots=True)
-class _ScopeLexicon:
-    """One scope's lexical index: the statistics and postings of its active records,
-    kept on every write like the SQL backends' ``lexical_*`` tables."""
-
-    documents: int = 0
-    total_length: int = 0
-    postings: dict[str, dict[str, int]] = attrs.field(factory=dict)
-    """term to (record id to frequency); a term no record has any more is removed."""
-    lengths: dict[str, int] = attrs.field(factory=dict)
-    expiring: set[str] = attrs.field(factory=set)
-    """Indexed records with an ``expires_at``: the only ones a search may find expired."""
-
-    def add(self, document: Document, expires: bool) -> None:
-        self.documents += 1
-        self.total_length += document.length
-        self.lengths[document.doc_id] = document.length
-        if expires:
-            self.expiring.add(document.doc_id)
-        for term, frequency in document.term_counts.items():
-            self.postings.setdefault(term, {})[document.doc_id] = frequency
-
-    def remove(self, document: Document) -> None:
-        self.documents -= 1
-        self.total_length -= document.length
-        del self.lengths[document.doc_id]
-        self.expiring.discard(document.doc_id)
-        for term in document.term_counts:
-            holders = self.postings[term]
-            del holders[document.doc_id]
-            if not holders:
-                del self.postings[term]
-
-
-_IdemKey = tuple[str, str, str]
-
-
-@attrs.define(slots=True)
-class _State:
-    rows: dict[str, _Row] = attrs.field(factory=dict)
-    keys: dict[tuple[str, str], str] = attrs.field(factory=dict)
-    versions: dict[str, list[MemoryVersion]] = attrs.field(factory=dict)
-    idempotency: dict[_IdemKey, IdempotencyEntry] = attrs.field(factory=dict)
-    events: dict[str, tuple[int, MemoryEvent]] = attrs.field(factory=dict)
-    """The event outbox: event id to (commit sequence, event)."""
-    event_sequence: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
-    vectors: dict[str, dict[str, StoredVector]] = attrs.field(factory=dict)
-    """record id to (identity key to vector)."""
-    jobs: dict[str, IndexJob] = attrs.field(factory=dict)
-    snapshots: dict[str, _Snapshot] = attrs.field(factory=dict)
-    erasures: dict[tuple[str, str], tuple[Removal, float]] = attrs.field(factory=dict)
-    lexicon: dict[str, _ScopeLexicon] = attrs.field(factory=dict)
-    """scope hash to that scope's lexical index."""
-    vector_scopes: dict[tuple[str, str], VectorScopeState] = attrs.field(factory=dict)
-    """(identity key, scope hash) to its vector change sequence and count."""
-    vector_changes: dict[tuple[str, str, int], str] = attrs.field(factory=dict)
-    """(identity key, scope hash, seq) to the record id that change was about; the last
-    ``VECTOR_LOG_KEEP`` of each scope are kept, like SQLite's ``vector_changes``."""
-
-
-@attrs.frozen(slots=True)
-class _Snapshot:
-    tenant_id: str
-    body: Mapping[str, Any]
-    created_at: float
-    subjects: frozenset[str]
-
-
-def passes_filters(record: MemoryRecord, query: SearchQuery) -> bool:
-    """Every hard filter of a search except the lexical terms."""
-    return (record.scope_hash in query.scope_hashes and record.is_visible(query.now)
-            and (not query.memory_types or record.memory_type in query.memory_types)
-            and (not query.entity_ids or bool(set(query.entity_ids) & set(record.entity_ids)))
-            and (query.valid_at is None or (
-                (record.valid_from is None or record.valid_from <= query.valid_at)
-                and (record.invalid_at is None or record.invalid_at > query.valid_at)))
-            and (not query.visibilities or record.visibility in query.visibilities)
-            and metadata_matches(record.metadata, query.metadata_filter))
-
-
-def _job_order(job: IndexJob) -> tuple[float, str]:
-    return (job.created_at, job.job_id)
-
-
-_MISSING: Any = object()
-
-
 class _MemoryTransaction:
-    """Reads and (when ``undo`` is given) writes over the shared state."""
+    """The repositories of one transaction over the shared state (writes only through a
+    journal that has an undo log)."""
 
-    def __init__(self, state: _State, undo: list[Callable[[], None]] | None) -> None:
-        self._state = state
-        self._undo = undo
+    __slots__ = ("erasure", "idempotency", "jobs", "outbox", "postings", "records",
+                 "snapshots", "vectors", "versions")
 
-    # -- undo-logged primitives ---------------------------------------------------
-
-    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
-        previous = table.get(key, _MISSING)
-        self._log(lambda: _restore(table, key, previous))
-        table[key] = value
-
-    def _pop(self, table: dict[Any, Any], key: Any) -> None:
-        if key not in table:
-            return
-        previous = table.pop(key)
-        self._log(lambda: _restore(table, key, previous))
-
-    def _log(self, action: Callable[[], None]) -> None:
-        if self._undo is None:
-            raise RuntimeError("write attempted in a read transaction")
-        self._undo.append(action)
-
-    # -- reads ----------------------------------------------------------------------
-
-    async def record(self, scope_hash: str, record_id: str) -> MemoryRecord | None:
-        row = self._state.rows.get(record_id)
-        if row is None or row.record.scope_hash != scope_hash:
-            return None
-        return row.record
-
-    async def record_by_key(self, scope_hash: str, key: str) -> MemoryRecord | None:
-        record_id = self._state.keys.get((scope_hash, key))
-        return None if record_id is None else self._state.rows[record_id].record
-
-    async def list_visible(
-        self, scope_hash: str, after_id: str | None, limit: int,
-        memory_types: tuple[MemoryType, ...], now: float,
-    ) -> list[MemoryRecord]:
-        found = sorted(
-            (row.record for row in self._state.rows.values()
-             if row.record.scope_hash == scope_hash and row.record.is_visible(now)
-             and (after_id is None or row.record.id > after_id)
-             and (not memory_types or row.record.memory_type in memory_types)),
-            key=lambda record: record.id,
-        )
-        return found[:limit]
-
-    async def list_pending(self, scope_hash: str, after_id: str | None, limit: int,
-                           now: float) -> list[MemoryRecord]:
-        found = sorted(
-            (row.record for row in self._state.rows.values()
-             if row.record.scope_hash == scope_hash
-             and row.record.status is RecordStatus.PENDING_REVIEW
-             and not row.record.is_expired(now)
-             and (after_id is None or row.record.id > after_id)),
-            key=lambda record: record.id)
-        return found[:limit]
-
-    async def canonical_by_content(self, scope_hash: str, content_hash: str,
-                                   key: str | None, now: float) -> MemoryRecord | None:
-        found = [row.record for row in self._state.rows.values()
-                 if row.record.scope_hash == scope_hash
-                 and row.record.content_hash == content_hash and row.record.key == key
-                 and is_canonical(row.record, now)]
-        return min(found, key=lambda record: record.id, default=None)
-
-    async def search(self, query: SearchQuery) -> SearchPage:
-        """:func:`lexical_topk.top_k` over the requested scopes' :class:`_ScopeLexicon`."""
-        found = await top_k(_MemoryPostings(self._state, query), query.tokens, query.limit)
-        rows = self._state.rows
-        return SearchPage(
-            matches=tuple(ScoredRecord(rows[doc].record, score) for doc, score in found.ranked),
-            candidates=found.candidates)
-
-    async def versions(self, record_id: str) -> list[MemoryVersion]:
-        return list(self._state.versions.get(record_id, ()))
-
-    async def version(self, record_id: str, version: int) -> MemoryVersion | None:
-        for stored in self._state.versions.get(record_id, ()):
-            if stored.record.version == version:
-                return stored
-        return None
-
-    async def idempotency(
-        self, scope_hash: str, operation: str, key: str
-    ) -> IdempotencyEntry | None:
-        return self._state.idempotency.get((scope_hash, operation, key))
-
-    async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
-        counted = [row.record for row in self._state.rows.values()
-                   if row.record.scope.tenant_id == tenant_id
-                   and (scope_hash is None or row.record.scope_hash == scope_hash)
-                   and row.record.status is not RecordStatus.DELETED
-                   and not row.record.is_expired(now)]
-        return len(counted), sum(len(record.content.encode("utf-8")) for record in counted)
-
-    async def pending_events(self, limit: int) -> list[MemoryEvent]:
-        oldest = heapq.nsmallest(limit, self._state.events.values(), key=lambda item: item[0])
-        return [event for _, event in oldest]
-
-    async def vector_candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
-        key = str(query.identity)
-        found = []
-        rows: Iterable[_Row] = self._state.rows.values()
-        if query.among is not None:
-            rows = [self._state.rows[record_id] for record_id in dict.fromkeys(query.among)
-                    if record_id in self._state.rows]
-        for row in rows:
-            record = row.record
-            vector = self._state.vectors.get(record.id, {}).get(key)
-            if (vector is not None and vector.content_hash == record.content_hash
-                    and passes_filters(record, query.filters)):
-                found.append((record.id, vector.vector))
-        return found
-
-    # -- the vector change log (port.VectorChangeLog) -----------------------------
-
-    async def vector_scope_states(self, identity: EmbedderIdentity,
-                                  scope_hashes: Sequence[str]) -> dict[str, VectorScopeState]:
-        key = str(identity)
-        states = self._state.vector_scopes
-        return {scope_hash: states[(key, scope_hash)] for scope_hash in scope_hashes
-                if (key, scope_hash) in states}
-
-    async def vector_changes(self, identity: EmbedderIdentity, scope_hash: str,
-                             after_seq: int, limit: int) -> list[tuple[int, str]]:
-        key = str(identity)
-        state = self._state.vector_scopes.get((key, scope_hash))
-        if state is None:
-            return []
-        log = self._state.vector_changes
-        first = max(after_seq + 1, state.seq - VECTOR_LOG_KEEP + 1)
-        return [(seq, log[(key, scope_hash, seq)])
-                for seq in range(first, min(state.seq, first + limit - 1) + 1)]
-
-    async def scope_vectors(self, identity: EmbedderIdentity, scope_hash: str,
-                            after_id: str | None, limit: int) -> list[tuple[str, bytes]]:
-        key = str(identity)
-        found = sorted(
-            (record_id, vector.vector) for record_id, vectors in self._state.vectors.items()
-            if (vector := vectors.get(key)) is not None and vector.scope_hash == scope_hash
-            and (after_id is None or record_id > after_id))
-        return found[:limit]
-
-    async def vectors_by_ids(self, identity: EmbedderIdentity, scope_hash: str,
-                             record_ids: Sequence[str]) -> list[tuple[str, bytes]]:
-        key = str(identity)
-        found = []
-        for record_id in dict.fromkeys(record_ids):
-            vector = self._state.vectors.get(record_id, {}).get(key)
-            if vector is not None and vector.scope_hash == scope_hash:
-                found.append((record_id, vector.vector))
-        return found
+    def __init__(self, state: State, journal: Journal) -> None:
+        self.records = MemoryRecords(state, journal)
+        self.postings = MemoryLexicalSearch(state, journal)
+        self.versions = MemoryVersions(state, journal)
+        self.idempotency = MemoryIdempotency(state, journal)
+        self.outbox = MemoryOutbox(state, journal)
+        self.jobs = MemoryIndexJobs(state, journal)
+        self.vectors = MemoryVectors(state, journal)
+        self.snapshots = MemorySnapshots(state, journal)
+        self.erasure = MemoryErasure(state, journal, self.records, self.vectors)
 
     async def compute(self, work: Callable[[], T]) -> T:
         """Inline: :meth:`MemoryBackend.run_read` runs a unit on a worker thread."""
         return work()
-
-    async def records_by_ids(self, scope_hashes: Sequence[str],
-                             record_ids: Sequence[str]) -> list[MemoryRecord]:
-        scopes = set(scope_hashes)
-        rows = (self._state.rows.get(record_id) for record_id in dict.fromkeys(record_ids))
-        return [row.record for row in rows if row is not None and row.record.scope_hash in scopes]
-
-    async def vector_of(self, record_id: str,
-                        identity: EmbedderIdentity) -> StoredVector | None:
-        return self._state.vectors.get(record_id, {}).get(str(identity))
-
-    async def index_jobs(self, state: JobState, limit: int) -> list[IndexJob]:
-        return sorted((job for job in self._state.jobs.values() if job.state is state),
-                      key=_job_order)[:limit]
-
-    async def index_job_counts(self) -> tuple[dict[str, int], float | None]:
-        counts = Counter(job.state.value for job in self._state.jobs.values())
-        pending = [job.created_at for job in self._state.jobs.values()
-                   if job.state is JobState.PENDING]
-        return dict(counts), min(pending, default=None)
-
-    async def vector_counts(self) -> dict[str, int]:
-        return dict(Counter(key for vectors in self._state.vectors.values() for key in vectors))
-
-    async def records_missing_vectors(
-        self, identity: EmbedderIdentity, after_id: str | None, limit: int, now: float,
-    ) -> tuple[list[tuple[str, str, int]], int, str | None]:
-        key = str(identity)
-        walked = sorted(
-            (row.record for row in self._state.rows.values()
-             if row.record.status is not RecordStatus.DELETED and not row.record.is_expired(now)
-             and (after_id is None or row.record.id > after_id)),
-            key=lambda record: record.id,
-        )[:limit]
-        missing = []
-        for record in walked:
-            vector = self._state.vectors.get(record.id, {}).get(key)
-            if vector is None or vector.content_hash != record.content_hash:
-                missing.append((record.id, record.scope_hash, record.version))
-        return missing, len(walked), walked[-1].id if walked else None
-
-    async def live_record_count(self, now: float) -> int:
-        return sum(1 for row in self._state.rows.values()
-                   if row.record.status is not RecordStatus.DELETED
-                   and not row.record.is_expired(now))
-
-    async def snapshot(self, snapshot_id: str) -> Mapping[str, Any] | None:
-        stored = self._state.snapshots.get(snapshot_id)
-        return None if stored is None else stored.body
-
-    async def record_ids_in_scope(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[str]:
-        return [record.id for record in await self.scan_scope(scope_hash, after_id, limit)]
-
-    async def record_ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
-        return sorted(
-            record_id for record_id, row in self._state.rows.items()
-            if row.record.scope.tenant_id == tenant_id and row.record.scope.user_id == user_id
-        )[:limit]
-
-    async def scan_scope(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[MemoryRecord]:
-        found = sorted(
-            (row.record for row in self._state.rows.values()
-             if row.record.scope_hash == scope_hash
-             and (after_id is None or row.record.id > after_id)),
-            key=lambda record: record.id,
-        )
-        return found[:limit]
-
-    # -- writes ---------------------------------------------------------------------
-
-    async def insert_record(self, record: MemoryRecord) -> None:
-        if record.id in self._state.rows:
-            raise MemoryConflictError("a record with this id already exists")
-        self._claim_key(record)
-        row = _row(record)
-        self._set(self._state.rows, record.id, row)
-        self._index(row)
-
-    async def replace_record(self, record: MemoryRecord, expected_revision: str) -> bool:
-        current = self._state.rows.get(record.id)
-        if current is None or current.record.revision != expected_revision:
-            return False
-        self._release_key(current.record)
-        self._claim_key(record)
-        self._unindex(current)
-        row = _row(record)
-        self._set(self._state.rows, record.id, row)
-        self._index(row)
-        return True
-
-    async def append_version(self, version: MemoryVersion) -> None:
-        record_id = version.record.id
-        history = [*self._state.versions.get(record_id, ()), version]
-        self._set(self._state.versions, record_id, history)
-
-    async def put_idempotency(self, entry: IdempotencyEntry) -> None:
-        self._set(self._state.idempotency, (entry.scope_hash, entry.operation, entry.key), entry)
-
-    async def put_event(self, event: MemoryEvent) -> None:
-        if event.event_id not in self._state.events:
-            self._set(self._state.events, event.event_id,
-                      (next(self._state.event_sequence), event))
-
-    async def acknowledge_events(self, event_ids: Sequence[str]) -> int:
-        removed = 0
-        for event_id in dict.fromkeys(event_ids):
-            if event_id in self._state.events:
-                self._pop(self._state.events, event_id)
-                removed += 1
-        return removed
-
-    async def put_vector(self, vector: StoredVector) -> None:
-        key = str(vector.identity)
-        for other, stored in self._state.vectors.get(vector.record_id, {}).items():
-            self._log_vector_change(other, stored, -1 if other != key else 0)
-        if key not in self._state.vectors.get(vector.record_id, {}):
-            self._log_vector_change(key, vector, +1)
-        self._set(self._state.vectors, vector.record_id, {key: vector})
-
-    async def remove_vectors(self, record_id: str) -> int:
-        held = self._state.vectors.get(record_id, {})
-        for key, stored in held.items():
-            self._log_vector_change(key, stored, -1)
-        self._pop(self._state.vectors, record_id)
-        return len(held)
-
-    def _log_vector_change(self, key: str, vector: StoredVector, count: int) -> None:
-        """What SQLite's triggers on ``memory_vectors`` do: the (identity, scope)'s seq
-        grows by one, its count by ``count``; the change is logged and the tail kept."""
-        scope_hash = vector.scope_hash
-        state = self._state.vector_scopes.get((key, scope_hash), VectorScopeState())
-        seq = state.seq + 1
-        self._set(self._state.vector_scopes, (key, scope_hash),
-                  VectorScopeState(seq, state.vectors + count))
-        self._set(self._state.vector_changes, (key, scope_hash, seq), vector.record_id)
-        self._pop(self._state.vector_changes, (key, scope_hash, seq - VECTOR_LOG_KEEP))
-
-    async def enqueue_index_job(self, job: IndexJob) -> None:
-        for stale in [other for other in self._state.jobs.values()
-                      if other.record_id == job.record_id and other.state is JobState.PENDING
-                      and other.version <= job.version]:
-            self._pop(self._state.jobs, stale.job_id)
-        self._set(self._state.jobs, job.job_id, job)
-
-    async def lease_index_jobs(self, owner: str, now: float, lease_until: float,
-                               limit: int) -> list[IndexJob]:
-        due = sorted(
-            (job for job in self._state.jobs.values()
-             if (job.state is JobState.PENDING and job.next_attempt_at <= now)
-             or (job.state is JobState.LEASED and job.lease_expires_at is not None
-                 and job.lease_expires_at <= now)),
-            key=_job_order,
-        )[:limit]
-        leased = []
-        for job in due:
-            taken = attrs.evolve(job, state=JobState.LEASED, lease_owner=owner,
-                                 lease_expires_at=lease_until, attempts=job.attempts + 1)
-            self._set(self._state.jobs, job.job_id, taken)
-            leased.append(taken)
-        return leased
-
-    async def settle_index_job(self, job: IndexJob, *, done: bool,
-                               next_attempt_at: float | None = None,
-                               error_code: str | None = None) -> bool:
-        current = self._state.jobs.get(job.job_id)
-        if (current is None or current.state is not JobState.LEASED
-                or current.lease_owner != job.lease_owner or current.attempts != job.attempts):
-            return False
-        if done:
-            self._pop(self._state.jobs, job.job_id)
-            return True
-        self._set(self._state.jobs, job.job_id, attrs.evolve(
-            current, state=JobState.DEAD if next_attempt_at is None else JobState.PENDING,
-            next_attempt_at=current.next_attempt_at if next_attempt_at is None
-            else next_attempt_at,
-            lease_owner=None, lease_expires_at=None, last_error_code=error_code))
-        return True
-
-    async def requeue_dead_jobs(self, job_ids: Sequence[str] | None, now: float) -> int:
-        wanted = None if job_ids is None else set(job_ids)
-        dead = [job for job in self._state.jobs.values() if job.state is JobState.DEAD
-                and (wanted is None or job.job_id in wanted)]
-        for job in dead:
-            self._set(self._state.jobs, job.job_id, attrs.evolve(
-                job, state=JobState.PENDING, attempts=0, next_attempt_at=now))
-        return len(dead)
-
-    async def mark_indexed(self, record_id: str, version: int) -> None:
-        row = self._state.rows.get(record_id)
-        if (row is not None and row.record.version == version
-                and row.record.index_state is not IndexState.INDEXED):
-            self._set(self._state.rows, record_id,
-                      attrs.evolve(row, record=attrs.evolve(row.record,
-                                                            index_state=IndexState.INDEXED)))
-
-    async def put_snapshot(self, snapshot_id: str, tenant_id: str, body: Mapping[str, Any],
-                           *, created_at: float, subjects: Sequence[str]) -> None:
-        if snapshot_id in self._state.snapshots:
-            raise MemoryConflictError("a retrieval snapshot with this id already exists")
-        self._set(self._state.snapshots, snapshot_id,
-                  _Snapshot(tenant_id, body, created_at, frozenset(subjects)))
-
-    async def erase_snapshots_of_user(self, tenant_id: str, user_id: str,
-                                      tombstone: Mapping[str, Any]) -> int:
-        named = [(snapshot_id, stored) for snapshot_id, stored in self._state.snapshots.items()
-                 if stored.tenant_id == tenant_id and user_id in stored.subjects]
-        for snapshot_id, stored in named:
-            self._set(self._state.snapshots, snapshot_id, _Snapshot(
-                tenant_id, {**tombstone, "snapshot_id": snapshot_id}, stored.created_at,
-                frozenset()))
-        return len(named)
-
-    async def add_erasure_progress(self, tenant_id: str, user_id: str, removal: Removal,
-                                   started_at: float) -> None:
-        key = (tenant_id, user_id)
-        prior, began = self._state.erasures.get(key, (Removal(), started_at))
-        self._set(self._state.erasures, key, (prior + removal, min(began, started_at)))
-
-    async def take_erasure_progress(self, tenant_id: str,
-                                    user_id: str) -> tuple[Removal, float | None]:
-        key = (tenant_id, user_id)
-        found = self._state.erasures.get(key)
-        if found is None:
-            return Removal(), None
-        self._pop(self._state.erasures, key)
-        return found
-
-    async def purge_snapshots(self, before: float, limit: int) -> int:
-        old = sorted((stored.created_at, snapshot_id)
-                     for snapshot_id, stored in self._state.snapshots.items()
-                     if stored.created_at < before)[:limit]
-        for _, snapshot_id in old:
-            self._pop(self._state.snapshots, snapshot_id)
-        return len(old)
-
-    async def erase_records(
-        self, record_ids: Sequence[str], *, tombstone_idempotency: bool = False
-    ) -> Removal:
-        removal = Removal()
-        doomed = set(record_ids)
-        for job in [job for job in self._state.jobs.values() if job.record_id in doomed]:
-            self._pop(self._state.jobs, job.job_id)
-        for record_id in sorted(doomed):
-            row = self._state.rows.get(record_id)
-            if row is None:
-                continue
-            self._release_key(row.record)
-            self._unindex(row)
-            self._pop(self._state.rows, record_id)
-            versions = len(self._state.versions.get(record_id, ()))
-            self._pop(self._state.versions, record_id)
-            vectors = await self.remove_vectors(record_id)
-            removal += Removal(records=1, versions=versions,
-                               index_entries=int(row.document is not None) + vectors,
-                               scope_hashes=frozenset({row.record.scope_hash}))
-        stale = [(key, entry) for key, entry in self._state.idempotency.items()
-                 if entry.record_id in doomed]
-        if tombstone_idempotency:
-            for key, entry in stale:
-                self._set(self._state.idempotency, key, attrs.evolve(entry, erased=True))
-            return removal
-        for key, _ in stale:
-            self._pop(self._state.idempotency, key)
-        return removal + Removal(idempotency_entries=len(stale))
-
-    async def erase_idempotency(
-        self, *, scope_hash: str | None = None,
-        tenant_user: tuple[str, str] | None = None,
-    ) -> Removal:
-        def doomed(entry: IdempotencyEntry) -> bool:
-            if scope_hash is not None:
-                return entry.scope_hash == scope_hash
-            if tenant_user is not None:
-                return (entry.tenant_id, entry.user_id) == tenant_user
-            return False
-
-        stale = [(key, entry) for key, entry in self._state.idempotency.items() if doomed(entry)]
-        for key, _ in stale:
-            self._pop(self._state.idempotency, key)
-        return Removal(idempotency_entries=len(stale),
-                       scope_hashes=frozenset(entry.scope_hash for _, entry in stale))
-
-    def _index(self, row: _Row) -> None:
-        """Count an active record in its scope's statistics and postings."""
-        document = row.document
-        if document is None:
-            return
-        scope_hash = row.record.scope_hash
-        lexicon = self._state.lexicon.get(scope_hash)
-        if lexicon is None:
-            lexicon = _ScopeLexicon()
-            self._set(self._state.lexicon, scope_hash, lexicon)
-        lexicon.add(document, row.record.expires_at is not None)
-        self._log(lambda: lexicon.remove(document))
-
-    def _unindex(self, row: _Row) -> None:
-        """Take a record out of its scope's statistics and postings (exactly: a scope
-        left with no record has no lexicon at all)."""
-        document = row.document
-        if document is None:
-            return
-        scope_hash = row.record.scope_hash
-        lexicon = self._state.lexicon[scope_hash]
-        expires = row.record.expires_at is not None
-        lexicon.remove(document)
-        self._log(lambda: lexicon.add(document, expires))
-        if not lexicon.documents:
-            self._pop(self._state.lexicon, scope_hash)
-
-    def _claim_key(self, record: MemoryRecord) -> None:
-        if record.key is None or record.status is RecordStatus.DELETED:
-            return
-        slot = (record.scope_hash, record.key)
-        holder = self._state.keys.get(slot)
-        if holder is not None and holder != record.id:
-            raise MemoryConflictError("the key is already used by a record in this scope")
-        self._set(self._state.keys, slot, record.id)
-
-    def _release_key(self, record: MemoryRecord) -> None:
-        slot = (record.scope_hash, record.key) if record.key is not None else None
-        if slot is not None and self._state.keys.get(slot) == record.id:
-            self._pop(self._state.keys, slot)
-
-
-class _MemoryPostings:
-    """:class:`lexical_topk.PostingsSource` over the in-memory lexicons of one search;
-    a document is its record id."""
-
-    def __init__(self, state: _State, query: SearchQuery) -> None:
-        self._rows = state.rows
-        self._query = query
-        self._lexicons = [state.lexicon[scope_hash]
-                          for scope_hash in dict.fromkeys(query.scope_hashes)
-                          if scope_hash in state.lexicon]
-
-    async def statistics(self, terms: Sequence[str]) -> Statistics[str]:
-        now = self._query.now
-        expired = [
-            ExpiredDocument(record_id, lexicon.lengths[record_id], {
-                term: lexicon.postings[term][record_id] for term in terms
-                if record_id in lexicon.postings.get(term, {})})
-            for lexicon in self._lexicons for record_id in sorted(lexicon.expiring)
-            if self._rows[record_id].record.is_expired(now)
-        ]
-        return Statistics(
-            documents=sum(lexicon.documents for lexicon in self._lexicons),
-            total_length=sum(lexicon.total_length for lexicon in self._lexicons),
-            containing={term: sum(len(lexicon.postings.get(term, {}))
-                                  for lexicon in self._lexicons) for term in terms},
-            expired=expired)
-
-    async def postings(self, term: str) -> list[tuple[str, int, int]]:
-        query, rows = self._query, self._rows
-        return [(record_id, frequency, lexicon.lengths[record_id])
-                for lexicon in self._lexicons
-                for record_id, frequency in lexicon.postings.get(term, {}).items()
-                if passes_filters(rows[record_id].record, query)]
-
-    async def probe(self, term: str, docs: Sequence[str]) -> dict[str, int]:
-        holders = [lexicon.postings.get(term, {}) for lexicon in self._lexicons]
-        found: dict[str, int] = {}
-        for doc in docs:
-            for held in holders:
-                frequency = held.get(doc)
-                if frequency:
-                    found[doc] = frequency
-        return found
-
-    async def identify(self, docs: Sequence[str]) -> dict[str, str]:
-        return {doc: doc for doc in docs}
-
-
-def _restore(table: dict[Any, Any], key: Any, previous: Any) -> None:
-    if previous is _MISSING:
-        table.pop(key, None)
-    else:
-        table[key] = previous
-
-
-def is_canonical(record: MemoryRecord, now: float) -> bool:
-    """Active or pending, not expired, valid at ``now``: what a new identical record
-    would duplicate (``canonical_by_content``, the SQL backends' predicate)."""
-    return (record.status in (RecordStatus.ACTIVE, RecordStatus.PENDING_REVIEW)
-            and not record.is_expired(now)
-            and (record.valid_from is None or record.valid_from <= now)
-            and (record.invalid_at is None or record.invalid_at > now))
 
 
 class MemoryBackend(UnitsFromTransactions):
@@ -713,7 +64,10 @@ class MemoryBackend(UnitsFromTransactions):
     shares_records = True
 
     def __init__(self) -> None:
-        self._state = _State()
+        self._state = State()
+        self._reads = _MemoryTransaction(self._state, Journal(None))
+        """Every read unit's transaction: it holds nothing of its own (no journal), so
+        one serves them all and a read builds no repositories."""
         self._lock = asyncio.Lock()
         self._open = False
         self._reader: ThreadPoolExecutor | None = None
@@ -755,7 +109,7 @@ class MemoryBackend(UnitsFromTransactions):
     async def reading(self) -> AsyncIterator[ReadTransaction]:
         self._require_open()
         async with self._lock:
-            yield _MemoryTransaction(self._state, None)
+            yield self._reads
 
     @asynccontextmanager
     async def writing(self, *, tenant_id: str | None = None
@@ -764,7 +118,7 @@ class MemoryBackend(UnitsFromTransactions):
         async with self._lock:
             undo: list[Callable[[], None]] = []
             try:
-                yield _MemoryTransaction(self._state, undo)
+                yield _MemoryTransaction(self._state, Journal(undo))
             except BaseException:
                 for action in reversed(undo):
                     action()

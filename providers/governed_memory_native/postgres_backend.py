@@ -30,7 +30,7 @@ tenants share are safe without a common lock:
 - records, versions, idempotency entries, the lexical statistics, terms, documents and
   postings, erasure progress and the snapshots' subject rows are all keyed by a scope or
   a ``(tenant, user)``, so two tenant units never touch the same row. Compare-and-set
-  (``replace_record`` is ``UPDATE ... WHERE revision = ...``), key ownership (checked
+  (``records.replace`` is ``UPDATE ... WHERE revision = ...``), key ownership (checked
   under the tenant lock, and a unique index on live keys behind it), idempotency (its
   key includes the scope) and erasure receipts (batches summed in the user's progress
   row) hold as they did under one schema-wide lock, because everything they read to

@@ -451,7 +451,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 GROUP BY identity, scope_hash
             """,
             # A scope's vectors by record id: an index is built from them in pages
-            # (scope_vectors); it leads with (identity, scope_hash), so it replaces the
+            # (vectors.in_scope); it leads with (identity, scope_hash), so it replaces the
             # index on those two.
             "CREATE INDEX memory_vectors_scope ON memory_vectors"
             " (identity, scope_hash, record_id)",

@@ -280,13 +280,13 @@ class NativeMemoryProvider:
             if request.supersedes is not None:
                 await _require_in_scope(tx, scope.scope_hash, request.supersedes, "supersedes")
             if request.key is not None:
-                holder = await tx.record_by_key(scope.scope_hash, request.key)
+                holder = await tx.records.by_key(scope.scope_hash, request.key)
                 if holder is not None and not holder.is_expired(ctx.now):
                     raise MemoryConflictError("the key is already used by a record in this scope")
                 if holder is not None:
                     # An expired record is invisible, so its key is free: erase it first
                     # (with its idempotency entries, as purge_expired would), and say so.
-                    await tx.erase_records([holder.id])
+                    await tx.erasure.erase([holder.id])
                     ctx.notes.add(f"erased expired key holder {holder.id}")
             record = MemoryRecord(
                 id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
@@ -302,8 +302,8 @@ class NativeMemoryProvider:
                                                             content_hash(request.content)),
             )
             record = self._owned(record)  # nothing the caller holds may alias storage
-            await tx.insert_record(record)
-            await tx.append_version(
+            await tx.records.insert(record)
+            await tx.versions.append(
                 MemoryVersion(record, VersionOperation.ADD, ctx.now, ctx.operation_id)
             )
             await self._indexer.after_write(tx, record, None, prepared, ctx.now)
@@ -340,11 +340,11 @@ class NativeMemoryProvider:
         if request.dedup is DedupMode.OFF:
             return None
         scope_hash = request.scope.scope_hash
-        found = await tx.canonical_by_content(scope_hash, content_hash(request.content),
+        found = await tx.records.canonical(scope_hash, content_hash(request.content),
                                               request.key, ctx.now)
         reason = "same content"
         if found is None and similar is not None and similar[1] >= request.dedup_threshold:
-            candidate = await tx.record(scope_hash, similar[0])
+            candidate = await tx.records.get(scope_hash, similar[0])
             if candidate is not None and candidate.is_visible(ctx.now):
                 found, reason = candidate, f"similarity {similar[1]:.3f}"
         if found is None or found.key != request.key:
@@ -362,7 +362,7 @@ class NativeMemoryProvider:
                  if request.cursor is not None else None)
 
         async def unit(tx: ReadTransaction) -> Sequence[MemoryRecord]:
-            return await tx.list_pending(scope_hash, after, request.limit, ctx.now)
+            return await tx.records.pending(scope_hash, after, request.limit, ctx.now)
 
         items = tuple(self._owned(row) for row in await self._backend.run_read(unit))
         cursor = (encode_cursor("pending", scope_hash, items[-1].id)
@@ -379,7 +379,7 @@ class NativeMemoryProvider:
             replay = await self._replayed_record(tx, scope_hash, request, ctx)
             if replay is not None:
                 return replay
-            current = await tx.record(scope_hash, request.record_id)
+            current = await tx.records.get(scope_hash, request.record_id)
             if current is None or not current.is_visible(ctx.now):
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
@@ -405,13 +405,13 @@ class NativeMemoryProvider:
 
         async def unit(tx: WriteTransaction) -> DeleteResult:
             if request.idempotency_key is not None:
-                entry = await tx.idempotency(scope_hash, request.operation.value,
+                entry = await tx.idempotency.get(scope_hash, request.operation.value,
                                              request.idempotency_key)
                 if entry is not None:
                     _check_fingerprint(entry, _fingerprint(ctx, request))
                     return DeleteResult(entry.record_id, scope_hash, entry.hard,
                                         entry.version, entry.revision)
-            current = await tx.record(scope_hash, request.record_id)
+            current = await tx.records.get(scope_hash, request.record_id)
             # A tombstone or an expired record stays erasable (a hard delete removes it for
             # good), but a soft delete treats both as gone, exactly like update does.
             if current is None or (not request.hard and (
@@ -421,7 +421,7 @@ class NativeMemoryProvider:
             if request.hard:
                 # Keep the record's idempotency entries as tombstones (ids and hashes, no
                 # content): a late retry of the add must not quietly write it back.
-                await tx.erase_records([current.id], tombstone_idempotency=True)
+                await tx.erasure.erase([current.id], tombstone_idempotency=True)
                 result = DeleteResult(current.id, scope_hash, hard=True)
             else:
                 tombstone = attrs.evolve(
@@ -434,7 +434,7 @@ class NativeMemoryProvider:
                 result = DeleteResult(current.id, scope_hash, hard=False,
                                       version=tombstone.version, revision=tombstone.revision)
             if request.idempotency_key is not None:
-                await tx.put_idempotency(IdempotencyEntry(
+                await tx.idempotency.put(IdempotencyEntry(
                     scope_hash=scope_hash, operation=request.operation.value,
                     key=request.idempotency_key, fingerprint=_fingerprint(ctx, request),
                     record_id=result.record_id, tenant_id=request.scope.tenant_id,
@@ -478,15 +478,15 @@ class NativeMemoryProvider:
 
         async def unit(tx: WriteTransaction) -> DeleteResult:
             if request.idempotency_key is not None:
-                entry = await tx.idempotency(scope_hash, request.operation.value,
+                entry = await tx.idempotency.get(scope_hash, request.operation.value,
                                              request.idempotency_key)
                 if entry is not None:
                     _check_fingerprint(entry, _fingerprint(ctx, request))
                     return DeleteResult(entry.record_id, scope_hash, hard=True)
             current = await _pending(tx, scope_hash, request, ctx)
-            await tx.erase_records([current.id], tombstone_idempotency=True)
+            await tx.erasure.erase([current.id], tombstone_idempotency=True)
             if request.idempotency_key is not None:
-                await tx.put_idempotency(IdempotencyEntry(
+                await tx.idempotency.put(IdempotencyEntry(
                     scope_hash=scope_hash, operation=request.operation.value,
                     key=request.idempotency_key, fingerprint=_fingerprint(ctx, request),
                     record_id=current.id, tenant_id=request.scope.tenant_id,
@@ -502,7 +502,7 @@ class NativeMemoryProvider:
         scope_hash = None if query.scope is None else query.scope.scope_hash
 
         async def unit(tx: ReadTransaction) -> tuple[int, int]:
-            return await tx.usage(query.tenant_id, scope_hash, ctx.now)
+            return await tx.records.usage(query.tenant_id, scope_hash, ctx.now)
 
         records, size = await self._backend.run_read(unit)
         return Usage(records=records, bytes=size)
@@ -527,7 +527,7 @@ class NativeMemoryProvider:
         wanted = limit + len(acked)
 
         async def unit(tx: ReadTransaction) -> Sequence[MemoryEvent]:
-            return await tx.pending_events(wanted)
+            return await tx.outbox.pending(wanted)
 
         stored = [event for event in await self._backend.run_read(unit)
                   if event.event_id not in acked and event.event_id not in self._committed_ids]
@@ -562,7 +562,7 @@ class NativeMemoryProvider:
             return
 
         async def unit(tx: WriteTransaction) -> None:
-            await tx.acknowledge_events(acks)
+            await tx.outbox.acknowledge(acks)
 
         try:
             await self._backend.run_write(unit)
@@ -580,9 +580,9 @@ class NativeMemoryProvider:
 
         async def unit(tx: ReadTransaction) -> MemoryRecord | None:
             if record_id is not None:
-                return await tx.record(scope_hash, record_id)
+                return await tx.records.get(scope_hash, record_id)
             assert key is not None  # validate() guarantees exactly one
-            return await tx.record_by_key(scope_hash, key)
+            return await tx.records.by_key(scope_hash, key)
 
         found = await self._backend.run_read(unit, point=True)
         if found is None or not found.is_visible(ctx.now):
@@ -597,7 +597,7 @@ class NativeMemoryProvider:
                  if request.cursor is not None else None)
 
         async def unit(tx: ReadTransaction) -> Sequence[MemoryRecord]:
-            return await tx.list_visible(scope_hash, after, request.limit,
+            return await tx.records.visible(scope_hash, after, request.limit,
                                          request.memory_types, ctx.now)
 
         items = tuple(self._owned(row) for row in await self._backend.run_read(unit))
@@ -651,7 +651,7 @@ class NativeMemoryProvider:
                 prepared = await self._vector_indexes.prepare(
                     tx, VectorQuery(filters, identity), query_vector, filters.limit)
             if tokens and "lexical" in ranking.modes:
-                page = await tx.search(filters)
+                page = await tx.postings.search(filters)
                 candidates = page.candidates
                 lexical = [(match.record.id, match.score) for match in page.matches]
                 records.update((match.record.id, match.record) for match in page.matches)
@@ -771,7 +771,7 @@ class NativeMemoryProvider:
         before = self._clock.now() - self._config.snapshot_retention_s
 
         async def unit(tx: WriteTransaction) -> int:
-            return await tx.purge_snapshots(before, limit)
+            return await tx.snapshots.purge(before, limit)
 
         return await self._backend.run_write(unit)
 
@@ -786,7 +786,7 @@ class NativeMemoryProvider:
         await self._snapshots.flush()
 
         async def unit(tx: ReadTransaction) -> Mapping[str, Any] | None:
-            return await tx.snapshot(snapshot_id)
+            return await tx.snapshots.get(snapshot_id)
 
         body = await self._backend.run_read(unit, point=True)
         if body is None or body.get("tenant_id") != tenant_id:
@@ -810,7 +810,7 @@ class NativeMemoryProvider:
         await self._stored_snapshot(request.snapshot_id, tenant_id)  # lost or missing: say so
 
         async def unit(tx: ReadTransaction) -> ReplayResult:
-            body = await tx.snapshot(request.snapshot_id)
+            body = await tx.snapshots.get(request.snapshot_id)
             found = snapshot_header(request.snapshot_id, body, tenant_id)
             if found.erased:
                 raise SnapshotErasedError("the snapshot named a user who has been erased")
@@ -828,12 +828,12 @@ class NativeMemoryProvider:
         self._require_open()
 
         async def unit(tx: ReadTransaction) -> Sequence[MemoryVersion]:
-            current = await tx.record(request.scope.scope_hash, request.record_id)
+            current = await tx.records.get(request.scope.scope_hash, request.record_id)
             # A tombstone's history stays readable (that is how a soft delete is seen);
             # an expired record is gone for every read, its history included.
             if current is None or current.is_expired(ctx.now):
                 raise MemoryNotFoundError("no record with that id in this scope")
-            return await tx.versions(current.id)
+            return await tx.versions.of(current.id)
 
         versions = await self._backend.run_read(unit)
         if not self._backend.shares_records:
@@ -849,9 +849,9 @@ class NativeMemoryProvider:
 
         async def unit(tx: WriteTransaction) -> int:
             removed = Removal()
-            while ids := await tx.record_ids_in_scope(scope_hash, None, ERASURE_BATCH):
-                removed += await tx.erase_records(ids)
-            removed += await tx.erase_idempotency(scope_hash=scope_hash)
+            while ids := await tx.records.ids_in_scope(scope_hash, None, ERASURE_BATCH):
+                removed += await tx.erasure.erase(ids)
+            removed += await tx.idempotency.erase(scope_hash=scope_hash)
             return removed.records
 
         return await self._write(ctx, unit, request.scope.tenant_id)
@@ -864,20 +864,20 @@ class NativeMemoryProvider:
         await self._snapshots.flush()  # queued snapshots naming the user are erased too
 
         async def unit(tx: WriteTransaction) -> ErasureReceipt | None:
-            ids = await tx.record_ids_of_user(request.tenant_id, request.user_id,
+            ids = await tx.records.ids_of_user(request.tenant_id, request.user_id,
                                               ERASURE_BATCH)
-            batch = await tx.erase_records(ids) if ids else Removal()
+            batch = await tx.erasure.erase(ids) if ids else Removal()
             if len(ids) == ERASURE_BATCH:
-                await tx.add_erasure_progress(request.tenant_id, request.user_id,
+                await tx.erasure.add_progress(request.tenant_id, request.user_id,
                                               batch, ctx.now)
                 return None
-            removed, began = await tx.take_erasure_progress(request.tenant_id,
+            removed, began = await tx.erasure.take_progress(request.tenant_id,
                                                             request.user_id)
             removed += batch
-            removed += await tx.erase_idempotency(
+            removed += await tx.idempotency.erase(
                 tenant_user=(request.tenant_id, request.user_id)
             )
-            snapshots = await tx.erase_snapshots_of_user(
+            snapshots = await tx.snapshots.erase_of_user(
                 request.tenant_id, request.user_id,
                 tombstone(request.tenant_id, ctx.now, ctx.operation_id))
             return ErasureReceipt(
@@ -928,9 +928,9 @@ class NativeMemoryProvider:
                  if request.after is not None else None)
 
         async def unit(tx: WriteTransaction) -> CleanupPage:
-            inspected = await tx.scan_scope(scope_hash, after, request.limit)
+            inspected = await tx.records.scan(scope_hash, after, request.limit)
             expired = [record.id for record in inspected if record.is_expired(ctx.now)]
-            removed = await tx.erase_records(expired) if expired else Removal()
+            removed = await tx.erasure.erase(expired) if expired else Removal()
             cursor = (encode_cursor("purge", scope_hash, inspected[-1].id)
                       if len(inspected) == request.limit else None)
             return CleanupPage(deleted=removed.records, next_cursor=cursor)
@@ -955,14 +955,14 @@ class NativeMemoryProvider:
 
         async def unit(tx: WriteTransaction) -> T:
             if acks:
-                await tx.acknowledge_events(acks)
+                await tx.outbox.acknowledge(acks)
             result = await body(tx)
             if ctx.committed_event is not None and result is not None:
                 event = finish_committed_event(ctx.committed_event, result)
                 if ctx.notes.lines:
                     event = attrs.evolve(event,
                                          reasons=event.reasons + tuple(ctx.notes.lines))
-                await tx.put_event(event)
+                await tx.outbox.put(event)
                 stored.append(event)
             return result
 
@@ -999,12 +999,12 @@ class NativeMemoryProvider:
         """The first result of an earlier identical write, or ``None`` if this one is new."""
         if request.idempotency_key is None:
             return None
-        entry = await tx.idempotency(scope_hash, request.operation.value,
+        entry = await tx.idempotency.get(scope_hash, request.operation.value,
                                      request.idempotency_key)
         if entry is None:
             return None
         _check_fingerprint(entry, _fingerprint(ctx, request))
-        snapshot = (await tx.version(entry.record_id, entry.version)
+        snapshot = (await tx.versions.get(entry.record_id, entry.version)
                     if entry.version is not None and not entry.erased else None)
         if snapshot is None:
             # Every erasure either removes the entry or marks it erased, so a missing
@@ -1020,7 +1020,7 @@ class NativeMemoryProvider:
     ) -> None:
         if request.idempotency_key is None:
             return
-        await tx.put_idempotency(IdempotencyEntry(
+        await tx.idempotency.put(IdempotencyEntry(
             scope_hash=scope.scope_hash, operation=request.operation.value,
             key=request.idempotency_key, fingerprint=_fingerprint(ctx, request),
             record_id=record.id, tenant_id=scope.tenant_id, user_id=scope.user_id,
@@ -1060,7 +1060,7 @@ async def _pending(tx: WriteTransaction, scope_hash: str,
                    request: ApproveRequest | RejectRequest,
                    ctx: OperationContext) -> MemoryRecord:
     """The record a review decision is about; only a live pending record qualifies."""
-    current = await tx.record(scope_hash, request.record_id)
+    current = await tx.records.get(scope_hash, request.record_id)
     if current is None or current.status is RecordStatus.DELETED or current.is_expired(ctx.now):
         _raise_missing(request.expected_revision)
     if current.status is not RecordStatus.PENDING_REVIEW:
@@ -1073,9 +1073,9 @@ async def _commit_version(tx: WriteTransaction, current: MemoryRecord, new: Memo
                           operation: VersionOperation, ctx: OperationContext) -> None:
     """Replace ``current`` with ``new`` only if nobody moved it since it was read, and
     record the new version in the same transaction."""
-    if not await tx.replace_record(new, current.revision):
+    if not await tx.records.replace(new, current.revision):
         raise MemoryConflictError("the record changed concurrently; re-read and retry")
-    await tx.append_version(MemoryVersion(new, operation, ctx.now, ctx.operation_id))
+    await tx.versions.append(MemoryVersion(new, operation, ctx.now, ctx.operation_id))
 
 
 async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, MemoryRecord],
@@ -1083,7 +1083,7 @@ async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, Me
     """Read the records among ``record_ids`` not loaded yet (vector-only candidates)."""
     missing = [record_id for record_id in record_ids if record_id not in records]
     if missing:
-        found = await tx.records_by_ids(filters.scope_hashes, missing)
+        found = await tx.records.by_ids(filters.scope_hashes, missing)
         records.update((record.id, record) for record in found)
 
 
@@ -1091,7 +1091,7 @@ async def _require_in_scope(tx: ReadTransaction, scope_hash: str, record_id: str
                             field: str) -> None:
     """A supersession link names a record of the same scope that exists (in any status:
     an old fact may already be invalid); a link to nothing would be a dangling claim."""
-    if await tx.record(scope_hash, record_id) is None:
+    if await tx.records.get(scope_hash, record_id) is None:
         raise MemoryValidationError(f"{field} names no record in this scope", field=field)
 
 

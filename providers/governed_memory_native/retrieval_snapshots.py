@@ -89,7 +89,7 @@ async def replay(tx: ReadTransaction, snapshot_id: str,
     erased: list[str] = []
     try:
         for hit in body["hits"]:
-            version = await tx.version(hit["record_id"], int(hit["version"]))
+            version = await tx.versions.get(hit["record_id"], int(hit["version"]))
             if version is None:
                 erased.append(str(hit["record_id"]))
                 continue

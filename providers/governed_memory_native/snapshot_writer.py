@@ -87,7 +87,7 @@ async def store(tx: WriteTransaction, items: Sequence[PendingSnapshot]) -> None:
     governed maintenance round (``purge_snapshots``) removes expired snapshots, so no
     removal ever happens without a decision and an event."""
     for item in items:
-        await tx.put_snapshot(item.snapshot_id, item.tenant_id, item.body,
+        await tx.snapshots.put(item.snapshot_id, item.tenant_id, item.body,
                               created_at=item.created_at, subjects=item.subjects)
 
 

@@ -21,8 +21,8 @@ from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory.records import MemoryVersion, VersionOperation
 
-from governed_memory_native.port import IdempotencyEntry, Removal, StoredVector
 from governed_memory_native.snapshots import record_from_json
+from governed_memory_native.storage_values import IdempotencyEntry, Removal, StoredVector
 
 JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "state",
                      "attempts", "next_attempt_at", "created_at", "lease_owner",

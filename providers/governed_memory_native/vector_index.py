@@ -39,10 +39,10 @@ import heapq
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Final
+from typing import Final, Protocol, TypeGuard, TypeVar
 
 import attrs
 import numpy as np
@@ -55,6 +55,7 @@ from governed_memory_native.port import (
     VectorQuery,
     VectorScopeState,
 )
+from governed_memory_native.repositories import VectorReads
 from governed_memory_native.vector_engines import (
     SCORE_ERROR,
     VectorEngine,
@@ -66,6 +67,25 @@ from governed_memory_native.vector_engines import (
 from governed_memory_native.vectors import decode
 
 log = logging.getLogger("governed_memory_native.vector_index")
+
+T = TypeVar("T")
+
+
+class _LoggedVectors(VectorReads, VectorChangeLog, Protocol):
+    pass
+
+
+class _Logged(Protocol):
+    """A read transaction whose vectors keep a change log: what an index is kept with."""
+
+    @property
+    def vectors(self) -> _LoggedVectors: ...
+
+    async def compute(self, work: Callable[[], T]) -> T: ...
+
+
+def _logged(tx: ReadTransaction) -> TypeGuard[_Logged]:
+    return isinstance(tx.vectors, VectorChangeLog)
 
 PAGE: Final = 5_000
 """Stored vectors read per statement while building an index."""
@@ -217,11 +237,11 @@ class VectorIndexes:
         current, and each index's first scan started on a scan thread, so it runs while
         the unit does other work (the lexical search: faiss releases the GIL)."""
         prepared = Prepared(query, want)
-        if not isinstance(tx, VectorChangeLog) or want <= 0:
+        if not _logged(tx) or want <= 0:
             prepared.exact = list(query.filters.scope_hashes)
             return prepared
         filters, identity = query.filters, query.identity
-        states = await tx.vector_scope_states(identity, filters.scope_hashes)
+        states = await tx.vectors.scope_states(identity, filters.scope_hashes)
         empty = VectorScopeState()
         held = self.held()
         target = decode(vector, identity.dimension).astype(np.float32)
@@ -249,16 +269,16 @@ class VectorIndexes:
         rows: list[tuple[str, bytes]] = []
         if prepared.exact:
             self._count("exact_scopes", len(prepared.exact))
-            rows += await tx.vector_candidates(_within(query, prepared.exact))
+            rows += await tx.vectors.candidates(_within(query, prepared.exact))
         for scope_hash, index, first in prepared.indexed:
             scoped = _within(query, [scope_hash])
             found = None
             if index is not None and first is not None and prepared.target is not None:
-                assert isinstance(tx, VectorChangeLog)
+                assert _logged(tx)
                 found = await self._search(tx, index, scoped, prepared.target, want, first)
             if found is None:
                 self._count("fallbacks")
-                found = await tx.vector_candidates(scoped)
+                found = await tx.vectors.candidates(scoped)
             rows += found
         return rows
 
@@ -268,7 +288,7 @@ class VectorIndexes:
                 self._executor = ThreadPoolExecutor(2, thread_name_prefix="gm-vector-scan")
             return self._executor
 
-    async def _search(self, tx: VectorChangeLog, index: ScopeIndex, query: VectorQuery,
+    async def _search(self, tx: _Logged, index: ScopeIndex, query: VectorQuery,
                       target: np.ndarray, want: int, first: Future[Scan | None]
                       ) -> list[tuple[str, bytes]] | None:
         """The verified candidates of one scope's index (see the module docstring), or
@@ -305,7 +325,7 @@ class VectorIndexes:
                     continue
                 verified.update(batch)
                 reads += len(batch)
-                found = await tx.vector_candidates(attrs.evolve(query, among=tuple(batch)))
+                found = await tx.vectors.candidates(attrs.evolve(query, among=tuple(batch)))
                 rows += found
                 if found:
                     scores = matrix_of([blob for _, blob in found],
@@ -330,7 +350,7 @@ class VectorIndexes:
 
     # -- keeping indexes current ----------------------------------------------------
 
-    async def _current(self, tx: VectorChangeLog, identity: EmbedderIdentity,
+    async def _current(self, tx: _Logged, identity: EmbedderIdentity,
                        scope_hash: str, state: VectorScopeState) -> ScopeIndex | None:
         """The scope's index, at least at ``state.seq`` (``None`` if it cannot be held)."""
         key = (str(identity), scope_hash)
@@ -343,7 +363,7 @@ class VectorIndexes:
             return index
         return await self._build(tx, identity, scope_hash, state)
 
-    async def _caught_up(self, tx: VectorChangeLog, identity: EmbedderIdentity,
+    async def _caught_up(self, tx: _Logged, identity: EmbedderIdentity,
                          scope_hash: str, index: ScopeIndex, state: VectorScopeState) -> bool:
         """Bring ``index`` to ``state.seq`` from the change log; ``False`` when it cannot
         (dropped meanwhile, or the log no longer reaches back to it).
@@ -361,7 +381,7 @@ class VectorIndexes:
         behind = state.seq - applied
         if behind > CATCH_UP_LIMIT:
             return False
-        changes = await tx.vector_changes(identity, scope_hash, applied, behind)
+        changes = await tx.vectors.changes(identity, scope_hash, applied, behind)
         # Contiguous from the next change to this snapshot's: the log reaches back.
         if not changes or changes[0][0] != applied + 1 or changes[-1][0] != state.seq:
             return False
@@ -378,7 +398,7 @@ class VectorIndexes:
         time even if the scope is never searched again (a search catches up first
         anyway, so it never returns an erased record).
         """
-        if not isinstance(tx, VectorChangeLog):
+        if not _logged(tx):
             return 0
         dropped = 0
         by_identity: dict[str, list[tuple[str, ScopeIndex]]] = {}
@@ -386,7 +406,7 @@ class VectorIndexes:
             by_identity.setdefault(identity_key, []).append((scope_hash, index))
         for entries in by_identity.values():
             identity = entries[0][1].identity
-            states = await tx.vector_scope_states(identity, [scope for scope, _ in entries])
+            states = await tx.vectors.scope_states(identity, [scope for scope, _ in entries])
             for scope_hash, index in entries:
                 state = states.get(scope_hash, VectorScopeState())
                 if not (self._indexable(state) and await self._caught_up(
@@ -405,10 +425,10 @@ class VectorIndexes:
         with index.lock:
             index.wipe()
 
-    async def _catch_up(self, tx: VectorChangeLog, identity: EmbedderIdentity,
+    async def _catch_up(self, tx: _Logged, identity: EmbedderIdentity,
                         scope_hash: str, index: ScopeIndex, state: VectorScopeState,
                         changes: Sequence[tuple[int, str]]) -> None:
-        rows = await tx.vectors_by_ids(identity, scope_hash,
+        rows = await tx.vectors.by_ids(identity, scope_hash,
                                        [record_id for _, record_id in changes])
 
         def apply() -> None:
@@ -429,7 +449,7 @@ class VectorIndexes:
         await tx.compute(apply)
         self._count("catch_ups")
 
-    async def _build(self, tx: VectorChangeLog, identity: EmbedderIdentity,
+    async def _build(self, tx: _Logged, identity: EmbedderIdentity,
                      scope_hash: str, state: VectorScopeState) -> ScopeIndex | None:
         """A new index from the scope's stored vectors, installed unless one at least as
         current was installed meanwhile."""
@@ -440,7 +460,7 @@ class VectorIndexes:
         after: str | None = None
         try:
             while True:
-                page = await tx.scope_vectors(identity, scope_hash, after, PAGE)
+                page = await tx.vectors.in_scope(identity, scope_hash, after, PAGE)
 
                 def fill(page: list[tuple[str, bytes]] = page) -> None:
                     with index.lock:

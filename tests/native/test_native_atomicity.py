@@ -20,8 +20,9 @@ from governed_memory import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider
-from governed_memory_native.memory_backend import _MemoryTransaction
-from governed_memory_native.sqlite_transaction import SqliteTransaction
+from governed_memory_native.memory_repositories import MemoryIdempotency, MemoryVersions
+from governed_memory_native.sql_idempotency import SqlIdempotency
+from governed_memory_native.sql_versions import SqlVersions
 from native_support import USER_SCOPE, make_ctx, note
 
 
@@ -57,12 +58,9 @@ async def test_rejected_writes_change_nothing(provider: NativeMemoryProvider,
     assert await _snapshot(provider, clock) == before
 
 
-def _transaction_class(backend: str) -> type[Any]:
-    if backend == "postgres":
-        from governed_memory_native.postgres_transaction import PostgresTransaction
-
-        return PostgresTransaction
-    return _MemoryTransaction if backend == "memory" else SqliteTransaction
+def _repository_class(backend: str, memory: type[Any], sql: type[Any]) -> type[Any]:
+    """Where a write of the backend under test lives: both SQL dialects share theirs."""
+    return memory if backend == "memory" else sql
 
 
 async def test_failure_mid_add_rolls_back(provider: NativeMemoryProvider, clock: ManualClock,
@@ -71,7 +69,7 @@ async def test_failure_mid_add_rolls_back(provider: NativeMemoryProvider, clock:
     async def broken(self: object, version: MemoryVersion) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(_transaction_class(backend), "append_version", broken)
+    monkeypatch.setattr(_repository_class(backend, MemoryVersions, SqlVersions), "append", broken)
     with pytest.raises(RuntimeError):
         await provider.add(note("green tea", key="k"), make_ctx(clock))
     monkeypatch.undo()
@@ -89,7 +87,8 @@ async def test_failure_mid_update_rolls_back(provider: NativeMemoryProvider,
     async def broken(self: object, entry: object) -> None:
         raise MemoryError("idempotency store failed")
 
-    monkeypatch.setattr(_transaction_class(backend), "put_idempotency", broken)
+    monkeypatch.setattr(_repository_class(backend, MemoryIdempotency, SqlIdempotency), "put",
+                        broken)
     with pytest.raises(MemoryError):
         await provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
                                             content="black coffee", idempotency_key="u"),

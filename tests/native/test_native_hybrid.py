@@ -123,7 +123,7 @@ async def test_a_query_embedding_failure_degrades_to_lexical(tmp_path: Path,
         assert [s.name for s in result.hits[0].explanation.signals] == ["lexical_bm25"]
         await provider.flush_snapshots()
         async with provider.backend.reading() as tx:
-            body = await tx.snapshot(result.snapshot_id or "")
+            body = await tx.snapshots.get(result.snapshot_id or "")
         assert body is not None and body["degraded"] == ["vector"]
     finally:
         await provider.close()

@@ -70,12 +70,12 @@ async def async_provider(index_backend: str, tmp_path: Path, clock: ManualClock,
 async def _vector(provider: NativeMemoryProvider, record_id: str,
                   embedder: ControlledEmbedder) -> object:
     async with provider.backend.reading() as tx:
-        return await tx.vector_of(record_id, embedder.identity)
+        return await tx.vectors.of(record_id, embedder.identity)
 
 
 async def _vector_counts(provider: NativeMemoryProvider) -> dict[str, int]:
     async with provider.backend.reading() as tx:
-        return await tx.vector_counts()
+        return await tx.vectors.counts()
 
 
 async def _work(provider: NativeMemoryProvider, worker: str = "w1") -> WorkerReport:
@@ -328,7 +328,7 @@ async def test_a_changed_embedder_is_never_mixed_in_and_reindex_refills(
 
             query = SearchQuery(scope_hashes=(USER_SCOPE.scope_hash,), tokens=(),
                                 now=clock.now(), limit=10)
-            assert await tx.vector_candidates(VectorQuery(query, second.identity)) == []
+            assert await tx.vectors.candidates(VectorQuery(query, second.identity)) == []
         enqueued = []
         cursor = None
         while True:

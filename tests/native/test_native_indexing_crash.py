@@ -79,7 +79,7 @@ async def test_a_killed_worker_leaves_no_duplicate_and_no_lost_vector(tmp_path: 
         assert status.missing_vectors == 0
         async with provider.backend.reading() as tx:
             for record in records:
-                stored = await tx.vector_of(record.id, embedder.identity)
+                stored = await tx.vectors.of(record.id, embedder.identity)
                 assert stored is not None and stored.content_hash == record.content_hash
     finally:
         await provider.close()

@@ -39,7 +39,7 @@ from governed_memory.records import (
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.bm25 import Document, score_documents
-from governed_memory_native.memory_backend import passes_filters
+from governed_memory_native.memory_repositories import passes_filters
 from governed_memory_native.port import SearchQuery
 from governed_memory_native.tokens import words
 from hypothesis import given, settings
@@ -147,7 +147,7 @@ async def _write(providers: list[NativeMemoryProvider], body: Any) -> None:
 
 
 async def _search(provider: NativeMemoryProvider, query: SearchQuery) -> Any:
-    return await provider._backend.run_read(lambda tx: tx.search(query))
+    return await provider._backend.run_read(lambda tx: tx.postings.search(query))
 
 
 async def _apply(providers: list[NativeMemoryProvider], records: dict[str, MemoryRecord],
@@ -156,7 +156,7 @@ async def _apply(providers: list[NativeMemoryProvider], records: dict[str, Memor
         record = _record(SCOPES[write.scope], write.content, status=write.status,
                          expires_at=write.expires, visibility=write.visibility,
                          invalid_at=write.invalid_at)
-        await _write(providers, lambda tx: tx.insert_record(record))
+        await _write(providers, lambda tx: tx.records.insert(record))
         records[record.id] = record
         order.append(record.id)
         return
@@ -164,7 +164,7 @@ async def _apply(providers: list[NativeMemoryProvider], records: dict[str, Memor
         return
     record_id = order[write.target % len(order)]
     if isinstance(write, Erase):
-        await _write(providers, lambda tx: tx.erase_records([record_id]))
+        await _write(providers, lambda tx: tx.erasure.erase([record_id]))
         del records[record_id]
         order.remove(record_id)
         return
@@ -175,7 +175,7 @@ async def _apply(providers: list[NativeMemoryProvider], records: dict[str, Memor
                            revision=new_revision())
 
     async def replace(tx: Any) -> None:
-        assert await tx.replace_record(changed, current.revision)
+        assert await tx.records.replace(changed, current.revision)
 
     await _write(providers, replace)
     records[record_id] = changed
@@ -222,7 +222,7 @@ async def _scenario(directory: Path, plan: list[Insert | Replace | Erase],
         # another tenant's words, however many and however alike, never move a score
         for content in ("tea tea green", "dark mode billing", "the a the a", "zebra"):
             outsider = _record(OUTSIDER, content, status=RecordStatus.ACTIVE)
-            await _write(providers, lambda tx, outsider=outsider: tx.insert_record(outsider))
+            await _write(providers, lambda tx, outsider=outsider: tx.records.insert(outsider))
         for ask, first in zip(questions, before, strict=True):
             for provider in providers:
                 again = await _search(provider, _query(ask))
@@ -265,7 +265,7 @@ async def test_many_records_prune_yet_stay_exact(tmp_path: Path) -> None:
 
         async def insert_all(tx: Any) -> None:
             for record in batch:
-                await tx.insert_record(record)
+                await tx.records.insert(record)
 
         await _write(providers, insert_all)
         records.update((record.id, record) for record in batch)
@@ -344,13 +344,13 @@ async def test_erasure_leaves_no_posting_and_exact_statistics(tmp_path: Path) ->
 
         async def insert_all(tx: Any) -> None:
             for record in [*keep, *doomed]:
-                await tx.insert_record(record)
+                await tx.records.insert(record)
 
         await _write(providers, insert_all)
         removals = []
         for provider in providers:
             removals.append(await provider._backend.run_write(
-                lambda tx: tx.erase_records([record.id for record in doomed])))
+                lambda tx: tx.erasure.erase([record.id for record in doomed])))
         assert {removal.index_entries for removal in removals} == {2}  # the active two
         path = tmp_path / "memory.db"
         index = check_sqlite_index(path)
@@ -375,7 +375,7 @@ async def test_erasure_leaves_no_posting_and_exact_statistics(tmp_path: Path) ->
         # erasing the rest empties the index completely
         for provider in providers:
             await provider._backend.run_write(
-                lambda tx: tx.erase_records([record.id for record in keep]))
+                lambda tx: tx.erasure.erase([record.id for record in keep]))
         assert set(table_counts(path).values()) == {0}
         assert all(not rows for rows in _postgres_tables(postgres._backend._schema).values())
         assert state.lexicon == {}

@@ -182,14 +182,14 @@ async def test_a_held_writer_lock_times_out_as_unavailable(tmp_path: Path,
     assert isinstance(backend, PostgresBackend)
     try:
         async with backend.writing() as tx:
-            await tx.usage("acme", None, 0.0)  # its first statement takes the global lock
+            await tx.records.usage("acme", None, 0.0)  # its first statement takes the global lock
             with pytest.raises(MemoryUnavailableError):
                 await provider.add(note(), make_ctx(clock))
         await provider.add(note(), make_ctx(clock))  # released at the end of the transaction
         impatient = await _started({**config, "busy_timeout_ms": 0}, clock)
         try:
             async with backend.writing() as tx:
-                await tx.usage("acme", None, 0.0)
+                await tx.records.usage("acme", None, 0.0)
                 with pytest.raises(MemoryUnavailableError):
                     await impatient.add(note(), make_ctx(clock))
         finally:
@@ -236,7 +236,7 @@ def test_schema_names_are_private_per_directory(tmp_path: Path) -> None:
 
 
 async def test_bulk_insert_writes_what_adds_write(tmp_path: Path, clock: ManualClock) -> None:
-    """``insert_new_records`` (imports, bench seeding) stores the same rows as adds: the
+    """``records.insert_new`` (imports, bench seeding) stores the same rows as adds: the
     copies answer get, history and search exactly like the originals."""
     from governed_memory import GetRequest, HistoryRequest
 
@@ -251,7 +251,7 @@ async def test_bulk_insert_writes_what_adds_write(tmp_path: Path, clock: ManualC
         backend = copies.backend
         assert isinstance(backend, PostgresBackend)
         async with backend.writing() as tx:
-            await tx.insert_new_records(versions)  # type: ignore[attr-defined]
+            await tx.records.insert_new(versions)  # type: ignore[attr-defined]
         for record in records:
             request = GetRequest(scope=USER_SCOPE, record_id=record.id)
             assert await copies.get(request, make_ctx(clock)) == record
@@ -283,13 +283,14 @@ async def test_workers_lease_disjoint_jobs_without_waiting(tmp_path: Path,
     try:
         async with backend.writing() as tx:
             for n in range(6):
-                await tx.enqueue_index_job(_job(n))
+                await tx.jobs.enqueue(_job(n))
         async with backend.writing() as writer:
-            await writer.usage("acme", None, 0.0)  # a global write unit excludes all writers
+            # a global write unit excludes all writers
+            await writer.records.usage("acme", None, 0.0)
             async with backend.writing() as first:
-                mine = await first.lease_index_jobs("w1", 10.0, 70.0, 4)
+                mine = await first.jobs.lease("w1", 10.0, 70.0, 4)
                 async with backend.writing() as second:
-                    theirs = await second.lease_index_jobs("w2", 10.0, 70.0, 4)
+                    theirs = await second.jobs.lease("w2", 10.0, 70.0, 4)
         assert [job.job_id for job in mine] == [f"job-{n:03d}" for n in range(4)]
         assert [job.job_id for job in theirs] == ["job-004", "job-005"]
         assert all(job.attempts == 1 and job.state is JobState.LEASED for job in mine + theirs)
@@ -306,7 +307,7 @@ async def test_searches_do_not_wait_for_writes(tmp_path: Path, clock: ManualCloc
     try:
         await provider.add(note("green tea"), make_ctx(clock))
         async with backend.writing() as writer:
-            await writer.usage("acme", None, 0.0)
+            await writer.records.usage("acme", None, 0.0)
             result = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="tea"),
                                            make_ctx(clock))
             assert len(result.hits) == 1
@@ -325,18 +326,18 @@ async def test_erasure_progress_sums_batches_and_is_taken_once(tmp_path: Path,
     assert isinstance(backend, PostgresBackend)
     try:
         async with backend.writing() as tx:
-            await tx.add_erasure_progress("t", "u", Removal(), 5.0)
-            await tx.add_erasure_progress(
+            await tx.erasure.add_progress("t", "u", Removal(), 5.0)
+            await tx.erasure.add_progress(
                 "t", "u", Removal(records=2, scope_hashes=frozenset({"b", "a"})), 3.0)
         async with backend.writing() as tx:  # a later batch, its own transaction
-            await tx.add_erasure_progress(
+            await tx.erasure.add_progress(
                 "t", "u", Removal(records=1, versions=4, index_entries=2,
                                   idempotency_entries=1, scope_hashes=frozenset({"a", "c"})),
                 7.0)
-            await tx.add_erasure_progress("t", "other", Removal(records=9), 1.0)
+            await tx.erasure.add_progress("t", "other", Removal(records=9), 1.0)
         async with backend.writing() as tx:
-            taken = await tx.take_erasure_progress("t", "u")
-            again = await tx.take_erasure_progress("t", "u")
+            taken = await tx.erasure.take_progress("t", "u")
+            again = await tx.erasure.take_progress("t", "u")
         assert taken == (Removal(records=3, versions=4, index_entries=2, idempotency_entries=1,
                                  scope_hashes=frozenset({"a", "b", "c"})), 3.0)
         assert again == (Removal(), None)

@@ -245,7 +245,7 @@ async def test_worker_processes_share_the_outbox_without_duplicates(tmp_path: Pa
         assert status.vectors == {str(embedder.identity): JOBS}
         async with provider.backend.reading() as tx:
             for record in records:
-                stored = await tx.vector_of(record.id, embedder.identity)
+                stored = await tx.vectors.of(record.id, embedder.identity)
                 assert stored is not None and stored.content_hash == record.content_hash
     finally:
         await provider.close()

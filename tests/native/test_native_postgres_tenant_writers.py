@@ -74,7 +74,7 @@ async def _holding(backend: PostgresBackend, tenant_id: str | None
                    ) -> AsyncIterator[WriteTransaction]:
     """A write unit of ``tenant_id`` (``None``: global) that has taken its locks."""
     async with backend.writing(tenant_id=tenant_id) as tx:
-        await tx.usage(tenant_id or ACME, None, 0.0)  # its first statement takes them
+        await tx.records.usage(tenant_id or ACME, None, 0.0)  # its first statement takes them
         yield tx
 
 
@@ -159,7 +159,7 @@ async def test_a_global_unit_waits_for_tenant_writers_and_they_wait_for_it(
     await tenant.__aenter__()
     try:
         global_unit = asyncio.create_task(backend.run_write(
-            lambda tx: tx.requeue_dead_jobs(None, 0.0)))
+            lambda tx: tx.jobs.requeue_dead(None, 0.0)))
         await _requested(schema_key, "ExclusiveLock")  # queued behind the tenant writer
         assert not global_unit.done()
     finally:
@@ -248,14 +248,14 @@ async def test_a_point_read_that_needs_two_statements_sees_one_snapshot(
         async def body(tx: Any) -> tuple[MemoryRecord | None, MemoryRecord | None]:
             nonlocal runs
             runs += 1
-            before = await tx.record(USER_SCOPE.scope_hash, record.id)
-            latest = before if runs == 1 else await tx.record(USER_SCOPE.scope_hash,
+            before = await tx.records.get(USER_SCOPE.scope_hash, record.id)
+            latest = before if runs == 1 else await tx.records.get(USER_SCOPE.scope_hash,
                                                                 record.id)
             assert latest is not None
             await writer.update(UpdateRequest(  # another connection commits meanwhile
                 scope=USER_SCOPE, record_id=record.id, content=f"count {runs}",
                 expected_revision=latest.revision), make_ctx(clock))
-            return before, await tx.record(USER_SCOPE.scope_hash, record.id)
+            return before, await tx.records.get(USER_SCOPE.scope_hash, record.id)
 
         before, after = await backend.run_read(body, point=True)
         assert runs == 2 and backend.stats.point_retries == 1
@@ -282,14 +282,14 @@ async def test_a_queued_statement_that_fails_fails_the_unit_and_writes_nothing(
         clash = attrs.evolve(rival, id="rec_clash", key="k")
         with pytest.raises(MemoryConflictError):
             async with backend.writing(tenant_id=ACME) as tx:
-                await tx.put_idempotency(entry)
-                await tx.insert_record(clash)
-                await tx.put_idempotency(attrs.evolve(entry, key="idem2"))
+                await tx.idempotency.put(entry)
+                await tx.records.insert(clash)
+                await tx.idempotency.put(attrs.evolve(entry, key="idem2"))
         async with backend.reading() as read:
-            assert await read.idempotency(USER_SCOPE.scope_hash, "add", "idem") is None
-            assert await read.idempotency(USER_SCOPE.scope_hash, "add", "idem2") is None
-            assert await read.record(USER_SCOPE.scope_hash, "rec_clash") is None
-            assert await read.record_by_key(USER_SCOPE.scope_hash, "k") == held
+            assert await read.idempotency.get(USER_SCOPE.scope_hash, "add", "idem") is None
+            assert await read.idempotency.get(USER_SCOPE.scope_hash, "add", "idem2") is None
+            assert await read.records.get(USER_SCOPE.scope_hash, "rec_clash") is None
+            assert await read.records.by_key(USER_SCOPE.scope_hash, "k") == held
         assert backend.stats.rollbacks == 1
     finally:
         await provider.close()
@@ -347,7 +347,7 @@ async def _concurrent_plan(steps: list[tuple[int, str]], run: int) -> None:
             elif kind == "claim":
                 return await claim(tenant)
             else:  # maintenance that may touch any tenant: runs alone
-                await backend.run_write(lambda tx: tx.requeue_dead_jobs(None, 0.0))
+                await backend.run_write(lambda tx: tx.jobs.requeue_dead(None, 0.0))
             return None
 
         outcomes = await asyncio.gather(*(step(tenant, kind) for tenant, kind in steps))

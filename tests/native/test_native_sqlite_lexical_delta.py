@@ -86,7 +86,7 @@ async def _searched(backend: Any, tokens: tuple[str, ...],
                     limit: int = 5) -> list[tuple[str, float]]:
     query = SearchQuery(scope_hashes=(USER_SCOPE.scope_hash,), tokens=tokens, now=NOW,
                         limit=limit)
-    page = await backend.run_read(lambda tx: tx.search(query))
+    page = await backend.run_read(lambda tx: tx.postings.search(query))
     return [(match.record.id, match.score) for match in page.matches]
 
 
@@ -207,7 +207,7 @@ async def test_a_full_delta_without_a_merger_indexes_directly(tmp_path: Path) ->
 
         async def insert(tx: Any) -> None:
             for record in records:
-                await tx.insert_record(record)
+                await tx.records.insert(record)
 
         await backend.run_write(insert)
         counts = table_counts(path)
@@ -220,7 +220,7 @@ async def test_a_full_delta_without_a_merger_indexes_directly(tmp_path: Path) ->
 
             async def replace(tx: Any, changed: MemoryRecord = changed,
                               record: MemoryRecord = record) -> None:
-                assert await tx.replace_record(changed, record.revision)
+                assert await tx.records.replace(changed, record.revision)
 
             await backend.run_write(replace)
         assert _pending(path) == 3
@@ -442,7 +442,7 @@ async def test_a_merge_cancelled_at_each_statement_rolls_back(tmp_path: Path) ->
 
         async def insert(tx: Any) -> None:
             for record in records:
-                await tx.insert_record(record)
+                await tx.records.insert(record)
 
         await backend.run_write(insert)
         await backend.merge_lexical_delta([1])
@@ -452,10 +452,10 @@ async def test_a_merge_cancelled_at_each_statement_rolls_back(tmp_path: Path) ->
 
             async def replace(tx: Any, changed: MemoryRecord = changed,
                               record: MemoryRecord = record) -> None:
-                assert await tx.replace_record(changed, record.revision)
+                assert await tx.records.replace(changed, record.revision)
 
             await backend.run_write(replace)
-        await backend.run_write(lambda tx: tx.insert_record(_record(_text(rng))))
+        await backend.run_write(lambda tx: tx.records.insert(_record(_text(rng))))
         before = _pending(path)
         assert before == 7
         interrupted = 0
@@ -587,14 +587,14 @@ async def test_the_live_count_reads_the_partial_expiry_index(tmp_path: Path) -> 
 
         async def insert(tx: Any) -> None:
             for record in records:
-                await tx.insert_record(record)
+                await tx.records.insert(record)
 
         await backend.run_write(insert)
         for now in (NOW - 10, NOW, NOW + 10):
             expected = sum(1 for r in records if r.status is not RecordStatus.DELETED
                            and (r.expires_at is None or r.expires_at > now))
             async def count(tx: Any, now: float = now) -> int:
-                return int(await tx.live_record_count(now))
+                return int(await tx.records.live_count(now))
 
             assert await backend.run_read(count) == expected
         conn = sqlite3.connect(path)

@@ -113,16 +113,16 @@ async def bulk_add(provider: NativeMemoryProvider, embedder: TableEmbedder,
                 index_state=IndexState.INDEXED, metadata=fields.get("metadata", {}))
             versions.append(MemoryVersion(record, VersionOperation.ADD, now, "op"))
             stored.append(record)
-        bulk = getattr(tx, "insert_new_records", None)
+        bulk = getattr(tx.records, "insert_new", None)
         if bulk is not None:  # PostgreSQL: the same rows by COPY (tested to equal adds)
             await bulk(versions)
         else:
             for version in versions:
-                await tx.insert_record(version.record)
-                await tx.append_version(version)
+                await tx.records.insert(version.record)
+                await tx.versions.append(version)
         for version, (_, _, vector) in zip(versions, records, strict=True):
             record = version.record
-            await tx.put_vector(StoredVector(  # the port's own write: the log sees it
+            await tx.vectors.put(StoredVector(  # the port's own write: the log sees it
                 record_id=record.id, scope_hash=record.scope_hash, version=1,
                 content_hash=record.content_hash, identity=embedder.identity,
                 vector=encode(vector.tolist(), embedder.identity), created_at=now))
@@ -143,7 +143,7 @@ async def exact_ranking(provider: NativeMemoryProvider, embedder: TableEmbedder,
         now=now, limit=retrieval.pool_size(request.limit), memory_types=request.memory_types,
         metadata_filter=dict(request.metadata_filter), valid_at=now)
     async with provider.backend.reading() as tx:
-        rows = await tx.vector_candidates(VectorQuery(filters, embedder.identity))
+        rows = await tx.vectors.candidates(VectorQuery(filters, embedder.identity))
     ranked = cosine_ranking(query, rows, embedder.identity.dimension, filters.limit)
     return [(record_id, score) for record_id, score in ranked if score > 0][: request.limit]
 

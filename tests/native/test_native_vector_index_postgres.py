@@ -156,9 +156,9 @@ async def _concurrent_log(steps: list[tuple[int, str, int]], run: int) -> None:
             nonlocal snapshots
             while writing:
                 async with _backend(second).reading() as tx:
-                    states = await tx.vector_scope_states(identity, hashes)  # type: ignore[attr-defined]
+                    states = await tx.vectors.scope_states(identity, hashes)  # type: ignore[attr-defined]
                     for scope_hash, state in states.items():
-                        changes = await tx.vector_changes(  # type: ignore[attr-defined]
+                        changes = await tx.vectors.changes(  # type: ignore[attr-defined]
                             identity, scope_hash, 0, 10**6)
                         assert [seq for seq, _ in changes] == list(range(1, state.seq + 1))
                 snapshots += 1
@@ -354,7 +354,7 @@ async def test_a_shortlist_is_read_by_id(monkeypatch: pytest.MonkeyPatch, tmp_pa
         await bulk_add(provider, embedder,
                        [(ALICE, f"m{i}", v) for i, v in enumerate(vectors)], clock)
         sent: list[tuple[str, Any]] = []
-        original = PostgresTransaction._tuples
+        original = PostgresTransaction.tuples
 
         async def spy(self: PostgresTransaction, sql: str, params: Any,
                       **kwargs: Any) -> Any:
@@ -362,7 +362,7 @@ async def test_a_shortlist_is_read_by_id(monkeypatch: pytest.MonkeyPatch, tmp_pa
                 sent.append((sql, params))
             return await original(self, sql, params, **kwargs)
 
-        monkeypatch.setattr(PostgresTransaction, "_tuples", spy)
+        monkeypatch.setattr(PostgresTransaction, "tuples", spy)
         embedder.table["q"] = vectors[0]
         await searched(provider, SearchRequest((ALICE,), "q", 10), clock)
         assert sent and provider.vector_indexes.stats.fallbacks == 0

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from governed_memory import DeleteRequest, ManualClock, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
-from governed_memory_native import memory_backend as memory_backend_module
+from governed_memory_native import memory_repositories as memory_repositories_module
 from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
 from native_support import make_ctx, note
 from postgres_support import POSTGRES_DSN
@@ -251,7 +251,7 @@ async def test_an_index_behind_a_pruned_log_is_rebuilt(monkeypatch: pytest.Monke
                                                        clock: ManualClock) -> None:
     """Memory backend with a 5-change tail: 20 writes after the index was built leave a
     gap at the start of the log, so the next search rebuilds instead of catching up."""
-    monkeypatch.setattr(memory_backend_module, "VECTOR_LOG_KEEP", 5)
+    monkeypatch.setattr(memory_repositories_module, "VECTOR_LOG_KEEP", 5)
     embedder = TableEmbedder()
     provider: NativeMemoryProvider = provider_for("memory", tmp_path, clock, embedder)
     await provider.start()
