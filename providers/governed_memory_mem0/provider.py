@@ -29,7 +29,7 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -46,10 +46,12 @@ from governed_memory.errors import (
 )
 from governed_memory.ids import new_id, new_revision
 from governed_memory.limits import check_metadata_budget
-from governed_memory.provider_checks import check_fingerprint as _check_fingerprint
-from governed_memory.provider_checks import check_revision as _check_revision
-from governed_memory.provider_checks import idempotency_fingerprint as _fingerprint
-from governed_memory.provider_checks import raise_missing as _raise_missing
+from governed_memory.provider_kit import apply_update as _apply_update
+from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
+from governed_memory.provider_kit import check_revision as _check_revision
+from governed_memory.provider_kit import idempotency_fingerprint as _fingerprint
+from governed_memory.provider_kit import matches_filters as _matches
+from governed_memory.provider_kit import raise_missing as _raise_missing
 from governed_memory.records import (
     Capabilities,
     CleanupPage,
@@ -872,58 +874,6 @@ class Mem0MemoryProvider:
             record.scope_hash, request.operation.value, request.idempotency_key,
             _fingerprint(ctx, request), record.id, record.scope.tenant_id,
             record.scope.user_id, record.version, record.revision))
-
-
-def _matches(record: MemoryRecord, request: SearchRequest) -> bool:
-    if request.memory_types and record.memory_type not in request.memory_types:
-        return False
-    if request.entity_ids and not set(request.entity_ids).intersection(record.entity_ids):
-        return False
-    return _metadata_matches(record.metadata, request.metadata_filter)
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    return "string" if isinstance(value, str) else "structured"
-
-
-def _metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Equality with JSON types, applied by the adapter: no operator reaches Mem0."""
-    for name, expected in wanted.items():
-        if name not in metadata:
-            return False
-        actual = metadata[name]
-        kind = _json_kind(expected)
-        if kind == "structured" or _json_kind(actual) != kind or actual != expected:
-            return False
-    return True
-
-
-def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> MemoryRecord:
-    content = request.content if request.content is not None else current.content
-    expires_at = None if request.clear_expires_at else (
-        request.expires_at if request.expires_at is not None else current.expires_at)
-
-    def given(value: T | None, default: T) -> T:
-        return default if value is None else value
-
-    return attrs.evolve(
-        current, content=content, content_hash=content_hash(content),
-        memory_type=given(request.memory_type, current.memory_type),
-        metadata=given(request.metadata, current.metadata),
-        importance=given(request.importance, current.importance),
-        visibility=given(request.visibility, current.visibility),
-        entity_ids=given(request.entity_ids, current.entity_ids),
-        expires_at=expires_at, invalid_at=given(request.invalid_at, current.invalid_at),
-        superseded_by=given(request.superseded_by, current.superseded_by),
-        version=current.version + 1, revision=new_revision(), updated_at=now,
-        index_state=IndexState.INDEXED,
-    )
 
 
 def _not_applied(exc: BaseException) -> MemoryError:

@@ -1,0 +1,151 @@
+"""The provider kit: what every provider does the same way, offered to provider authors.
+
+Providers never import each other, yet each one must refuse a reused idempotency key, a
+stale ``expected_revision`` and a write to a missing record with the same typed errors
+and the same words, apply an update field by field the same way, and compare a metadata
+filter with the same JSON typing, or a caller would see different answers for the same
+request depending on the backend. These helpers are that one behaviour; the conformance
+suite holds every provider to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NoReturn, Protocol, TypeVar
+
+import attrs
+
+from governed_memory.context import OperationContext
+from governed_memory.errors import (
+    MemoryConflictError,
+    MemoryNotFoundError,
+    MemoryValidationError,
+)
+from governed_memory.ids import new_revision
+from governed_memory.records import IndexState, MemoryRecord, content_hash
+from governed_memory.request import Request
+from governed_memory.requests import SearchRequest, UpdateRequest
+
+__all__ = [
+    "StoredFingerprint",
+    "apply_update",
+    "check_fingerprint",
+    "check_revision",
+    "idempotency_fingerprint",
+    "json_kind",
+    "matches_filters",
+    "metadata_matches",
+    "raise_missing",
+]
+
+T = TypeVar("T")
+
+
+class StoredFingerprint(Protocol):
+    """A provider's stored idempotency entry: only its fingerprint is compared."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+
+def idempotency_fingerprint(ctx: OperationContext, request: Request[Any]) -> str:
+    """The idempotency fingerprint, or a validation error if it cannot be computed.
+
+    The context's fingerprint wins when the manager set one: it hashes the request as
+    the caller sent it, before a policy transformed it (a TTL stamped from the clock),
+    so a retry still matches its first attempt. ``validate()`` lets an infinite time
+    through, which canonical JSON refuses.
+    """
+    try:
+        return ctx.fingerprint_of(request)
+    except ValueError:
+        raise MemoryValidationError(
+            "the request holds a value JSON cannot represent (a non-finite number?)",
+            field="idempotency_key",
+        ) from None
+
+
+def check_fingerprint(entry: StoredFingerprint, fingerprint: str) -> None:
+    """Refuse a reused idempotency key whose request differs from the first one."""
+    if entry.fingerprint != fingerprint:
+        raise MemoryConflictError("the idempotency key was already used for a different request")
+
+
+def check_revision(current: MemoryRecord, expected: str | None) -> None:
+    """Refuse a write whose ``expected_revision`` is no longer the record's revision."""
+    if expected is not None and current.revision != expected:
+        raise MemoryConflictError("expected_revision is stale; re-read and retry")
+
+
+def raise_missing(expected_revision: str | None) -> NoReturn:
+    """The error for a write to a deleted or missing record: a conflict when the caller
+    expected a revision (it saw the record once), else not-found."""
+    if expected_revision is not None:
+        raise MemoryConflictError("expected_revision refers to a deleted or missing record")
+    raise MemoryNotFoundError("no live record with that id in this scope")
+
+
+def apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> MemoryRecord:
+    """The next version of ``current``: the requested fields replaced, everything else
+    carried over, a new revision, ``version + 1``, ``updated_at = now``."""
+    content = _given(request.content, current.content)
+    expires_at = None if request.clear_expires_at else _given(request.expires_at,
+                                                               current.expires_at)
+    return attrs.evolve(
+        current,
+        content=content,
+        content_hash=content_hash(content),
+        memory_type=_given(request.memory_type, current.memory_type),
+        metadata=_given(request.metadata, current.metadata),
+        importance=_given(request.importance, current.importance),
+        visibility=_given(request.visibility, current.visibility),
+        entity_ids=_given(request.entity_ids, current.entity_ids),
+        expires_at=expires_at,
+        invalid_at=_given(request.invalid_at, current.invalid_at),
+        superseded_by=_given(request.superseded_by, current.superseded_by),
+        version=current.version + 1,
+        revision=new_revision(),
+        updated_at=now,
+        index_state=IndexState.INDEXED,
+    )
+
+
+def _given(value: T | None, current: T) -> T:
+    return current if value is None else value
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a value, where Python blurs them (``True == 1``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "structured"
+
+
+def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Every wanted top-level key is present with an equal value of the same JSON type:
+    ``"1"`` never matches ``1`` and ``True`` never matches ``1``, as the SQL backends
+    compare JSON types in storage."""
+    for name, expected in wanted.items():
+        if name not in metadata:
+            return False
+        actual = metadata[name]
+        kind = json_kind(expected)
+        if kind == "structured" or json_kind(actual) != kind or actual != expected:
+            return False
+    return True
+
+
+def matches_filters(record: MemoryRecord, request: SearchRequest) -> bool:
+    """A search's type, entity and metadata filters, for a provider that applies them
+    in Python."""
+    if request.memory_types and record.memory_type not in request.memory_types:
+        return False
+    if request.entity_ids and not set(request.entity_ids).intersection(record.entity_ids):
+        return False
+    return metadata_matches(record.metadata, request.metadata_filter)
