@@ -35,18 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus import Corpus
-from governed_memory import (
-    AddRequest,
-    OperationContext,
-    Permission,
-    Principal,
-    PrincipalKind,
-    Scope,
-    SearchRequest,
-    SearchResult,
-    SystemClock,
-    UpdateRequest,
-)
+from governed_memory import Permission, Principal, PrincipalKind, Scope, SearchResult
 from governed_memory.cache import (
     CachedMemoryProvider,
     CacheStore,
@@ -55,7 +44,10 @@ from governed_memory.cache import (
     search_digest,
     tenant_tag,
 )
+from governed_memory.clock import SystemClock
 from governed_memory.events import EventBus, MemoryEvent
+from governed_memory.operation_context import OperationContext
+from governed_memory.requests import AddRequest, SearchRequest, UpdateRequest
 from governed_memory_native import build_native_provider
 
 RESULTS = Path(__file__).parent / "results"
@@ -187,7 +179,7 @@ async def main() -> None:
         ids: dict[str, list[str]] = {scope.scope_hash: [] for scope in SCOPES}
         for i in range(args.seed_records):
             scope = SCOPES[i % len(SCOPES)]
-            record = await direct.add(AddRequest(scope, sentence(rng)), ctx(clock))
+            record = await direct.add(AddRequest(scope=scope, content=sentence(rng)), ctx(clock))
             ids[scope.scope_hash].append(record.id)
 
         sinks: dict[str, Counting] = {}
@@ -218,9 +210,11 @@ async def main() -> None:
                 async def run(kind: str, argument: Any) -> Any:
                     if kind == "search":
                         scope, query = argument
-                        return await target.search(SearchRequest((scope,), query, 10), ctx(clock))
+                        return await target.search(SearchRequest(scopes=(scope,), query=query,
+                                                                 limit=10), ctx(clock))
                     scope, record_id, text = argument
-                    return await target.update(UpdateRequest(scope, record_id, content=text),
+                    return await target.update(UpdateRequest(scope=scope, record_id=record_id,
+                                                             content=text),
                                                ctx(clock))
                 return run
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from governed_memory import GovernedMemoryManager, Principal, Scope
-from governed_memory.models import ModelCall, ScriptedModel
+from governed_memory.language_models import ModelCall, ScriptedModel
 from governed_memory.plugins import PluginManager
 from governed_memory.scope import ScopeLevel, narrow
 from governed_memory.tiers import MemoryTiers, TurnDraft

@@ -36,14 +36,15 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 os.environ["MEM0_TELEMETRY"] = "False"
 
-from governed_memory import (  # noqa: E402  (after the path fix above, on purpose)
+# After the path fix above, on purpose.
+from governed_memory import (  # noqa: E402
     GovernedMemoryManager,
     Permission,
     Principal,
     PrincipalKind,
     Scope,
-    SystemClock,
 )
+from governed_memory.clock import SystemClock  # noqa: E402
 from governed_memory_mem0 import HashingEmbedder, build_mem0_provider  # noqa: E402
 from governed_memory_mem0.embedding import Mem0EmbedderBridge  # noqa: E402
 from governed_memory_native import build_native_provider  # noqa: E402

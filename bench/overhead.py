@@ -28,19 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from corpus import Corpus
-from governed_memory import (
-    AddRequest,
-    GetRequest,
-    GovernedMemoryManager,
-    OperationContext,
-    Permission,
-    Principal,
-    PrincipalKind,
-    Scope,
-    SearchRequest,
-    SystemClock,
-)
+from governed_memory import GovernedMemoryManager, Permission, Principal, PrincipalKind, Scope
+from governed_memory.clock import SystemClock
 from governed_memory.events import JsonLinesEventSink
+from governed_memory.operation_context import OperationContext
+from governed_memory.requests import AddRequest, GetRequest, SearchRequest
 from governed_memory_native import build_native_provider
 
 RESULTS = Path(__file__).parent / "results"
@@ -87,9 +79,9 @@ async def open_targets(base: Path) -> tuple[list[Target], list[Any]]:
 
     direct = Target(
         "direct",
-        lambda text: provider.add(AddRequest(SCOPE, text), ctx()),
-        lambda rid: provider.get(GetRequest(SCOPE, rid), ctx()),
-        lambda q: provider.search(SearchRequest((SCOPE,), q, 10), ctx()),
+        lambda text: provider.add(AddRequest(scope=SCOPE, content=text), ctx()),
+        lambda rid: provider.get(GetRequest(scope=SCOPE, record_id=rid), ctx()),
+        lambda q: provider.search(SearchRequest(scopes=(SCOPE,), query=q, limit=10), ctx()),
     )
     targets, closers = [direct], [provider]
     for name, sinks in (("governed", []),

@@ -92,17 +92,19 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from corpus import Corpus  # noqa: E402  (after the path fix above, on purpose)
 from governed_memory import (  # noqa: E402
-    AddRequest,
-    DeleteRequest,
-    GetRequest,
     GovernedMemoryManager,
-    OperationContext,
     Permission,
     Principal,
     PrincipalKind,
     Scope,
+)
+from governed_memory.clock import SystemClock  # noqa: E402
+from governed_memory.operation_context import OperationContext  # noqa: E402
+from governed_memory.requests import (  # noqa: E402
+    AddRequest,
+    DeleteRequest,
+    GetRequest,
     SearchRequest,
-    SystemClock,
     UpdateRequest,
 )
 from seeding import seed_texts, storage  # noqa: E402
@@ -480,13 +482,14 @@ class NativeDirect(System):
         return ids
 
     async def add(self, text: str) -> str:
-        return (await self.provider.add(AddRequest(SCOPE, text), self.ctx())).id
+        return (await self.provider.add(AddRequest(scope=SCOPE, content=text), self.ctx())).id
 
     async def get(self, record_id: str) -> Any:
-        return await self.provider.get(GetRequest(SCOPE, record_id), self.ctx())
+        return await self.provider.get(GetRequest(scope=SCOPE, record_id=record_id), self.ctx())
 
     async def search(self, query: str) -> int:
-        result = await self.provider.search(SearchRequest((SCOPE,), query, 10), self.ctx())
+        result = await self.provider.search(SearchRequest(scopes=(SCOPE,), query=query, limit=10),
+                                            self.ctx())
         return len(result.hits)
 
     async def update(self, record_id: str, text: str) -> Any:
@@ -494,7 +497,8 @@ class NativeDirect(System):
             UpdateRequest(scope=SCOPE, record_id=record_id, content=text), self.ctx())
 
     async def delete(self, record_id: str) -> Any:
-        return await self.provider.delete(DeleteRequest(SCOPE, record_id), self.ctx())
+        return await self.provider.delete(DeleteRequest(scope=SCOPE, record_id=record_id),
+                                          self.ctx())
 
     async def close(self) -> None:
         if self.started:

@@ -170,7 +170,7 @@ async def provider_vector_rankings(backend: str, directory: Path, embedder: str,
     start, and the reason is reported instead of figures.
     """
     from governed_memory import GovernedMemoryManager
-    from governed_memory.errors import MemoryError as GovernedError
+    from governed_memory.errors import GovernedMemoryError as GovernedError
     from governed_memory.profiles import parse_profile
 
     out: dict[str, dict[str, Ranking]] = {}

@@ -69,14 +69,8 @@ from pathlib import Path
 from typing import Any
 
 from corpus import Corpus
-from governed_memory import (
-    GovernedMemoryManager,
-    Permission,
-    Principal,
-    PrincipalKind,
-    Scope,
-    SystemClock,
-)
+from governed_memory import GovernedMemoryManager, Permission, Principal, PrincipalKind, Scope
+from governed_memory.clock import SystemClock
 from governed_memory_native import build_native_provider
 from seeding import seed_texts, storage
 

@@ -21,9 +21,9 @@ from typing import Any, ClassVar, Concatenate, Final, NoReturn, ParamSpec, TypeV
 
 import hypothesis
 import pytest
+from governed_memory.capabilities import Capabilities
 from governed_memory.clock import Clock, ManualClock
 from governed_memory.provider import MemoryProvider
-from governed_memory.records import Capabilities
 
 from governed_memory_conformance.capabilities import ATTRIBUTE, missing_capabilities
 from governed_memory_conformance.harness import Harness

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import attrs
-from governed_memory.records import Capabilities
+from governed_memory.capabilities import Capabilities
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -11,19 +11,13 @@ import itertools
 from collections.abc import Awaitable
 from typing import Any, Final, TypeVar
 
+from governed_memory.capabilities import Capabilities
 from governed_memory.clock import ManualClock
-from governed_memory.context import OperationContext
-from governed_memory.errors import MemoryError, MemoryNotFoundError
+from governed_memory.errors import GovernedMemoryError, MemoryNotFoundError
+from governed_memory.operation_context import OperationContext
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.provider import MemoryProvider
-from governed_memory.records import (
-    Capabilities,
-    DeleteResult,
-    MemoryRecord,
-    MemoryVersion,
-    Page,
-    SearchResult,
-)
+from governed_memory.records import DeleteResult, MemoryRecord, MemoryVersion, Page, SearchResult
 from governed_memory.requests import (
     AddRequest,
     DeleteRequest,
@@ -49,7 +43,7 @@ async def expect_error(kind: type[E], call: Awaitable[object], doing: str) -> E:
         result = await call
     except kind as exc:
         return exc
-    except MemoryError as exc:
+    except GovernedMemoryError as exc:
         raise AssertionError(
             f"{doing}: expected {kind.__name__}, got {type(exc).__name__}: {exc}"
         ) from exc

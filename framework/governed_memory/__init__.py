@@ -1,34 +1,27 @@
-"""governed-memory: scoped, authorized, policy-decided, traced and audited memory."""
+"""governed-memory: scoped, authorized, policy-decided, traced and audited memory.
 
-from governed_memory.clock import Clock, ManualClock, SystemClock
-from governed_memory.context import OperationContext, ProfileRef
+What an application uses; request classes, provider and policy contracts and the
+rest of what plugin authors need live in named submodules (``governed_memory.requests``,
+``governed_memory.provider``, ``governed_memory.policy``, ...).
+"""
+
+from __future__ import annotations
+
 from governed_memory.errors import (
-    MemoryCapabilityUnsupportedError,
-    MemoryConfigurationError,
+    GovernedMemoryError,
     MemoryConflictError,
-    MemoryError,
     MemoryNotFoundError,
     MemoryPolicyDeniedError,
     MemoryScopeError,
-    MemoryStorageError,
     MemoryUnavailableError,
     MemoryValidationError,
 )
-from governed_memory.events import EventSink, InMemoryEventSink, JsonLinesEventSink, MemoryEvent
 from governed_memory.hookspecs import hookimpl
 from governed_memory.manager import GovernedMemoryManager
-from governed_memory.operations import Operation, OperationKind
-from governed_memory.policy import Effect, MemoryPolicy, PolicyCheck, PolicyVerdict
 from governed_memory.principal import Permission, Principal, PrincipalKind
-from governed_memory.provider import MemoryProvider, ProviderFactory
 from governed_memory.records import (
-    Capabilities,
-    CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
-    HitExplanation,
-    IndexState,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -37,96 +30,37 @@ from governed_memory.records import (
     RecordStatus,
     SearchHit,
     SearchResult,
-    SignalScore,
-    VersionOperation,
     Visibility,
 )
-from governed_memory.requests import (
-    AddRequest,
-    ApproveRequest,
-    DeleteAllRequest,
-    DeleteRequest,
-    DeleteUserRequest,
-    GetRequest,
-    HistoryRequest,
-    ListRequest,
-    PurgeExpiredRequest,
-    RejectRequest,
-    SearchRequest,
-    UpdateRequest,
-)
-from governed_memory.scope import Scope, ScopeLevel, narrow, narrow_levels
-from governed_memory.usage import Usage, UsageQuery
+from governed_memory.scope import Scope, ScopeLevel, narrow
 from governed_memory.version import __version__
 
 __all__ = [
-    "AddRequest",
-    "ApproveRequest",
-    "Capabilities",
-    "CleanupPage",
-    "Clock",
-    "DeleteAllRequest",
-    "DeleteRequest",
     "DeleteResult",
-    "DeleteUserRequest",
-    "Effect",
     "ErasureReceipt",
-    "EventSink",
-    "GetRequest",
+    "GovernedMemoryError",
     "GovernedMemoryManager",
-    "HealthStatus",
-    "HistoryRequest",
-    "HitExplanation",
-    "InMemoryEventSink",
-    "IndexState",
-    "JsonLinesEventSink",
-    "ListRequest",
-    "ManualClock",
-    "MemoryCapabilityUnsupportedError",
-    "MemoryConfigurationError",
     "MemoryConflictError",
-    "MemoryError",
-    "MemoryEvent",
     "MemoryNotFoundError",
-    "MemoryPolicy",
     "MemoryPolicyDeniedError",
-    "MemoryProvider",
     "MemoryRecord",
     "MemoryScopeError",
-    "MemoryStorageError",
     "MemoryType",
     "MemoryUnavailableError",
     "MemoryValidationError",
     "MemoryVersion",
-    "Operation",
-    "OperationContext",
-    "OperationKind",
     "Page",
     "Permission",
-    "PolicyCheck",
-    "PolicyVerdict",
     "Principal",
     "PrincipalKind",
-    "ProfileRef",
     "Provenance",
-    "ProviderFactory",
-    "PurgeExpiredRequest",
     "RecordStatus",
-    "RejectRequest",
     "Scope",
     "ScopeLevel",
     "SearchHit",
-    "SearchRequest",
     "SearchResult",
-    "SignalScore",
-    "SystemClock",
-    "UpdateRequest",
-    "Usage",
-    "UsageQuery",
-    "VersionOperation",
     "Visibility",
     "__version__",
     "hookimpl",
     "narrow",
-    "narrow_levels",
 ]

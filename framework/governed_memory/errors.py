@@ -8,10 +8,10 @@ from __future__ import annotations
 
 __all__ = [
     "REFUSALS",
+    "GovernedMemoryError",
     "MemoryCapabilityUnsupportedError",
     "MemoryConfigurationError",
     "MemoryConflictError",
-    "MemoryError",
     "MemoryNotFoundError",
     "MemoryPolicyDeniedError",
     "MemoryScopeError",
@@ -21,19 +21,19 @@ __all__ = [
 ]
 
 
-class MemoryError(Exception):
+class GovernedMemoryError(Exception):
     """Root of every error governed-memory raises on purpose."""
 
     code = "memory_error"
 
 
-class MemoryConfigurationError(MemoryError):
+class MemoryConfigurationError(GovernedMemoryError):
     """A profile, plugin or provider configuration cannot be used."""
 
     code = "configuration"
 
 
-class MemoryValidationError(MemoryError, ValueError):
+class MemoryValidationError(GovernedMemoryError, ValueError):
     """A request breaks a limit or a type rule; nothing was written.
 
     ``field`` names the offending input (``content``, ``scope.tenant_id``, ``limit``)
@@ -47,13 +47,13 @@ class MemoryValidationError(MemoryError, ValueError):
         self.field = field
 
 
-class MemoryScopeError(MemoryError, PermissionError):
+class MemoryScopeError(GovernedMemoryError, PermissionError):
     """The principal may not act on the requested scope."""
 
     code = "scope_denied"
 
 
-class MemoryPolicyDeniedError(MemoryError, PermissionError):
+class MemoryPolicyDeniedError(GovernedMemoryError, PermissionError):
     """A registered policy denied the operation (or failed, which counts as a deny).
 
     ``reasons`` are the decision's ``"policy: reason"`` lines. Policies write reasons to
@@ -71,38 +71,38 @@ class MemoryPolicyDeniedError(MemoryError, PermissionError):
         self.reasons = tuple(reasons)
 
 
-class MemoryConflictError(MemoryError):
+class MemoryConflictError(GovernedMemoryError):
     """Stale ``expected_revision``, a duplicate key, or an idempotency key reused
     with a different request."""
 
     code = "conflict"
 
 
-class MemoryNotFoundError(MemoryError, LookupError):
+class MemoryNotFoundError(GovernedMemoryError, LookupError):
     """No live record with that id or key in the requested scope."""
 
     code = "not_found"
 
 
-class MemoryCapabilityUnsupportedError(MemoryError):
+class MemoryCapabilityUnsupportedError(GovernedMemoryError):
     """The provider does not declare the capability the operation needs."""
 
     code = "capability_unsupported"
 
 
-class MemoryStorageError(MemoryError):
+class MemoryStorageError(GovernedMemoryError):
     """The datastore failed; the message is safe to show and hides provider internals."""
 
     code = "storage"
 
 
-class MemoryUnavailableError(MemoryError):
+class MemoryUnavailableError(GovernedMemoryError):
     """The provider cannot be reached or timed out; a write's outcome may be unknown."""
 
     code = "unavailable"
 
 
-REFUSALS: tuple[type[MemoryError], ...] = (
+REFUSALS: tuple[type[GovernedMemoryError], ...] = (
     MemoryValidationError,
     MemoryScopeError,
     MemoryPolicyDeniedError,

@@ -24,10 +24,10 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.converter import unstructure
 from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.ids import new_id
-from governed_memory.limits import canonical_json
 
 log = logging.getLogger(__name__)
 

@@ -30,15 +30,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from governed_memory.cache.forwarding import variant_for
-from governed_memory.context import OperationContext
+from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.errors import MemoryUnavailableError
+from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
-    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
     MemoryRecord,
     MemoryVersion,
     Page,

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.embedding import Embedder, EmbedderIdentity
 from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
-from governed_memory.limits import canonical_json
 
 if TYPE_CHECKING:
     from governed_memory.plugins import PluginManager

@@ -6,11 +6,11 @@ on exactly where the line is (a 64 KiB body is fine, one byte more is not).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryValidationError
 
 MAX_CONTENT_BYTES: Final = 64 * 1024
@@ -118,12 +118,6 @@ def check_json_safe(value: Any, field: str, _depth: int = 0) -> None:
     raise MemoryValidationError(
         f"{field} is not JSON-safe: {type(value).__name__} values are not allowed", field=field
     )
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON (sorted keys, no spaces) for hashes and size accounting."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
 
 
 def check_metadata_budget(metadata: Mapping[str, Any], provenance: Mapping[str, Any]) -> None:

@@ -22,7 +22,7 @@ from governed_memory.requests import GetRequest, _Request
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
-    from governed_memory.context import OperationContext
+    from governed_memory.operation_context import OperationContext
     from governed_memory.provider import MemoryProvider
 
 
@@ -43,7 +43,7 @@ class Found(Audited):
                           content_hashes=(record.content_hash,), count=1)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class LookupRequest(_Request[Found]):
     """A ``get`` whose miss is an answer (``Found(None)``), not an error."""
 
@@ -54,7 +54,7 @@ class LookupRequest(_Request[Found]):
     key: str | None = None
 
     def as_get(self) -> GetRequest:
-        return GetRequest(self.scope, self.record_id, self.key)
+        return GetRequest(scope=self.scope, record_id=self.record_id, key=self.key)
 
     def _validate(self) -> None:
         self.as_get()._validate()

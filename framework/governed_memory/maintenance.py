@@ -35,7 +35,7 @@ from governed_memory.operations import Operation
 from governed_memory.request import Audited, Checked, Request, summarised
 
 if TYPE_CHECKING:
-    from governed_memory.context import OperationContext
+    from governed_memory.operation_context import OperationContext
 
 ResultT = TypeVar("ResultT")
 

@@ -19,10 +19,9 @@ from typing import Any, TypeVar
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
-from governed_memory.activity import ActivityPort
+from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.composition import compose_profile, provider_from_plugins, resolve_pack
-from governed_memory.context import ProfileRef
 from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.indexing import ReindexPage, WorkerReport, WorkerSteps
@@ -35,7 +34,9 @@ from governed_memory.maintenance import (
     ReindexRequest,
     RetryDeadJobsRequest,
 )
+from governed_memory.operation_context import ProfileRef
 from governed_memory.operations import Operation
+from governed_memory.pipeline import ActivityPort
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.principal import Permission, Principal, PrincipalKind
@@ -43,11 +44,9 @@ from governed_memory.profiles.packs import ResolvedPack
 from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
-    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -399,7 +398,7 @@ class GovernedMemoryManager:
     async def get(self, principal: Principal, scope: Scope, record_id: str | None = None, *,
                   key: str | None = None) -> MemoryRecord:
         return await self._execute(
-            Operation.GET, principal, lambda: GetRequest(scope, record_id, key))
+            Operation.GET, principal, lambda: GetRequest(scope=scope, record_id=record_id, key=key))
 
     async def lookup(self, principal: Principal, scope: Scope, record_id: str | None = None,
                      *, key: str | None = None) -> MemoryRecord | None:
@@ -407,7 +406,8 @@ class GovernedMemoryManager:
         callers that expect one, such as a component reading what it may not have
         written yet (``governed_memory.lookup``)."""
         found = await self._execute(
-            Operation.LOOKUP, principal, lambda: LookupRequest(scope, record_id, key))
+            Operation.LOOKUP, principal, lambda: LookupRequest(scope=scope, record_id=record_id,
+                                                               key=key))
         return found.record
 
     async def list(self, principal: Principal, scope: Scope, *, limit: int = 20,
@@ -416,7 +416,8 @@ class GovernedMemoryManager:
                    ) -> Page[MemoryRecord]:
         return await self._execute(
             Operation.LIST, principal,
-            lambda: ListRequest(scope, limit, cursor, _types(memory_types)))
+            lambda: ListRequest(scope=scope, limit=limit, cursor=cursor,
+                                memory_types=_types(memory_types)))
 
     async def search(self, principal: Principal, scopes: Scope | Sequence[Scope], query: str,
                      *, limit: int | None = None,
@@ -432,8 +433,10 @@ class GovernedMemoryManager:
         hits = limit
         return await self._execute(
             Operation.SEARCH, principal,
-            lambda: SearchRequest(scope_tuple, query, hits, _types(memory_types),
-                                  metadata_filter or {}, _strings(entity_ids, "entity_ids")))
+            lambda: SearchRequest(scopes=scope_tuple, query=query, limit=hits,
+                                  memory_types=_types(memory_types),
+                                  metadata_filter=metadata_filter or {},
+                                  entity_ids=_strings(entity_ids, "entity_ids")))
 
     async def replay(self, principal: Principal, snapshot_id: str) -> ReplayResult:
         """The exact record versions a past search returned (its ``snapshot_id``), with
@@ -479,26 +482,31 @@ class GovernedMemoryManager:
                      idempotency_key: str | None = None) -> DeleteResult:
         return await self._execute(
             Operation.DELETE, principal,
-            lambda: DeleteRequest(scope, record_id, expected_revision, hard, idempotency_key))
+            lambda: DeleteRequest(scope=scope, record_id=record_id,
+                                  expected_revision=expected_revision, hard=hard,
+                                  idempotency_key=idempotency_key))
 
     async def history(self, principal: Principal, scope: Scope,
                       record_id: str) -> tuple[MemoryVersion, ...]:
         return await self._execute(
-            Operation.HISTORY, principal, lambda: HistoryRequest(scope, record_id))
+            Operation.HISTORY, principal, lambda: HistoryRequest(scope=scope, record_id=record_id))
 
     async def delete_all(self, principal: Principal, scope: Scope) -> int:
         return await self._execute(Operation.DELETE_ALL, principal,
-                                          lambda: DeleteAllRequest(scope))
+                                          lambda: DeleteAllRequest(scope=scope))
 
     async def delete_user(self, principal: Principal, tenant_id: str,
                           user_id: str) -> ErasureReceipt:
         return await self._execute(
-            Operation.DELETE_USER, principal, lambda: DeleteUserRequest(tenant_id, user_id))
+            Operation.DELETE_USER, principal, lambda: DeleteUserRequest(tenant_id=tenant_id,
+                                                                        user_id=user_id))
 
     async def purge_expired(self, principal: Principal, scope: Scope, *, limit: int = 100,
                             after: str | None = None) -> CleanupPage:
         return await self._execute(
-            Operation.PURGE_EXPIRED, principal, lambda: PurgeExpiredRequest(scope, limit, after))
+            Operation.PURGE_EXPIRED, principal, lambda: PurgeExpiredRequest(scope=scope,
+                                                                            limit=limit,
+                                                                            after=after))
 
     # -- store-wide indexing work: an operator's (governed_memory.maintenance) ----------
 
@@ -563,7 +571,8 @@ class GovernedMemoryManager:
         ``pending_review`` (needs ``memory:review``); decide each with ``approve`` or
         ``reject``."""
         return await self._execute(
-            Operation.LIST_PENDING, principal, lambda: ListPendingRequest(scope, limit, cursor))
+            Operation.LIST_PENDING, principal, lambda: ListPendingRequest(scope=scope, limit=limit,
+                                                                          cursor=cursor))
 
     async def approve(self, principal: Principal, scope: Scope, record_id: str, *,
                       expected_revision: str | None = None,
@@ -572,7 +581,9 @@ class GovernedMemoryManager:
         visible to reads. Takes ``memory:review``."""
         return await self._execute(
             Operation.APPROVE, principal,
-            lambda: ApproveRequest(scope, record_id, expected_revision, idempotency_key))
+            lambda: ApproveRequest(scope=scope, record_id=record_id,
+                                   expected_revision=expected_revision,
+                                   idempotency_key=idempotency_key))
 
     async def reject(self, principal: Principal, scope: Scope, record_id: str, *,
                      expected_revision: str | None = None,
@@ -581,7 +592,9 @@ class GovernedMemoryManager:
         accepted); the event trail keeps the rejection. Takes ``memory:review``."""
         return await self._execute(
             Operation.REJECT, principal,
-            lambda: RejectRequest(scope, record_id, expected_revision, idempotency_key))
+            lambda: RejectRequest(scope=scope, record_id=record_id,
+                                  expected_revision=expected_revision,
+                                  idempotency_key=idempotency_key))
 
 
 async def build_request(port: ActivityPort, operation: Operation, principal: Principal,

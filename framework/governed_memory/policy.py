@@ -17,8 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryScopeError
-from governed_memory.limits import canonical_json
 from governed_memory.operations import STORE_OPERATIONS, Operation, OperationKind
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.request import Request

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock
-from governed_memory.context import OperationContext
+from governed_memory.operation_context import OperationContext
 from governed_memory.records import (
-    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
     MemoryRecord,
     MemoryVersion,
     Page,

@@ -15,13 +15,13 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 import attrs
 
-from governed_memory.context import OperationContext
 from governed_memory.errors import (
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryValidationError,
 )
 from governed_memory.ids import new_revision
+from governed_memory.operation_context import OperationContext
 from governed_memory.records import IndexState, MemoryRecord, content_hash
 from governed_memory.request import Request
 from governed_memory.requests import SearchRequest, UpdateRequest

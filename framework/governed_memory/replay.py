@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checka
 
 import attrs
 
-from governed_memory.context import OperationContext, ProfileRef
 from governed_memory.errors import (
     MemoryCapabilityUnsupportedError,
     MemoryNotFoundError,
     MemoryValidationError,
 )
 from governed_memory.limits import check_identifier
+from governed_memory.operation_context import OperationContext, ProfileRef
 from governed_memory.operations import Operation
 from governed_memory.principal import Principal
 from governed_memory.records import SearchHit
@@ -33,7 +33,7 @@ from governed_memory.request import Audited, Checked, Request, summarised
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
-    from governed_memory.activity import ActivityPort
+    from governed_memory.pipeline import ActivityPort
 
 MAX_SNAPSHOT_ID: Final = 64
 
@@ -58,7 +58,7 @@ def _check_snapshot_id(snapshot_id: object) -> None:
                                     field="snapshot_id")
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ReplayRequest(Request["ReplayResult"]):
     """Replay one snapshot; ``scopes`` are the snapshot's, so governance sees them."""
 
@@ -81,7 +81,7 @@ class ReplayRequest(Request["ReplayResult"]):
         return await _replaying(target).replay(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class SnapshotHeaderRequest(Request["SnapshotHeader"]):
     """Find which scopes a snapshot of the principal's tenant covers: a governed read of
     its own, so even the lookup before a replay is decided, traced and evented."""
@@ -190,7 +190,7 @@ async def replay_through(port: ActivityPort, principal: Principal,
         raise MemoryValidationError("principal must be a Principal from authenticated "
                                     "context", field="principal")
     header = await port.execute(
-        SnapshotHeaderRequest(snapshot_id, principal.tenant_id), principal)
+        SnapshotHeaderRequest(snapshot_id=snapshot_id, tenant_id=principal.tenant_id), principal)
     if header.tenant_id != principal.tenant_id:
         raise MemoryNotFoundError("no snapshot with that id in this tenant")
     if header.erased:
@@ -198,5 +198,5 @@ async def replay_through(port: ActivityPort, principal: Principal,
                                   "nothing of it can be replayed")
     # The port validates the request, authorizes the snapshot's scopes, records the
     # events, calls ``provider.replay`` and drops any hit of another scope.
-    return await port.execute(ReplayRequest(snapshot_id, header.scopes),
+    return await port.execute(ReplayRequest(snapshot_id=snapshot_id, scopes=header.scopes),
                                           principal)

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import attrs
 
-from governed_memory.errors import MemoryError, MemoryStorageError, MemoryValidationError
+from governed_memory.canonical import canonical_json
+from governed_memory.errors import GovernedMemoryError, MemoryStorageError, MemoryValidationError
 from governed_memory.events import ErasureEvidence
-from governed_memory.limits import canonical_json
 from governed_memory.operations import Operation
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
-    from governed_memory.context import OperationContext
+    from governed_memory.operation_context import OperationContext
 
 ResultT = TypeVar("ResultT")
 R = TypeVar("R")
@@ -54,7 +54,7 @@ class Checked(Generic[R]):
     result: R
     summary: Summary = attrs.field(factory=Summary)
     stray: tuple[str, ...] = ()
-    error: MemoryError | None = None
+    error: GovernedMemoryError | None = None
 
 
 class Audited:

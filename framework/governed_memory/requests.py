@@ -51,7 +51,7 @@ from governed_memory.request import Checked, Request, Summary, wrong_result
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
-    from governed_memory.context import OperationContext
+    from governed_memory.operation_context import OperationContext
     from governed_memory.provider import MemoryProvider, ReviewingProvider
 
 ResultT = TypeVar("ResultT")
@@ -221,7 +221,7 @@ def _deleted(request: Request[Any], result: object,
                                    count=1))
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class AddRequest(_Request[MemoryRecord]):
     operation: ClassVar[Operation] = Operation.ADD
 
@@ -278,7 +278,7 @@ class AddRequest(_Request[MemoryRecord]):
         return _one_record(self, result, allowed, ctx, reading=False)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class GetRequest(_Request[MemoryRecord]):
     operation: ClassVar[Operation] = Operation.GET
 
@@ -302,7 +302,7 @@ class GetRequest(_Request[MemoryRecord]):
         return _one_record(self, result, allowed, ctx, reading=True)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ListPendingRequest(_Request[Page[MemoryRecord]]):
     """The review queue of one exact scope: records held as ``pending_review``."""
 
@@ -327,7 +327,7 @@ class ListPendingRequest(_Request[Page[MemoryRecord]]):
                      and not r.is_expired(ctx.now))
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ListRequest(_Request[Page[MemoryRecord]]):
     operation: ClassVar[Operation] = Operation.LIST
 
@@ -348,7 +348,7 @@ class ListRequest(_Request[Page[MemoryRecord]]):
         return _page(self, result, allowed, lambda r: r.is_visible(ctx.now))
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class SearchRequest(_Request[SearchResult]):
     """A search over one or more exact scopes (a recall over several levels)."""
 
@@ -406,7 +406,7 @@ class SearchRequest(_Request[SearchResult]):
                                count=len(hits)), stray)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class UpdateRequest(_Request[MemoryRecord]):
     """Fields left ``None`` keep their value; ``clear_expires_at`` removes an expiry."""
 
@@ -466,7 +466,7 @@ class UpdateRequest(_Request[MemoryRecord]):
         return _one_record(self, result, allowed, ctx, reading=False)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class DeleteRequest(_Request[DeleteResult]):
     operation: ClassVar[Operation] = Operation.DELETE
 
@@ -487,7 +487,7 @@ class DeleteRequest(_Request[DeleteResult]):
         return _deleted(self, result, allowed)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class HistoryRequest(_Request[tuple[MemoryVersion, ...]]):
     operation: ClassVar[Operation] = Operation.HISTORY
 
@@ -514,7 +514,7 @@ class HistoryRequest(_Request[tuple[MemoryVersion, ...]]):
             stray)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class DeleteAllRequest(_Request[int]):
     """Physically erase one exact scope, live and expired records alike."""
 
@@ -535,7 +535,7 @@ class DeleteAllRequest(_Request[int]):
         return Checked(result, Summary(count=result))
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class DeleteUserRequest(_Request[ErasureReceipt]):
     """Erase one user in every scope of their tenant; the result is an erasure receipt."""
 
@@ -562,7 +562,7 @@ class DeleteUserRequest(_Request[ErasureReceipt]):
                                        erasure=erasure_evidence(result)))
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class PurgeExpiredRequest(_Request[CleanupPage]):
     operation: ClassVar[Operation] = Operation.PURGE_EXPIRED
 
@@ -584,7 +584,7 @@ class PurgeExpiredRequest(_Request[CleanupPage]):
         return Checked(result, Summary(count=result.deleted))
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ApproveRequest(_Request[MemoryRecord]):
     """Make a ``pending_review`` record active (a new version), so reads can see it."""
 
@@ -607,7 +607,7 @@ class ApproveRequest(_Request[MemoryRecord]):
         return _one_record(self, result, allowed, ctx, reading=False)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class RejectRequest(_Request[DeleteResult]):
     """Erase a ``pending_review`` record and its history: it was never accepted, so
     nothing of it is kept (the events still record that it was rejected)."""

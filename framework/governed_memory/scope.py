@@ -14,8 +14,9 @@ from typing import Final
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryValidationError
-from governed_memory.limits import canonical_json, check_identifier
+from governed_memory.limits import check_identifier
 
 SCOPE_HASH_PREFIX: Final = "sh1:"
 DIMENSIONS: Final = (

@@ -7,9 +7,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from governed_memory.canonical import canonical_json
 from governed_memory.converter import unstructure
 from governed_memory.errors import MemoryConfigurationError
-from governed_memory.limits import canonical_json
 
 
 def config_revision(name: str, code_revision: str, settings: Any) -> str:

@@ -19,8 +19,8 @@ from typing import Any, Final, Protocol
 
 import attrs
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConfigurationError,
-    MemoryError,
     MemoryUnavailableError,
 )
 
@@ -255,7 +255,7 @@ class PlatformMem0:
             raise MemoryConfigurationError(
                 f"the Mem0 API key variable {self._config.api_key_env} is not set")
         http = httpx.Client(timeout=self._timeout_s)
-        error: MemoryError
+        error: GovernedMemoryError
         try:
             # The constructor pings the host; a refused key surfaces as ValueError there.
             self.client = MemoryClient(api_key=api_key, host=self._config.host, client=http)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Final
 
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConfigurationError,
-    MemoryError,
     MemoryStorageError,
     MemoryUnavailableError,
     MemoryValidationError,
@@ -40,7 +40,7 @@ def is_not_found(exc: BaseException) -> bool:
 def outcome_unknown(exc: BaseException) -> bool:
     """Whether a write that raised this may still have happened (and must be reconciled,
     never replayed blindly)."""
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, GovernedMemoryError):
         return isinstance(exc, MemoryUnavailableError)
     status = status_of(exc)
     if status is not None:
@@ -58,9 +58,9 @@ def _is_refusal(exc: BaseException) -> bool:
             or (status is not None and 400 <= status < 500 and status != 408))
 
 
-def translate(exc: BaseException) -> MemoryError:
+def translate(exc: BaseException) -> GovernedMemoryError:
     """A governed error for a Mem0 failure, with no Mem0 detail in it."""
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, GovernedMemoryError):
         return exc
     name = type(exc).__name__
     status = status_of(exc)

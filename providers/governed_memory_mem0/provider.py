@@ -33,12 +33,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
 import attrs
+from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock
-from governed_memory.context import OperationContext
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConflictError,
-    MemoryError,
     MemoryNotFoundError,
     MemoryStorageError,
     MemoryUnavailableError,
@@ -46,6 +46,7 @@ from governed_memory.errors import (
 )
 from governed_memory.ids import new_id, new_revision
 from governed_memory.limits import check_metadata_budget
+from governed_memory.operation_context import OperationContext
 from governed_memory.provider_kit import apply_update as _apply_update
 from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
 from governed_memory.provider_kit import check_revision as _check_revision
@@ -53,11 +54,9 @@ from governed_memory.provider_kit import idempotency_fingerprint as _fingerprint
 from governed_memory.provider_kit import matches_filters as _matches
 from governed_memory.provider_kit import raise_missing as _raise_missing
 from governed_memory.records import (
-    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
     HitExplanation,
     IndexState,
     MemoryRecord,
@@ -191,7 +190,7 @@ class Mem0MemoryProvider:
         self._ledger.open()
         try:
             self._client.start()
-        except MemoryError:
+        except GovernedMemoryError:
             self._ledger.close()
             raise
         except Exception as exc:
@@ -220,7 +219,7 @@ class Mem0MemoryProvider:
                     if row is not None and self._adopt_intent(row, item):
                         continue
                 self._ledger.drop_intent(intent.record_id)
-            except MemoryError as exc:
+            except GovernedMemoryError as exc:
                 log.warning("an unconfirmed mem0 write stays pending: %s", exc.code)
 
     async def close(self) -> None:
@@ -262,10 +261,10 @@ class Mem0MemoryProvider:
             with self._lock:
                 if self._bridge is not None:
                     self._bridge.bind(loop)
-                error: MemoryError
+                error: GovernedMemoryError
                 try:
                     return body(*args)
-                except MemoryError as exc:
+                except GovernedMemoryError as exc:
                     error = exc
                 except Exception as exc:
                     log.warning("mem0 adapter failure: %s", type(exc).__name__)
@@ -288,7 +287,7 @@ class Mem0MemoryProvider:
         """A Mem0 call whose failure is translated (reads, and writes known not to apply)."""
         try:
             return body(*args)
-        except MemoryError:
+        except GovernedMemoryError:
             raise
         except Exception as exc:
             raise translate(exc) from None
@@ -625,7 +624,7 @@ class Mem0MemoryProvider:
                 version=int(marker["version"]),
                 revision=str(marker["revision"]), content_hash=content_hash(item.text),
                 status=RecordStatus.ACTIVE, created_at=now, updated_at=now)
-        except (MemoryError, KeyError, TypeError, ValueError):
+        except (GovernedMemoryError, KeyError, TypeError, ValueError):
             log.warning("mem0 returned an item with an unreadable marker; dropped")
             return None
 
@@ -876,7 +875,7 @@ class Mem0MemoryProvider:
             record.scope.user_id, record.version, record.revision))
 
 
-def _not_applied(exc: BaseException) -> MemoryError:
+def _not_applied(exc: BaseException) -> GovernedMemoryError:
     """A failed Mem0 write that reconciliation showed did not apply."""
     error = translate(exc)
     if isinstance(error, MemoryUnavailableError):

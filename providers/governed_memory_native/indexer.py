@@ -27,8 +27,8 @@ from governed_memory.clock import Clock
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.embedding import Embedder, EmbedderIdentity
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConfigurationError,
-    MemoryError,
     MemoryUnavailableError,
     MemoryValidationError,
 )
@@ -102,7 +102,7 @@ class Indexer:
         identity = embedder.identity
         try:
             vectors = await embedder.embed(list(texts))
-        except MemoryError:
+        except GovernedMemoryError:
             raise
         except Exception as exc:
             log.warning("embedder %s failed: %s", identity, type(exc).__name__)
@@ -204,14 +204,14 @@ class Indexer:
         try:
             vectors = await self.embed([sources[job_id].content for job_id in ids])
             return dict(zip(ids, vectors, strict=True))
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             if len(ids) == 1:
                 return {ids[0]: exc}
         outcomes: dict[str, bytes | BaseException] = {}
         for job_id in ids:
             try:
                 outcomes[job_id] = (await self.embed([sources[job_id].content]))[0]
-            except MemoryError as exc:
+            except GovernedMemoryError as exc:
                 outcomes[job_id] = exc
         return outcomes
 

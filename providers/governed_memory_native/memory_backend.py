@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+from governed_memory.capabilities import Capabilities
 from governed_memory.errors import MemoryUnavailableError
-from governed_memory.records import Capabilities
 
 from governed_memory_native.memory_repositories import (
     Journal,

@@ -19,6 +19,7 @@ from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryConflictError
 from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob, JobState
+from governed_memory.provider_kit import metadata_matches
 from governed_memory.records import (
     IndexState,
     MemoryRecord,
@@ -28,7 +29,6 @@ from governed_memory.records import (
 )
 
 from governed_memory_native.bm25 import Document
-from governed_memory_native.filters import metadata_matches
 from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
 from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
 from governed_memory_native.storage_values import (

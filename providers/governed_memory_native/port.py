@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, TypeVar
 
-from governed_memory.records import Capabilities
+from governed_memory.capabilities import Capabilities
 
 from governed_memory_native.repositories import (
     Erasure,

@@ -97,8 +97,8 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
+from governed_memory.capabilities import Capabilities
 from governed_memory.errors import MemoryUnavailableError
-from governed_memory.records import Capabilities
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import psycopg
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConfigurationError,
     MemoryConflictError,
-    MemoryError,
     MemoryStorageError,
     MemoryUnavailableError,
 )
@@ -27,7 +27,7 @@ logger = logging.getLogger("governed_memory_native.postgres")
 LIVE_KEY_INDEX = "memory_records_live_key"
 
 
-def translate(exc: Exception, action: str) -> MemoryError:
+def translate(exc: Exception, action: str) -> GovernedMemoryError:
     if isinstance(exc, pg_errors.UniqueViolation) and (
         exc.diag.constraint_name == LIVE_KEY_INDEX
     ):

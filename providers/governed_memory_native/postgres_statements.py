@@ -23,7 +23,7 @@ from governed_memory.records import MemoryRecord, MemoryVersion, RecordStatus
 from governed_memory_native.lexical_topk import ExpiredDocument, PostingsSource, Statistics
 from governed_memory_native.postgres_errors import translated
 from governed_memory_native.postgres_rows import RECORD_COLUMNS, encode_text, record_params
-from governed_memory_native.snapshots import dumps, record_to_json
+from governed_memory_native.record_copies import dumps, record_to_json
 from governed_memory_native.sql_dialect import Params, chunks, unique
 from governed_memory_native.sql_erasure import SqlErasure
 from governed_memory_native.sql_jobs import SqlIndexJobs

@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import attrs
+from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock
-from governed_memory.context import OperationContext
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConflictError,
-    MemoryError,
     MemoryNotFoundError,
     MemoryUnavailableError,
     MemoryValidationError,
@@ -39,17 +39,17 @@ from governed_memory.indexing import (
     WorkerReport,
 )
 from governed_memory.limits import check_metadata_budget
+from governed_memory.operation_context import OperationContext
 from governed_memory.outbox import finish_committed_event
-from governed_memory.provider_checks import check_fingerprint as _check_fingerprint
-from governed_memory.provider_checks import check_revision as _check_revision
-from governed_memory.provider_checks import idempotency_fingerprint as _fingerprint
-from governed_memory.provider_checks import raise_missing as _raise_missing
+from governed_memory.provider_kit import apply_update as _apply_update
+from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
+from governed_memory.provider_kit import check_revision as _check_revision
+from governed_memory.provider_kit import idempotency_fingerprint as _fingerprint
+from governed_memory.provider_kit import raise_missing as _raise_missing
 from governed_memory.records import (
-    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
     IndexState,
     MemoryRecord,
     MemoryVersion,
@@ -99,6 +99,7 @@ from governed_memory_native.port import (
     VectorQuery,
     WriteTransaction,
 )
+from governed_memory_native.record_copies import detach, detach_version
 from governed_memory_native.retrieval_snapshots import header as snapshot_header
 from governed_memory_native.retrieval_snapshots import replay as replay_snapshot
 from governed_memory_native.retrieval_snapshots import snapshot_body, tombstone
@@ -110,7 +111,6 @@ from governed_memory_native.snapshot_writer import (
 )
 from governed_memory_native.snapshot_writer import raise_missing as raise_missing_snapshot
 from governed_memory_native.snapshot_writer import store as store_snapshots
-from governed_memory_native.snapshots import detach, detach_version
 from governed_memory_native.tokens import query_tokens
 from governed_memory_native.vector_engines import faiss_module
 from governed_memory_native.vector_index import REFRESH_S, VectorIndexes
@@ -708,7 +708,7 @@ class NativeMemoryProvider:
             await asyncio.sleep(REFRESH_S)
             try:
                 await self._backend.run_read(self._vector_indexes.refresh)
-            except MemoryError as exc:  # storage busy or gone: the next round retries
+            except GovernedMemoryError as exc:  # storage busy or gone: the next round retries
                 logger.debug("vector index refresh failed: %s", exc.code)
             except Exception:
                 logger.exception("vector index refresh failed")
@@ -972,7 +972,7 @@ class NativeMemoryProvider:
         except BaseException as exc:
             del ctx.notes.lines[noted:]  # what a rolled-back unit did, it did not do
             self._acks = acks + self._acks
-            if not isinstance(exc, MemoryError) or isinstance(exc, MemoryUnavailableError):
+            if not isinstance(exc, GovernedMemoryError) or isinstance(exc, MemoryUnavailableError):
                 # Cancelled, or storage failed: the commit may or may not have happened,
                 # so the next drain looks at what storage holds.
                 self._stored_unknown = True
@@ -1026,34 +1026,6 @@ class NativeMemoryProvider:
             record_id=record.id, tenant_id=scope.tenant_id, user_id=scope.user_id,
             created_at=ctx.now, version=record.version, revision=record.revision,
         ))
-
-
-def _apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> MemoryRecord:
-    """The next version: requested fields replaced, everything else carried over."""
-    content = _given(request.content, current.content)
-    expires_at = None if request.clear_expires_at else _given(request.expires_at,
-                                                               current.expires_at)
-    return attrs.evolve(
-        current,
-        content=content,
-        content_hash=content_hash(content),
-        memory_type=_given(request.memory_type, current.memory_type),
-        metadata=_given(request.metadata, current.metadata),
-        importance=_given(request.importance, current.importance),
-        visibility=_given(request.visibility, current.visibility),
-        entity_ids=_given(request.entity_ids, current.entity_ids),
-        expires_at=expires_at,
-        invalid_at=_given(request.invalid_at, current.invalid_at),
-        superseded_by=_given(request.superseded_by, current.superseded_by),
-        version=current.version + 1,
-        revision=new_revision(),
-        updated_at=now,
-        index_state=IndexState.INDEXED,
-    )
-
-
-def _given(value: T | None, current: T) -> T:
-    return current if value is None else value
 
 
 async def _pending(tx: WriteTransaction, scope_hash: str,

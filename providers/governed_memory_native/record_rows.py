@@ -28,7 +28,7 @@ from governed_memory.records import (
 )
 from governed_memory.scope import Scope
 
-from governed_memory_native.snapshots import dumps
+from governed_memory_native.record_copies import dumps
 
 RECORD_COLUMNS: Final = (
     "id", "scope_hash", "tenant_id", "user_id", "scope", "record_key", "content",

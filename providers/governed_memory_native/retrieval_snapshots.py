@@ -13,18 +13,18 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from governed_memory.context import OperationContext, ProfileRef
+from governed_memory.canonical import canonical_json
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import MemoryNotFoundError, MemoryStorageError, MemoryValidationError
 from governed_memory.indexing import RankingConfig
-from governed_memory.limits import canonical_json
+from governed_memory.operation_context import OperationContext, ProfileRef
 from governed_memory.records import HitExplanation, SearchHit, SignalScore
 from governed_memory.replay import ReplayResult, SnapshotHeader
 from governed_memory.requests import SearchRequest
 from governed_memory.scope import Scope
 
 from governed_memory_native.port import ReadTransaction
-from governed_memory_native.snapshots import detach
+from governed_memory_native.record_copies import detach
 
 FORMAT: Final = 1
 

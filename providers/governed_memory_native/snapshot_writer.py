@@ -26,7 +26,7 @@ from governed_memory.replay import SnapshotLostError
 
 from governed_memory_native.port import StorageBackend, WriteTransaction
 
-logger = logging.getLogger("governed_memory_native.snapshots")
+logger = logging.getLogger("governed_memory_native.record_copies")
 
 FLUSH_DELAY_S: Final = 0.05
 """How long a snapshot may wait for others to share its write."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from governed_memory_native.snapshots import dumps
+from governed_memory_native.record_copies import dumps
 from governed_memory_native.sql_dialect import SqlDialect
 from governed_memory_native.stored_rows import snapshot_body
 

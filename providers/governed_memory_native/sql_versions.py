@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from governed_memory.records import MemoryVersion
 
-from governed_memory_native.snapshots import record_to_json
+from governed_memory_native.record_copies import record_to_json
 from governed_memory_native.sql_dialect import SqlDialect
 from governed_memory_native.stored_rows import VERSION_COLUMNS, version_from_row
 

@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import attrs
+from governed_memory.capabilities import Capabilities
 from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
-from governed_memory.records import Capabilities
 
 from governed_memory_native.indexing_config import DEFAULT_LEXICAL_DELTA_MAX
 from governed_memory_native.port import ReadTransaction, WriteTransaction

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from typing import Final
 
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConfigurationError,
     MemoryConflictError,
-    MemoryError,
     MemoryStorageError,
     MemoryUnavailableError,
 )
@@ -28,7 +28,7 @@ _LOCKED: Final = 6
 _NOT_A_DATABASE: Final = 26
 
 
-def translate(exc: sqlite3.Error, action: str) -> MemoryError:
+def translate(exc: sqlite3.Error, action: str) -> GovernedMemoryError:
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     if primary in (_BUSY, _LOCKED):

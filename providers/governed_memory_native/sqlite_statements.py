@@ -15,7 +15,7 @@ from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.records import MemoryRecord
 
 from governed_memory_native.lexical_topk import PostingsSource
-from governed_memory_native.snapshots import dumps
+from governed_memory_native.record_copies import dumps
 from governed_memory_native.sql_dialect import Params, chunks, unique
 from governed_memory_native.sql_erasure import SqlErasure
 from governed_memory_native.sql_records import VISIBLE, SqlLexicalSearch, SqlRecords

@@ -21,7 +21,7 @@ from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory.records import MemoryVersion, VersionOperation
 
-from governed_memory_native.snapshots import record_from_json
+from governed_memory_native.record_copies import record_from_json
 from governed_memory_native.storage_values import IdempotencyEntry, Removal, StoredVector
 
 JOB_FIELDS: Final = ("job_id", "record_id", "scope_hash", "version", "action", "state",

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from governed_memory.limits import canonical_json
+from governed_memory.canonical import canonical_json
 from governed_memory.records import json_copy
 from governed_memory.scope import Scope
 from governed_memory.tiers.turns import Role, ToolCall, Turn

@@ -133,7 +133,7 @@ class SqliteTurnStore:
                         _SELECT + " WHERE scope_hash = ? AND turn_id = ?",
                         (scope.scope_hash, draft.turn_id))
                     if rows:
-                        return replayed(decode(_mapping(rows[0])), draft)
+                        return replayed(decode(_mapping(next(iter(rows)))), draft)
                 rows = await conn.execute_fetchall(
                     "SELECT last_seq FROM conversation_sessions WHERE scope_hash = ?",
                     (scope.scope_hash,))

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 from governed_memory.errors import MemoryConfigurationError
-from governed_memory.models import JsonObject, LanguageModelError
+from governed_memory.language_models import JsonObject, LanguageModelError
 
 log = logging.getLogger(__name__)
 

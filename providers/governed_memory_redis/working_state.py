@@ -25,13 +25,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis.asyncio as redis_asyncio
+from governed_memory.canonical import canonical_json
 from governed_memory.clock import Clock
 from governed_memory.errors import (
     MemoryConfigurationError,
     MemoryStorageError,
     MemoryUnavailableError,
 )
-from governed_memory.limits import canonical_json
 from governed_memory.records import json_copy
 from governed_memory.scope import Scope
 from governed_memory.tiers.results import WorkingState

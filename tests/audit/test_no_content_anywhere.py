@@ -17,10 +17,10 @@ import pytest
 from actors import ADMIN, ALICE, ALICE_SCOPE
 from governed_memory.audit import AuditSink, verify_trail
 from governed_memory.clock import ManualClock
-from governed_memory.context import OperationContext
-from governed_memory.errors import MemoryError
+from governed_memory.errors import GovernedMemoryError
 from governed_memory.events import InMemoryEventSink
 from governed_memory.manager import GovernedMemoryManager
+from governed_memory.operation_context import OperationContext
 from governed_memory.plugins import PluginManager
 from governed_memory.records import Provenance
 from governed_memory.requests import AddRequest
@@ -95,7 +95,7 @@ async def run_everything(manager: GovernedMemoryManager, *, strict: bool) -> Non
     async def attempt(call: Any) -> Any:
         try:
             return await call
-        except MemoryError:
+        except GovernedMemoryError:
             return None
 
     record = await attempt(manager.add(ALICE, ALICE_SCOPE, CONTENT, key=key,
@@ -166,7 +166,7 @@ async def test_no_marker_or_secret_reaches_events_trail_spans_metrics_or_logs(
     manager = seen.manager("local@1.0.0", plugins, crashing)
     manager.activity._provider = Crash(manager._provider)  # type: ignore[assignment]
     async with manager:
-        with pytest.raises(MemoryError):
+        with pytest.raises(GovernedMemoryError):
             await manager.add(ALICE, ALICE_SCOPE, f"{MARKER} crash", metadata={"n": META_MARKER})
 
     assert len(seen.events.events) > 60

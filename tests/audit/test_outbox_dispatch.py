@@ -15,13 +15,13 @@ from actors import ADMIN, ALICE, ALICE_SCOPE
 from audit_support import event
 from governed_memory.audit import AuditSink, verify_trail
 from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
+from governed_memory.capabilities import Capabilities
 from governed_memory.clock import ManualClock
-from governed_memory.context import OperationContext
 from governed_memory.errors import MemoryCapabilityUnsupportedError
 from governed_memory.events import InMemoryEventSink, MemoryEvent
 from governed_memory.manager import GovernedMemoryManager
+from governed_memory.operation_context import OperationContext
 from governed_memory.outbox import EventOutboxProvider, finish_committed_event
-from governed_memory.records import Capabilities
 from governed_memory_native import build_native_provider
 
 WRITES = {"add", "update", "delete", "delete_all", "delete_user", "purge_expired"}

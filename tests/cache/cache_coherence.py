@@ -25,18 +25,10 @@ from collections.abc import Callable, MutableSequence, Sequence
 from typing import Any, Final
 
 import attrs
-from governed_memory import (
-    AddRequest,
-    DeleteRequest,
-    MemoryProvider,
-    MemoryType,
-    OperationContext,
-    Permission,
-    Principal,
-    Scope,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory import MemoryType, Permission, Principal, Scope
+from governed_memory.operation_context import OperationContext
+from governed_memory.provider import MemoryProvider
+from governed_memory.requests import AddRequest, DeleteRequest, SearchRequest, UpdateRequest
 
 MAX_LIVE: Final = 5
 TENANT: Final = "coherence"
@@ -180,17 +172,20 @@ class Workload:
             provider = self.rng.choice(providers)
             content = f"alpha s{scope} n{step}"
             if op.kind == "add":
-                record = await provider.add(AddRequest(target_scope, content), self.ctx())
+                record = await provider.add(AddRequest(scope=target_scope, content=content),
+                                            self.ctx())
                 ids[step] = record.id
             elif op.kind == "update":
                 assert op.target is not None
                 record_id = ids.pop(op.target)
-                await provider.update(UpdateRequest(target_scope, record_id, content=content),
+                await provider.update(UpdateRequest(scope=target_scope, record_id=record_id,
+                                                    content=content),
                                       self.ctx())
                 ids[step] = record_id
             else:
                 assert op.target is not None
-                await provider.delete(DeleteRequest(target_scope, ids.pop(op.target)),
+                await provider.delete(DeleteRequest(scope=target_scope,
+                                                    record_id=ids.pop(op.target)),
                                       self.ctx())
             self.acks[scope] = step  # published only after the write has returned
             self.tally.writes += 1

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from governed_memory import ManualClock, OperationContext, Permission, Principal, Scope
+from governed_memory import Permission, Principal, Scope
 from governed_memory.cache import CacheStore, CacheStoreUnavailable, Lookup
+from governed_memory.clock import ManualClock
 from governed_memory.events import MemoryEvent
+from governed_memory.operation_context import OperationContext
 
 REDIS_URL = os.environ.get("GOVERNED_MEMORY_REDIS_URL", "redis://127.0.0.1:6379/0")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from cache_coherence import Jitter, Model, run_workload
 from cache_support import CountingSink
-from governed_memory import SystemClock
 from governed_memory.cache import OUTCOMES, CachedMemoryProvider
+from governed_memory.clock import SystemClock
 from governed_memory.events import EventBus
 from governed_memory_native import build_native_provider
 from governed_memory_redis import RedisCacheStore, RedisStoreConfig

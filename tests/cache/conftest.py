@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from cache_support import REDIS_URL, CountingSink, delete_prefix, require_redis, unique_prefix
-from governed_memory import ManualClock
 from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
+from governed_memory.clock import ManualClock
 from governed_memory.events import EventBus
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 

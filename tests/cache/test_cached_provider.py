@@ -22,25 +22,11 @@ from cache_support import (
     make_ctx,
 )
 from governed_memory import (
-    AddRequest,
-    DeleteAllRequest,
-    DeleteRequest,
-    DeleteUserRequest,
-    GetRequest,
-    HistoryRequest,
-    ListRequest,
-    ManualClock,
     MemoryConflictError,
-    MemoryProvider,
-    MemoryStorageError,
     MemoryUnavailableError,
     MemoryValidationError,
-    ProfileRef,
-    PurgeExpiredRequest,
     Scope,
-    SearchRequest,
     SearchResult,
-    UpdateRequest,
 )
 from governed_memory.cache import (
     CachedMemoryProvider,
@@ -50,12 +36,27 @@ from governed_memory.cache import (
     revision_names,
     tenant_tag,
 )
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryStorageError
 from governed_memory.events import EventBus
 from governed_memory.indexing import IndexingProvider
 from governed_memory.maintenance import SnapshotKeeping
+from governed_memory.operation_context import ProfileRef
 from governed_memory.outbox import EventOutboxProvider
-from governed_memory.provider import ReviewingProvider, UsageReportingProvider
+from governed_memory.provider import MemoryProvider, ReviewingProvider, UsageReportingProvider
 from governed_memory.replay import ReplayingProvider
+from governed_memory.requests import (
+    AddRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
+    PurgeExpiredRequest,
+    SearchRequest,
+    UpdateRequest,
+)
 from governed_memory_native import NativeMemoryProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -150,10 +151,12 @@ async def test_reads_other_than_search_go_to_the_provider(
         over_spy: CachedMemoryProvider, spy: Spy, clock: ManualClock) -> None:
     record = await add(over_spy, clock)
     for _ in range(2):
-        assert await over_spy.get(GetRequest(ALICE_SCOPE, record.id), make_ctx(clock)) == record
-        page = await over_spy.list(ListRequest(ALICE_SCOPE), make_ctx(clock))
+        assert await over_spy.get(GetRequest(scope=ALICE_SCOPE, record_id=record.id),
+                                  make_ctx(clock)) == record
+        page = await over_spy.list(ListRequest(scope=ALICE_SCOPE), make_ctx(clock))
         assert page.items == (record,)
-        history = await over_spy.history(HistoryRequest(ALICE_SCOPE, record.id), make_ctx(clock))
+        history = await over_spy.history(HistoryRequest(scope=ALICE_SCOPE, record_id=record.id),
+                                         make_ctx(clock))
         assert len(history) == 1
     assert (spy.calls["get"], spy.calls["list"], spy.calls["history"]) == (2, 2, 2)
 
@@ -175,19 +178,21 @@ async def apply_write(provider: MemoryProvider, kind: str, record_id: str,
                       clock: ManualClock) -> None:
     ctx = make_ctx(clock)
     if kind == "add":
-        await provider.add(AddRequest(ALICE_SCOPE, "alpha added later"), ctx)
+        await provider.add(AddRequest(scope=ALICE_SCOPE, content="alpha added later"), ctx)
     elif kind == "update":
-        await provider.update(UpdateRequest(ALICE_SCOPE, record_id, content="alpha changed"),
+        await provider.update(UpdateRequest(scope=ALICE_SCOPE, record_id=record_id,
+                                            content="alpha changed"),
                               ctx)
     elif kind in ("soft_delete", "hard_delete"):
-        await provider.delete(DeleteRequest(ALICE_SCOPE, record_id, hard=kind == "hard_delete"),
+        await provider.delete(DeleteRequest(scope=ALICE_SCOPE, record_id=record_id,
+                                            hard=kind == "hard_delete"),
                               ctx)
     elif kind == "delete_all":
-        await provider.delete_all(DeleteAllRequest(ALICE_SCOPE), ctx)
+        await provider.delete_all(DeleteAllRequest(scope=ALICE_SCOPE), ctx)
     elif kind == "purge_expired":
-        await provider.purge_expired(PurgeExpiredRequest(ALICE_SCOPE), ctx)
+        await provider.purge_expired(PurgeExpiredRequest(scope=ALICE_SCOPE), ctx)
     else:
-        await provider.delete_user(DeleteUserRequest("acme", "alice"), ctx)
+        await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"), ctx)
 
 
 @pytest.mark.parametrize("kind", WRITES)
@@ -225,7 +230,8 @@ async def test_delete_user_invalidates_every_scope_of_the_tenant_only(
     await add(over_spy, clock, scope=globex)
     for scope in (BOB_SCOPE, globex):
         await over_spy.search(search(scope), make_ctx(clock))
-    await over_spy.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
+    await over_spy.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                               make_ctx(clock))
     await over_spy.search(search(BOB_SCOPE), make_ctx(clock))  # epoch moved: a miss
     await over_spy.search(search(globex), make_ctx(clock))  # other tenant: a hit
     assert sink.count("hit") == 1 and sink.count("miss") == 3
@@ -236,10 +242,11 @@ async def test_refused_writes_do_not_invalidate(over_spy: CachedMemoryProvider,
     record = await add(over_spy, clock)
     await over_spy.search(search(), make_ctx(clock))
     with pytest.raises(MemoryConflictError):
-        await over_spy.update(UpdateRequest(ALICE_SCOPE, record.id, expected_revision="r-stale",
+        await over_spy.update(UpdateRequest(scope=ALICE_SCOPE, record_id=record.id,
+                                            expected_revision="r-stale",
                                             content="alpha never"), make_ctx(clock))
     with pytest.raises(MemoryValidationError):
-        await over_spy.add(AddRequest(ALICE_SCOPE, ""), make_ctx(clock))
+        await over_spy.add(AddRequest(scope=ALICE_SCOPE, content=""), make_ctx(clock))
     await over_spy.search(search(), make_ctx(clock))
     assert sink.count("hit") == 1 and sink.count("invalidate") == 1
 
@@ -255,7 +262,8 @@ async def test_a_failed_write_that_may_have_applied_still_invalidates(
 
     spy.after["update"] = lost_reply
     with pytest.raises(MemoryUnavailableError):
-        await over_spy.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha applied"),
+        await over_spy.update(UpdateRequest(scope=ALICE_SCOPE, record_id=record.id,
+                                            content="alpha applied"),
                               make_ctx(clock))
     result = await over_spy.search(search(), make_ctx(clock))
     assert result.hits[0].record.content == "alpha applied"
@@ -274,7 +282,8 @@ async def test_a_cancelled_write_still_invalidates(over_spy: CachedMemoryProvide
 
     spy.after["update"] = stall
     task = asyncio.create_task(over_spy.update(
-        UpdateRequest(ALICE_SCOPE, record.id, content="alpha applied"), make_ctx(clock)))
+        UpdateRequest(scope=ALICE_SCOPE, record_id=record.id,
+                      content="alpha applied"), make_ctx(clock)))
     await applied.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -431,7 +440,8 @@ async def test_a_failed_bump_quarantines_the_scope_until_a_bump_succeeds(
     await provider.search(search(), make_ctx(clock))
 
     faulty.fail.add("bump")
-    await provider.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha after"),
+    await provider.update(UpdateRequest(scope=ALICE_SCOPE, record_id=record.id,
+                                        content="alpha after"),
                           make_ctx(clock))
     assert provider.quarantined == 1 and sink.count("quarantine", "unavailable") == 1
     lookups = faulty.calls["lookup"]
@@ -576,7 +586,7 @@ async def test_events_name_the_operation_and_never_the_query(
     ctx = make_ctx(clock)
     await over_spy.search(search(query="zebra-secret"), ctx)
     await over_spy.search(search(query="zebra-secret"), ctx)
-    await over_spy.delete(DeleteRequest(ALICE_SCOPE, record.id), make_ctx(clock))
+    await over_spy.delete(DeleteRequest(scope=ALICE_SCOPE, record_id=record.id), make_ctx(clock))
     assert {event.type for event in sink.events} == {
         "memory.cache.invalidate", "memory.cache.miss", "memory.cache.fill",
         "memory.cache.hit"}
@@ -605,7 +615,7 @@ async def test_metrics_count_every_outcome(native: NativeMemoryProvider,
     await provider.search(search(), make_ctx(clock))
     await provider.search(search(), make_ctx(clock))
     faulty.fail.add("bump")
-    await provider.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha b"),
+    await provider.update(UpdateRequest(scope=ALICE_SCOPE, record_id=record.id, content="alpha b"),
                           make_ctx(clock))
     await provider.search(search(), make_ctx(clock))
     totals: dict[tuple[str, str | None], int] = collections.Counter()
@@ -802,19 +812,20 @@ async def test_approve_and_reject_pass_through_and_approve_invalidates(
         name = "plain"
 
     assert not isinstance(wrap(WithoutReview(), memory_store, sink, clock), ReviewingProvider)
-    inner.pending["rec-1"] = AddRequest(ALICE_SCOPE, "alpha approved later")
-    inner.pending["rec-2"] = AddRequest(ALICE_SCOPE, "alpha rejected")
+    inner.pending["rec-1"] = AddRequest(scope=ALICE_SCOPE, content="alpha approved later")
+    inner.pending["rec-2"] = AddRequest(scope=ALICE_SCOPE, content="alpha rejected")
     assert not (await provider.search(search(), make_ctx(clock))).hits
-    await provider.approve(ApproveRequest(ALICE_SCOPE, "rec-1"), make_ctx(clock))
+    await provider.approve(ApproveRequest(scope=ALICE_SCOPE, record_id="rec-1"), make_ctx(clock))
     result = await provider.search(search(), make_ctx(clock))
     assert [hit.record.content for hit in result.hits] == ["alpha approved later"]
-    await provider.reject(RejectRequest(ALICE_SCOPE, "rec-2"), make_ctx(clock))
+    await provider.reject(RejectRequest(scope=ALICE_SCOPE, record_id="rec-2"), make_ctx(clock))
     assert sink.count("invalidate", "approve") == 1 and sink.count("invalidate", "reject") == 1
 
 
 def test_only_deeply_immutable_results_are_shareable() -> None:
-    from governed_memory import HitExplanation, MemoryRecord, SearchHit
+    from governed_memory import MemoryRecord, SearchHit
     from governed_memory.cache.memo import shareable
+    from governed_memory.records import HitExplanation
 
     record = MemoryRecord(id="r1", scope=ALICE_SCOPE, scope_hash=ALICE_SCOPE.scope_hash,
                           content="alpha", memory_type="note", version=1, revision="r",

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from cache_coherence import Jitter, Model, Tally, run_workload
 from cache_support import REDIS_URL, CountingSink, delete_prefix, require_redis, unique_prefix
-from governed_memory import ManualClock
 from governed_memory.cache import CachedMemoryProvider, CacheStore, InMemoryCacheStore
+from governed_memory.clock import ManualClock
 from governed_memory.events import EventBus
 from governed_memory_native import build_native_provider
 

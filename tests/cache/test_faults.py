@@ -25,9 +25,10 @@ from cache_support import (
     require_redis_package,
     unique_prefix,
 )
-from governed_memory import AddRequest, ManualClock, SearchRequest, UpdateRequest
 from governed_memory.cache import CachedMemoryProvider
+from governed_memory.clock import ManualClock
 from governed_memory.events import EventBus
+from governed_memory.requests import AddRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 
 require_redis_package()
@@ -147,13 +148,13 @@ async def test_another_process_sees_the_write_once_the_failed_bump_is_retried(
     await a.start()
     request = SearchRequest(scopes=(ALICE_SCOPE,), query="alpha")
     try:
-        record = await a.add(AddRequest(ALICE_SCOPE, "alpha before"), make_ctx(clock))
+        record = await a.add(AddRequest(scope=ALICE_SCOPE, content="alpha before"), make_ctx(clock))
         await b.search(request, make_ctx(clock))
         assert (await a.search(request, make_ctx(clock))).hits[0].record.content == "alpha before"
         assert sink_a.count("hit") == 1
 
         proxy.refuse()
-        await a.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha after"),
+        await a.update(UpdateRequest(scope=ALICE_SCOPE, record_id=record.id, content="alpha after"),
                        make_ctx(clock))
         assert a.quarantined == 1 and sink_a.count("quarantine", "unavailable") == 1
         result = await a.search(request, make_ctx(clock))  # A itself: never the old page
@@ -176,7 +177,7 @@ async def test_a_hung_redis_costs_one_deadline_and_never_the_read(
     sink = CountingSink()
     cached = wrapper(native, store_at(proxy.url, prefix), sink, clock, quarantine_retry_s=None,
                      close_store=True)
-    await cached.add(AddRequest(ALICE_SCOPE, "alpha one"), make_ctx(clock))
+    await cached.add(AddRequest(scope=ALICE_SCOPE, content="alpha one"), make_ctx(clock))
     request = SearchRequest(scopes=(ALICE_SCOPE,), query="alpha")
     await cached.search(request, make_ctx(clock))
     proxy.blackhole()
@@ -198,11 +199,11 @@ async def test_a_forced_failed_bump_on_redis_quarantines_then_recovers(
     sink = CountingSink()
     faulty = FaultyStore(store_at(REDIS_URL, prefix))
     cached = wrapper(native, faulty, sink, clock, quarantine_retry_s=None)
-    record = await cached.add(AddRequest(ALICE_SCOPE, "alpha one"), make_ctx(clock))
+    record = await cached.add(AddRequest(scope=ALICE_SCOPE, content="alpha one"), make_ctx(clock))
     request = SearchRequest(scopes=(ALICE_SCOPE,), query="alpha")
     await cached.search(request, make_ctx(clock))
     faulty.fail.add("bump")
-    await cached.update(UpdateRequest(ALICE_SCOPE, record.id, content="alpha two"),
+    await cached.update(UpdateRequest(scope=ALICE_SCOPE, record_id=record.id, content="alpha two"),
                         make_ctx(clock))
     assert cached.quarantined == 1
     assert (await cached.search(request, make_ctx(clock))).hits[0].record.content == "alpha two"

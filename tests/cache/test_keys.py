@@ -6,7 +6,7 @@ from __future__ import annotations
 import attrs
 import pytest
 from cache_support import ALICE, ALICE_SCOPE, BOB_SCOPE, SERVICE, SHARED, make_ctx
-from governed_memory import MemoryType, Permission, Principal, ProfileRef, SearchRequest
+from governed_memory import MemoryType, Permission, Principal
 from governed_memory.cache import (
     EPOCH,
     is_cacheable,
@@ -15,6 +15,8 @@ from governed_memory.cache import (
     search_digest,
     tenant_tag,
 )
+from governed_memory.operation_context import ProfileRef
+from governed_memory.requests import SearchRequest
 
 BASE = SearchRequest(scopes=(ALICE_SCOPE, SHARED), query="secret launch codes", limit=10)
 

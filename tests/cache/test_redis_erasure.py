@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 from cache_support import REDIS_URL, make_ctx, require_redis_package
-from governed_memory import AddRequest, DeleteUserRequest, ManualClock, Scope, SearchRequest
+from governed_memory import Scope
 from governed_memory.cache import CachedMemoryProvider, tenant_tag
+from governed_memory.clock import ManualClock
+from governed_memory.requests import AddRequest, DeleteUserRequest, SearchRequest
 from governed_memory_native import build_native_provider
 
 require_redis_package()
@@ -44,16 +46,19 @@ async def entry_keys(provider: CachedMemoryProvider, tenant: str) -> list[bytes]
 async def test_delete_user_erases_the_tenants_cached_searches_and_counts_them(
         cached: CachedMemoryProvider, clock: ManualClock) -> None:
     for scope in (ALICE_HOME, ALICE_PROJECT, BOB, ELSEWHERE):
-        await cached.add(AddRequest(scope, f"green tea for {scope.user_id}"), make_ctx(clock))
-        found = await cached.search(SearchRequest((scope,), "green tea"), make_ctx(clock))
+        await cached.add(AddRequest(scope=scope, content=f"green tea for {scope.user_id}"),
+                         make_ctx(clock))
+        found = await cached.search(SearchRequest(scopes=(scope,), query="green tea"),
+                                    make_ctx(clock))
         assert found.hits
     assert len(await entry_keys(cached, "acme")) == 3
-    receipt = await cached.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
+    receipt = await cached.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                                       make_ctx(clock))
     assert receipt.verify()
     assert (receipt.counts["records"], receipt.counts["cached_searches"]) == (2, 3)
     assert await entry_keys(cached, "acme") == [], "erased answers stayed in Redis"
     assert len(await entry_keys(cached, "globex")) == 1, "another tenant lost its entries"
     # Bob's next search is answered by the provider and cached again.
-    again = await cached.search(SearchRequest((BOB,), "green tea"), make_ctx(clock))
+    again = await cached.search(SearchRequest(scopes=(BOB,), query="green tea"), make_ctx(clock))
     assert [hit.record.content for hit in again.hits] == ["green tea for bob"]
     assert len(await entry_keys(cached, "acme")) == 1

@@ -15,21 +15,11 @@ from typing import Any
 
 import pytest
 from cache_support import CountingSink, make_ctx
-from governed_memory import (
-    AddRequest,
-    GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
-    MemoryConfigurationError,
-    MemoryEvent,
-    Permission,
-    Principal,
-    RecordStatus,
-    Scope,
-    SearchRequest,
-)
+from governed_memory import GovernedMemoryManager, Permission, Principal, RecordStatus, Scope
 from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore, attach_cache_events
-from governed_memory.events import AuditUnavailableError, EventBus
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryConfigurationError
+from governed_memory.events import AuditUnavailableError, EventBus, InMemoryEventSink, MemoryEvent
 from governed_memory.indexing import (
     IndexingMode,
     IndexingSettings,
@@ -37,7 +27,7 @@ from governed_memory.indexing import (
     OutboxStatus,
     SnapshotMode,
 )
-from governed_memory.requests import ApproveRequest, RejectRequest
+from governed_memory.requests import AddRequest, ApproveRequest, RejectRequest, SearchRequest
 from governed_memory.usage import UsageQuery
 from governed_memory_embedders.hashing import HashingEmbedder
 from governed_memory_native import NativeMemoryProvider, build_native_provider
@@ -128,16 +118,17 @@ async def test_committed_events_reach_the_sinks_through_the_event_outbox(
 
 async def test_usage_and_review_go_through_and_review_invalidates(
         cached: CachedMemoryProvider, clock: ManualClock, sink: CountingSink) -> None:
-    held, kept = [await cached.add(AddRequest(SCOPE, text, status=RecordStatus.PENDING_REVIEW),
+    held, kept = [await cached.add(AddRequest(scope=SCOPE, content=text,
+                                              status=RecordStatus.PENDING_REVIEW),
                                    make_ctx(clock)) for text in ("walrus facts", "walrus trivia")]
     walrus = SearchRequest(scopes=(SCOPE,), query="walrus")
     assert (await cached.search(walrus, make_ctx(clock))).hits == ()
     usage = await cached.usage(UsageQuery("acme", SCOPE), make_ctx(clock))
     assert (usage.records, usage.bytes) == (2, len("walrus facts") + len("walrus trivia"))
-    await cached.approve(ApproveRequest(SCOPE, kept.id), make_ctx(clock))
+    await cached.approve(ApproveRequest(scope=SCOPE, record_id=kept.id), make_ctx(clock))
     assert [h.record.id for h in (await cached.search(walrus, make_ctx(clock))).hits] == [
         kept.id]
-    await cached.reject(RejectRequest(SCOPE, held.id), make_ctx(clock))
+    await cached.reject(RejectRequest(scope=SCOPE, record_id=held.id), make_ctx(clock))
     assert (sink.count("invalidate", "approve"), sink.count("invalidate", "reject")) == (1, 1)
 
 

@@ -15,11 +15,12 @@ from typing import Any
 import governed_memory
 import pytest
 from click.testing import CliRunner, Result
+from governed_memory.capabilities import Capabilities
 from governed_memory.cli.common import HOME_ENV
 from governed_memory.cli.main import cli
 from governed_memory.converter import structure
 from governed_memory.plugins import BLOCK_ENV
-from governed_memory.records import Capabilities, DeleteResult, MemoryRecord, MemoryVersion
+from governed_memory.records import DeleteResult, MemoryRecord, MemoryVersion
 from governed_memory.scope import Scope
 
 pytest.importorskip(

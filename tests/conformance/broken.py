@@ -13,25 +13,27 @@ from typing import Any
 import attrs
 from example_provider import ExampleProvider, detached
 from governed_memory import (
-    AddRequest,
-    Capabilities,
-    CleanupPage,
-    Clock,
-    DeleteRequest,
     DeleteResult,
-    HistoryRequest,
     MemoryNotFoundError,
     MemoryRecord,
     MemoryVersion,
-    OperationContext,
-    PurgeExpiredRequest,
     RecordStatus,
     Scope,
-    UpdateRequest,
-    VersionOperation,
 )
+from governed_memory.capabilities import Capabilities
+from governed_memory.clock import Clock
 from governed_memory.ids import new_revision
-from governed_memory.requests import ApproveRequest, RejectRequest
+from governed_memory.operation_context import OperationContext
+from governed_memory.records import CleanupPage, VersionOperation
+from governed_memory.requests import (
+    AddRequest,
+    ApproveRequest,
+    DeleteRequest,
+    HistoryRequest,
+    PurgeExpiredRequest,
+    RejectRequest,
+    UpdateRequest,
+)
 from reviewing_provider import ReviewingExampleProvider
 
 

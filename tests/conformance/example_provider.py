@@ -14,40 +14,44 @@ from typing import Any, NoReturn
 
 import attrs
 from governed_memory import (
-    AddRequest,
-    Capabilities,
-    CleanupPage,
-    Clock,
-    DeleteAllRequest,
-    DeleteRequest,
     DeleteResult,
-    DeleteUserRequest,
     ErasureReceipt,
-    GetRequest,
-    HealthStatus,
-    HistoryRequest,
-    HitExplanation,
-    ListRequest,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryRecord,
     MemoryValidationError,
     MemoryVersion,
-    OperationContext,
     Page,
-    PurgeExpiredRequest,
     RecordStatus,
     Scope,
     SearchHit,
-    SearchRequest,
     SearchResult,
-    SignalScore,
-    UpdateRequest,
-    VersionOperation,
 )
+from governed_memory.capabilities import Capabilities, HealthStatus
+from governed_memory.clock import Clock
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.ids import new_id, new_revision
-from governed_memory.records import content_hash, json_copy
+from governed_memory.operation_context import OperationContext
+from governed_memory.records import (
+    CleanupPage,
+    HitExplanation,
+    SignalScore,
+    VersionOperation,
+    content_hash,
+    json_copy,
+)
+from governed_memory.requests import (
+    AddRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
+    PurgeExpiredRequest,
+    SearchRequest,
+    UpdateRequest,
+)
 
 
 def detached(record: MemoryRecord) -> MemoryRecord:

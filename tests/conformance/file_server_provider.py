@@ -22,16 +22,11 @@ from typing import Any
 
 import attrs
 from example_provider import ExampleProvider, Stored
-from governed_memory import (
-    Capabilities,
-    Clock,
-    DeleteResult,
-    MemoryConfigurationError,
-    MemoryRecord,
-    MemoryVersion,
-    hookimpl,
-)
+from governed_memory import DeleteResult, MemoryRecord, MemoryVersion, hookimpl
+from governed_memory.capabilities import Capabilities
+from governed_memory.clock import Clock
 from governed_memory.converter import structure, unstructure
+from governed_memory.errors import MemoryConfigurationError
 
 NAME = "file-server"
 

@@ -10,18 +10,17 @@ from __future__ import annotations
 import attrs
 from example_provider import ExampleProvider, detached
 from governed_memory import (
-    Capabilities,
     DeleteResult,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryRecord,
-    OperationContext,
     RecordStatus,
-    VersionOperation,
 )
+from governed_memory.capabilities import Capabilities
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.ids import new_revision
-from governed_memory.records import Page
+from governed_memory.operation_context import OperationContext
+from governed_memory.records import Page, VersionOperation
 from governed_memory.requests import ApproveRequest, ListPendingRequest, RejectRequest
 from governed_memory.usage import Usage, UsageQuery
 

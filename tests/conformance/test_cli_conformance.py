@@ -125,7 +125,7 @@ def test_an_instance_that_is_not_empty_fails_saying_so(tmp_path: Path) -> None:
     seed.write_text(
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from governed_memory import AddRequest, ManualClock\n"
+        "from governed_memory.clock import ManualClock\n"
         "from governed_memory_conformance.harness import Harness\n"
         "from governed_memory_conformance.scopes import HOME\n"
         "from file_server_provider import FileServerProvider\n"

@@ -4,7 +4,8 @@ so does the suite's review and usage area."""
 from __future__ import annotations
 
 from example_provider import ExampleProvider
-from governed_memory import Clock, MemoryProvider
+from governed_memory.clock import Clock
+from governed_memory.provider import MemoryProvider
 from governed_memory_conformance import ProviderConformance
 from reviewing_provider import ReviewingExampleProvider
 

@@ -276,7 +276,7 @@ def test_undeclared_capabilities_are_skipped_by_name(pytester: pytest.Pytester) 
 def test_a_declared_capability_that_does_not_hold_fails(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(boastful_provider="""
         from example_provider import ExampleProvider
-        from governed_memory import MemoryCapabilityUnsupportedError
+        from governed_memory.errors import MemoryCapabilityUnsupportedError
 
         class BoastfulProvider(ExampleProvider):
             async def history(self, request, ctx):
@@ -481,7 +481,7 @@ def test_the_guide_documents_every_capability_flag_and_its_default() -> None:
     from pathlib import Path
 
     import attrs
-    from governed_memory.records import Capabilities
+    from governed_memory.capabilities import Capabilities
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "writing-a-provider.md").read_text()
     rows = re.findall(r"^\| `([a-z_]+)` \| (required|`[^`]+`) \|", guide, re.M)

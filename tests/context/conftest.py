@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from context_support import FlakyProvider
-from governed_memory import GovernedMemoryManager, InMemoryEventSink, ManualClock
+from governed_memory import GovernedMemoryManager
+from governed_memory.clock import ManualClock
+from governed_memory.events import InMemoryEventSink
 from governed_memory.tiers import InMemoryTurnStore, MemoryTiers
 from manager_fixtures import clock, sink
 

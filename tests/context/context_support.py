@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import attrs
-from governed_memory import MemoryStorageError, Principal, PrincipalKind, Scope, SignalScore
-from governed_memory.models import ModelCall, ScriptedModel
+from governed_memory import Principal, PrincipalKind, Scope
+from governed_memory.errors import MemoryStorageError
+from governed_memory.language_models import ModelCall, ScriptedModel
+from governed_memory.records import SignalScore
 from governed_memory.tiers import MemoryTiers, Role, ToolCall, TurnDraft
 
 ALICE = Principal("user:alice", PrincipalKind.USER, "acme", "alice")

@@ -16,14 +16,14 @@ from context_support import (
 )
 from governed_memory import (
     GovernedMemoryManager,
-    InMemoryEventSink,
     MemoryScopeError,
     MemoryType,
     Principal,
     PrincipalKind,
     Scope,
 )
-from governed_memory.models import LanguageModelError, ScriptedModel
+from governed_memory.events import InMemoryEventSink
+from governed_memory.language_models import LanguageModelError, ScriptedModel
 from governed_memory.tiers import MemoryTiers, Role, TurnDraft
 from governed_memory.turncontext import ContextPolicy, MemoryContextBuilder
 from governed_memory.turncontext.summarizer import FRONTIER, SOURCES, summary_key
@@ -377,7 +377,7 @@ async def test_row_turn_store_raises_gives_an_empty_window(
 
 async def test_row_a_refused_context_record_still_returns_the_context(
         manager: GovernedMemoryManager) -> None:
-    from governed_memory import PolicyCheck, PolicyVerdict
+    from governed_memory.policy import PolicyCheck, PolicyVerdict
     from governed_memory.tiers import InMemoryTurnStore
     from governed_memory.tiers.governance import Governance
 

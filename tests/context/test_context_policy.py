@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from governed_memory import MemoryConfigurationError
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.profiles.spec import ContextSection
 from governed_memory.scope import ScopeLevel
 from governed_memory.turncontext import ContextPolicy

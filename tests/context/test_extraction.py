@@ -16,14 +16,9 @@ from context_support import (
     FlakyProvider,
     routed,
 )
-from governed_memory import (
-    GovernedMemoryManager,
-    ManualClock,
-    MemoryNotFoundError,
-    MemoryType,
-    Scope,
-)
-from governed_memory.models import LanguageModelError, ModelCall, ScriptedModel
+from governed_memory import GovernedMemoryManager, MemoryNotFoundError, MemoryType, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.language_models import LanguageModelError, ModelCall, ScriptedModel
 from governed_memory.profiles.spec import SecretGuardMode
 from governed_memory.tiers import InMemoryTurnStore, MemoryTiers, Turn, TurnDraft
 from governed_memory.turncontext import (

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 from context_support import ALICE, BOB, OWNER, SESSION_SCOPE
-from governed_memory import GovernedMemoryManager, InMemoryEventSink, ManualClock
+from governed_memory import GovernedMemoryManager
+from governed_memory.clock import ManualClock
 from governed_memory.errors import MemoryScopeError
+from governed_memory.events import InMemoryEventSink
 from governed_memory.profiles import loads_profile
 from governed_memory.tiers import InMemoryTurnStore, MemoryTiers, Role, TurnDraft
 from governed_memory.turncontext import MemoryContextBuilder

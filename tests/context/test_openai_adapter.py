@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from chat_server import ChatServer, chat_server
 from context_support import ALICE, OWNER, converse
-from governed_memory import MemoryConfigurationError
-from governed_memory.models import LanguageModel, LanguageModelError
+from governed_memory.errors import MemoryConfigurationError
+from governed_memory.language_models import LanguageModel, LanguageModelError
 from governed_memory.plugins import PluginManager
 from governed_memory.tiers import MemoryTiers
 from governed_memory.turncontext import MemoryContextBuilder

@@ -27,15 +27,9 @@ from context_support import (
     converse,
     routed,
 )
-from governed_memory import (
-    GovernedMemoryManager,
-    ManualClock,
-    MemoryType,
-    Principal,
-    PrincipalKind,
-    Scope,
-)
-from governed_memory.models import ModelCall
+from governed_memory import GovernedMemoryManager, MemoryType, Principal, PrincipalKind, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.language_models import ModelCall
 from governed_memory.plugins import PluginManager
 from governed_memory.scope import ScopeLevel, narrow
 from governed_memory.tiers import MemoryTiers, Turn, TurnDraft

@@ -16,7 +16,8 @@ from context_support import (
     USER_SCOPE,
     FlakyProvider,
 )
-from governed_memory import GovernedMemoryManager, ManualClock, MemoryType, Scope
+from governed_memory import GovernedMemoryManager, MemoryType, Scope
+from governed_memory.clock import ManualClock
 from governed_memory.records import MemoryRecord, RecordStatus
 from governed_memory.scope import ScopeLevel
 from governed_memory.turncontext import ContextPolicy, MemoryRecall

@@ -10,7 +10,6 @@ import attrs
 import pytest
 from actors import ADMIN, ALICE, ALICE_SCOPE, BOB_SCOPE, GLOBEX
 from governed_memory.clock import ManualClock
-from governed_memory.context import OperationContext
 from governed_memory.errors import (
     MemoryConflictError,
     MemoryNotFoundError,
@@ -22,6 +21,7 @@ from governed_memory.errors import (
 )
 from governed_memory.events import InMemoryEventSink
 from governed_memory.manager import GovernedMemoryManager
+from governed_memory.operation_context import OperationContext
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.records import Page, RecordStatus, SearchHit, SearchResult
 from governed_memory.requests import AddRequest, GetRequest, ListRequest, SearchRequest
@@ -395,7 +395,8 @@ class Redirect:
         from governed_memory.requests import DeleteUserRequest
 
         if isinstance(check.request, DeleteUserRequest):
-            return PolicyVerdict.transform(DeleteUserRequest("globex", "bob"), "redirected")
+            return PolicyVerdict.transform(DeleteUserRequest(tenant_id="globex", user_id="bob"),
+                                           "redirected")
         return PolicyVerdict.allow()
 
 
@@ -489,7 +490,8 @@ async def test_the_deadline_covers_policy_evaluation(clock: ManualClock) -> None
         assert types(sink) == ["memory.write.requested", "memory.write.failed"]
         assert sink.events[-1].error_code == "unavailable"
         assert (await inner.list(  # nothing reached storage
-            ListRequest(ALICE_SCOPE), OperationContext("op_check", ALICE, clock.now()))).items == ()
+            ListRequest(scope=ALICE_SCOPE), OperationContext("op_check", ALICE,
+                                                             clock.now()))).items == ()
 
 
 async def test_a_policy_and_the_provider_share_one_deadline(clock: ManualClock) -> None:
@@ -529,7 +531,8 @@ async def test_cancelled_during_policy_evaluation_still_closes_its_trail(
         assert sink.events[-1].outcome == "cancelled"
         assert sink.events[-1].operation_id == sink.events[0].operation_id
         assert (await inner.list(
-            ListRequest(ALICE_SCOPE), OperationContext("op_check", ALICE, clock.now()))).items == ()
+            ListRequest(scope=ALICE_SCOPE), OperationContext("op_check", ALICE,
+                                                             clock.now()))).items == ()
 
 
 async def test_a_new_record_that_would_already_be_expired_is_refused(

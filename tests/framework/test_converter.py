@@ -7,15 +7,14 @@ from typing import Any
 
 import attrs
 import pytest
+from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import MemoryValidationError
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.records import (
-    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
     HitExplanation,
     IndexState,
     MemoryRecord,
@@ -272,9 +271,9 @@ SCOPE = Scope("acme", project_id="support", user_id="alice")
 OTHER = Scope("acme", project_id="support")
 
 REQUESTS = [
-    AddRequest(SCOPE, "hello"),
+    AddRequest(scope=SCOPE, content="hello"),
     AddRequest(
-        SCOPE, "ünïcode 🙂 content", memory_type=MemoryType.DECISION, key="ui.thème",
+        scope=SCOPE, content="ünïcode 🙂 content", memory_type=MemoryType.DECISION, key="ui.thème",
         metadata={"tags": ["a", "b"], "n": 1, "f": 0.25, "nested": {"ok": True, "x": None}},
         provenance=Provenance(source_type="chat", source_id="m1", session_id="s",
                               run_id="r", agent_id="bot", operation_id="op"),
@@ -282,26 +281,29 @@ REQUESTS = [
         valid_from=1.0, invalid_at=2.0, supersedes="01OLD", expires_at=3.0,
         idempotency_key="idem-1", status=RecordStatus.PENDING_REVIEW,
     ),
-    GetRequest(SCOPE, record_id="01ABC"),
-    GetRequest(SCOPE, key="ui.theme"),
-    ListRequest(SCOPE),
-    ListRequest(SCOPE, 50, "c1.abc", (MemoryType.FACT, MemoryType.NOTE)),
-    SearchRequest((SCOPE,), "dark mode"),
-    SearchRequest((SCOPE, OTHER), "q", 7, (MemoryType.FACT,), {"lang": "en", "n": 2},
-                  ("e1",)),
-    UpdateRequest(SCOPE, "01ABC", importance=0.3),
-    UpdateRequest(SCOPE, "01ABC", expected_revision="r1", content="new",
+    GetRequest(scope=SCOPE, record_id="01ABC"),
+    GetRequest(scope=SCOPE, key="ui.theme"),
+    ListRequest(scope=SCOPE),
+    ListRequest(scope=SCOPE, limit=50, cursor="c1.abc", memory_types=(MemoryType.FACT,
+                                                                      MemoryType.NOTE)),
+    SearchRequest(scopes=(SCOPE,), query="dark mode"),
+    SearchRequest(scopes=(SCOPE, OTHER), query="q", limit=7, memory_types=(MemoryType.FACT,),
+                  metadata_filter={"lang": "en", "n": 2},
+                  entity_ids=("e1",)),
+    UpdateRequest(scope=SCOPE, record_id="01ABC", importance=0.3),
+    UpdateRequest(scope=SCOPE, record_id="01ABC", expected_revision="r1", content="new",
                   memory_type=MemoryType.FACT, metadata={"a": 1}, importance=0.1,
                   visibility=Visibility.PRIVATE, entity_ids=(), expires_at=None,
                   clear_expires_at=True, invalid_at=5.0, idempotency_key="k"),
-    UpdateRequest(SCOPE, "01ABC", metadata={}),
-    DeleteRequest(SCOPE, "01ABC"),
-    DeleteRequest(SCOPE, "01ABC", "r1", True, "k"),
-    HistoryRequest(SCOPE, "01ABC"),
-    DeleteAllRequest(SCOPE),
-    DeleteUserRequest("acme", "alice"),
-    PurgeExpiredRequest(SCOPE),
-    PurgeExpiredRequest(SCOPE, 10, "c1.after"),
+    UpdateRequest(scope=SCOPE, record_id="01ABC", metadata={}),
+    DeleteRequest(scope=SCOPE, record_id="01ABC"),
+    DeleteRequest(scope=SCOPE, record_id="01ABC", expected_revision="r1", hard=True,
+                  idempotency_key="k"),
+    HistoryRequest(scope=SCOPE, record_id="01ABC"),
+    DeleteAllRequest(scope=SCOPE),
+    DeleteUserRequest(tenant_id="acme", user_id="alice"),
+    PurgeExpiredRequest(scope=SCOPE),
+    PurgeExpiredRequest(scope=SCOPE, limit=10, after="c1.after"),
 ]
 
 
@@ -323,18 +325,23 @@ def test_request_round_trip(request_value: Any) -> None:
 
 
 def test_update_request_distinguishes_no_metadata_from_empty_metadata() -> None:
-    keep = structure(json_round_trip(unstructure(UpdateRequest(SCOPE, "id"))), UpdateRequest)
-    clear = structure(json_round_trip(unstructure(UpdateRequest(SCOPE, "id", metadata={}))),
+    keep = structure(json_round_trip(unstructure(UpdateRequest(scope=SCOPE, record_id="id"))),
+                     UpdateRequest)
+    clear = structure(json_round_trip(unstructure(UpdateRequest(scope=SCOPE, record_id="id",
+                                                                metadata={}))),
                       UpdateRequest)
     assert keep.metadata is None
     assert clear.metadata is not None and dict(clear.metadata) == {}
 
 
 def test_fingerprint_ignores_idempotency_key_but_not_content() -> None:
-    a = AddRequest(SCOPE, "x", idempotency_key="k1")
-    assert a.fingerprint() == AddRequest(SCOPE, "x", idempotency_key="k2").fingerprint()
-    assert a.fingerprint() != AddRequest(SCOPE, "y", idempotency_key="k1").fingerprint()
-    assert a.fingerprint() != AddRequest(OTHER, "x", idempotency_key="k1").fingerprint()
+    a = AddRequest(scope=SCOPE, content="x", idempotency_key="k1")
+    assert a.fingerprint() == AddRequest(scope=SCOPE, content="x",
+                                         idempotency_key="k2").fingerprint()
+    assert a.fingerprint() != AddRequest(scope=SCOPE, content="y",
+                                         idempotency_key="k1").fingerprint()
+    assert a.fingerprint() != AddRequest(scope=OTHER, content="x",
+                                         idempotency_key="k1").fingerprint()
 
 
 # -- strictness -------------------------------------------------------------------------
@@ -420,12 +427,12 @@ def test_nested_paths_in_containers() -> None:
     page["items"][0]["version"] = "2"
     assert "Page.items[0].version" in str(_refused(page, Page[MemoryRecord]))
 
-    search = unstructure(SearchRequest((SCOPE, OTHER), "q"))
+    search = unstructure(SearchRequest(scopes=(SCOPE, OTHER), query="q"))
     search["scopes"][1] = {"tenant_id": "acme", "colour": "red"}
     message = str(_refused(search, SearchRequest))
     assert "SearchRequest.scopes[1]" in message and "colour" in message
 
-    search = unstructure(SearchRequest((SCOPE,), "q"))
+    search = unstructure(SearchRequest(scopes=(SCOPE,), query="q"))
     search["memory_types"] = ["fact", "gossip"]
     assert "SearchRequest.memory_types[1]" in str(_refused(search, SearchRequest))
 
@@ -483,6 +490,6 @@ def test_null_for_a_required_mapping_is_refused() -> None:
 
 
 def test_tuple_nested_in_metadata_survives_json() -> None:
-    request = AddRequest(SCOPE, "c", metadata={"tags": ("a", "b")})
+    request = AddRequest(scope=SCOPE, content="c", metadata={"tags": ("a", "b")})
     request.validate()  # tuples are JSON-safe per limits.check_json_safe
     assert_round_trip(request, AddRequest)

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from actors import ALICE, ALICE_SCOPE, BOB_SCOPE
 from governed_memory.clock import ManualClock
-from governed_memory.context import OperationContext
 from governed_memory.errors import (
     MemoryConfigurationError,
     MemoryNotFoundError,
@@ -18,6 +17,7 @@ from governed_memory.errors import (
 from governed_memory.events import InMemoryEventSink
 from governed_memory.fallback import FallbackProvider
 from governed_memory.manager import GovernedMemoryManager
+from governed_memory.operation_context import OperationContext
 from governed_memory.profiles import loads_profile
 from governed_memory.records import HitExplanation, SearchHit, SearchResult
 from governed_memory.requests import AddRequest, GetRequest, ListRequest
@@ -58,7 +58,8 @@ class Switchable:
 async def _seed(provider: Any, clock: ManualClock, *contents: str,
                 scope: Any = ALICE_SCOPE) -> list[Any]:
     ctx = OperationContext("op_seed", ALICE, clock.now())
-    return [await provider.add(AddRequest(scope, content), ctx) for content in contents]
+    return [await provider.add(AddRequest(scope=scope, content=content),
+                               ctx) for content in contents]
 
 
 @pytest.fixture
@@ -102,7 +103,7 @@ async def test_writes_never_go_to_the_fallback(setup: Any) -> None:
         await manager.add(ALICE, ALICE_SCOPE, "lost if it went to a replica")
     assert sink.events[-1].type == "memory.write.failed"
     listed = await replica.list(
-        ListRequest(ALICE_SCOPE),
+        ListRequest(scope=ALICE_SCOPE),
         OperationContext("op_check", ALICE, clock.now()))
     assert listed.items == ()
 
@@ -115,7 +116,7 @@ async def test_the_fallback_is_scope_checked_like_the_primary(setup: Any) -> Non
     async def leaky_search(request: Any, ctx: Any) -> Any:  # a replica gone wrong
         result = await type(replica).search(replica, request, ctx)
         stray = await replica.get(
-            GetRequest(BOB_SCOPE, bobs.id),
+            GetRequest(scope=BOB_SCOPE, record_id=bobs.id),
             ctx)
         return SearchResult(hits=(*result.hits, SearchHit(stray, 1.0, 1, HitExplanation(()))))
 

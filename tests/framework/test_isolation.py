@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from governed_memory import (
     GovernedMemoryManager,
-    ManualClock,
     MemoryNotFoundError,
     Permission,
     Principal,
     PrincipalKind,
     Scope,
 )
+from governed_memory.clock import ManualClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

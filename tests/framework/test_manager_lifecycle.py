@@ -7,10 +7,10 @@ from typing import Any
 
 import attrs
 import pytest
+from governed_memory.capabilities import Capabilities
 from governed_memory.clock import ManualClock
 from governed_memory.events import InMemoryEventSink, MemoryEvent
 from governed_memory.manager import GovernedMemoryManager
-from governed_memory.records import Capabilities
 from governed_memory_native import build_native_provider
 
 

@@ -55,24 +55,26 @@ class Named:
 @pytest.mark.parametrize(
     ("principal", "request_", "expected"),
     [
-        (ALICE, AddRequest(ALICE_SCOPE, "x"), None),
-        (ALICE, GetRequest(Scope("globex", user_id="alice"), "01ABC"), "tenant mismatch"),
-        (ALICE, GetRequest(Scope("acme", user_id="bob"), "01ABC"),
+        (ALICE, AddRequest(scope=ALICE_SCOPE, content="x"), None),
+        (ALICE, GetRequest(scope=Scope("globex", user_id="alice"), record_id="01ABC"),
+         "tenant mismatch"),
+        (ALICE, GetRequest(scope=Scope("acme", user_id="bob"), record_id="01ABC"),
          "scope belongs to another user"),
-        (ALICE, GetRequest(SHARED, "01ABC"), None),
-        (ALICE, AddRequest(SHARED, "x"), "writing a shared scope takes memory:admin"),
+        (ALICE, GetRequest(scope=SHARED, record_id="01ABC"), None),
+        (ALICE, AddRequest(scope=SHARED, content="x"), "writing a shared scope takes memory:admin"),
         (attrs.evolve(ALICE, permissions=frozenset({Permission.READ})),
-         AddRequest(ALICE_SCOPE, "x"), "principal lacks memory:write"),
-        (ALICE, DeleteAllRequest(ALICE_SCOPE), "principal lacks memory:admin"),
+         AddRequest(scope=ALICE_SCOPE, content="x"), "principal lacks memory:write"),
+        (ALICE, DeleteAllRequest(scope=ALICE_SCOPE), "principal lacks memory:admin"),
         (attrs.evolve(ALICE, permissions=frozenset({Permission.ADMIN})),
-         AddRequest(SHARED, "x"), None),
+         AddRequest(scope=SHARED, content="x"), None),
         (Principal("svc", PrincipalKind.SERVICE, "acme", permissions=RW),
-         AddRequest(Scope("acme", user_id="anyone"), "x"), None),
+         AddRequest(scope=Scope("acme", user_id="anyone"), content="x"), None),
         (Principal("svc", PrincipalKind.SERVICE, "acme", permissions=frozenset(Permission)),
-         DeleteUserRequest("globex", "bob"), "tenant mismatch"),
+         DeleteUserRequest(tenant_id="globex", user_id="bob"), "tenant mismatch"),
         (Principal("agent", PrincipalKind.AGENT, "acme", "alice", RW),
-         GetRequest(Scope("acme", user_id="bob"), "01ABC"), "scope belongs to another user"),
-        (ALICE, SearchRequest((ALICE_SCOPE, Scope("acme", user_id="bob")), "q"),
+         GetRequest(scope=Scope("acme", user_id="bob"),
+                    record_id="01ABC"), "scope belongs to another user"),
+        (ALICE, SearchRequest(scopes=(ALICE_SCOPE, Scope("acme", user_id="bob")), query="q"),
          "scope belongs to another user"),
     ],
 )
@@ -83,7 +85,7 @@ def test_scope_rule_matrix(principal: Principal, request_: object, expected: str
 async def test_scope_rule_runs_first_and_policies_are_not_consulted_on_denial() -> None:
     seen: list[str] = []
     engine = PolicyEngine([Named("p", PolicyVerdict.allow(), seen)])
-    decision = await engine.decide(check(AddRequest(Scope("globex"), "x")))
+    decision = await engine.decide(check(AddRequest(scope=Scope("globex"), content="x")))
     assert decision.effect is Effect.DENY
     assert decision.outcomes[0].policy == SCOPE_RULE_NAME
     assert seen == []
@@ -92,7 +94,7 @@ async def test_scope_rule_runs_first_and_policies_are_not_consulted_on_denial() 
 async def test_deny_wins_over_review_and_allow() -> None:
     engine = PolicyEngine([Named("a", PolicyVerdict.allow()), Named("r", PolicyVerdict.review("x")),
                            Named("d", PolicyVerdict.deny("no"))])
-    decision = await engine.decide(check(AddRequest(ALICE_SCOPE, "x")))
+    decision = await engine.decide(check(AddRequest(scope=ALICE_SCOPE, content="x")))
     assert decision.effect is Effect.DENY
     assert decision.denial() is not None and decision.denial().policy == "d"  # type: ignore[union-attr]
     assert "d: no" in decision.reasons()
@@ -100,43 +102,44 @@ async def test_deny_wins_over_review_and_allow() -> None:
 
 async def test_review_turns_a_new_record_pending() -> None:
     engine = PolicyEngine([Named("r", PolicyVerdict.review("source needs review"))])
-    decision = await engine.decide(check(AddRequest(ALICE_SCOPE, "x")))
+    decision = await engine.decide(check(AddRequest(scope=ALICE_SCOPE, content="x")))
     assert decision.effect is Effect.REVIEW and decision.allowed
 
 
 async def test_review_of_an_update_fails_closed() -> None:
     engine = PolicyEngine([Named("r", PolicyVerdict.review("x"))])
-    decision = await engine.decide(check(UpdateRequest(ALICE_SCOPE, "01ABC", content="y")))
+    decision = await engine.decide(check(UpdateRequest(scope=ALICE_SCOPE, record_id="01ABC",
+                                                       content="y")))
     assert decision.effect is Effect.DENY
 
 
 @pytest.mark.parametrize("broken", [RuntimeError("boom"), None, "allow", Effect.ALLOW])
 async def test_a_broken_policy_is_a_deny(broken: object) -> None:
     engine = PolicyEngine([Named("broken", broken)])
-    decision = await engine.decide(check(AddRequest(ALICE_SCOPE, "x")))
+    decision = await engine.decide(check(AddRequest(scope=ALICE_SCOPE, content="x")))
     assert decision.effect is Effect.DENY
     assert decision.denial().policy == "broken"  # type: ignore[union-attr]
 
 
 async def test_transforms_apply_in_order() -> None:
     seen: list[str] = []
-    first = AddRequest(ALICE_SCOPE, "redacted once")
-    second = AddRequest(ALICE_SCOPE, "redacted twice")
+    first = AddRequest(scope=ALICE_SCOPE, content="redacted once")
+    second = AddRequest(scope=ALICE_SCOPE, content="redacted twice")
     engine = PolicyEngine([
         Named("one", PolicyVerdict.transform(first, "r1"), seen),
         Named("two", PolicyVerdict.transform(second, "r2"), seen),
         Named("three", PolicyVerdict.allow(), seen),
     ])
-    decision = await engine.decide(check(AddRequest(ALICE_SCOPE, "original")))
+    decision = await engine.decide(check(AddRequest(scope=ALICE_SCOPE, content="original")))
     assert seen == ["original", "redacted once", "redacted twice"]
     assert decision.request == second
     assert [o.transformed for o in decision.outcomes[1:]] == [True, True, False]
 
 
 async def test_a_transform_may_not_move_the_request_to_another_scope() -> None:
-    moved = AddRequest(Scope("acme", user_id="bob"), "x")
+    moved = AddRequest(scope=Scope("acme", user_id="bob"), content="x")
     engine = PolicyEngine([Named("mover", PolicyVerdict.transform(moved, "sneaky"))])
-    decision = await engine.decide(check(AddRequest(ALICE_SCOPE, "x")))
+    decision = await engine.decide(check(AddRequest(scope=ALICE_SCOPE, content="x")))
     assert decision.effect is Effect.DENY
     assert decision.request.target_scopes() == (ALICE_SCOPE,)
 
@@ -155,6 +158,7 @@ def test_duplicate_policy_names_are_refused() -> None:
 
 def test_add_status_is_pending_for_review_decisions() -> None:
     # The manager maps REVIEW to a pending_review record; the request type allows it.
-    request = attrs.evolve(AddRequest(ALICE_SCOPE, "x"), status=RecordStatus.PENDING_REVIEW)
+    request = attrs.evolve(AddRequest(scope=ALICE_SCOPE, content="x"),
+                           status=RecordStatus.PENDING_REVIEW)
     request.validate()
     assert Operation.ADD is request.operation

@@ -339,7 +339,7 @@ async def test_an_update_that_timed_out_but_landed_is_recorded(platform: Harness
 async def test_platform_errors_map_to_the_tree_without_leaking(
     platform: Harness, status: int
 ) -> None:
-    from governed_memory.errors import MemoryError as GovernedError
+    from governed_memory.errors import GovernedMemoryError as GovernedError
     from mem0_support import API_KEY
 
     secret_content = "content that must not leak 9931"
@@ -379,7 +379,7 @@ def _die_before_the_ledger(*args: object, **kwargs: object) -> None:
 async def test_a_write_mem0_took_before_a_crash_is_recovered_on_start(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from governed_memory.errors import MemoryError as GovernedError
+    from governed_memory.errors import GovernedMemoryError as GovernedError
 
     config = _crash_config(kind, tmp_path)
     clock = ManualClock()
@@ -421,7 +421,7 @@ async def test_the_qdrant_wildcard_hazard_is_real_on_raw_mem0(tmp_path: Path) ->
 async def test_a_soft_delete_mem0_took_before_a_crash_is_recorded(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from governed_memory.errors import MemoryError as GovernedError
+    from governed_memory.errors import GovernedMemoryError as GovernedError
 
     config = _crash_config(kind, tmp_path)
     clock = ManualClock()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from actors import ADMIN, ALICE_SCOPE, BOB_SCOPE
 from governed_memory.clock import ManualClock
-from governed_memory.context import OperationContext
 from governed_memory.errors import MemoryValidationError
 from governed_memory.manager import GovernedMemoryManager
+from governed_memory.operation_context import OperationContext
 from governed_memory.records import MemoryType
 from governed_memory.scope import Scope
 from governed_memory_mem0 import build_mem0_provider
@@ -92,7 +92,7 @@ async def test_never_a_deleted_expired_or_pending_record(
     await governed.delete(ADMIN, ALICE_SCOPE, hard.id, hard=True)
     await governed.add(ADMIN, ALICE_SCOPE, "zebra expiring", expires_at=clock.now() + 5)
     await governed._provider.add(
-        AddRequest(ALICE_SCOPE, "zebra pending", status=RecordStatus.PENDING_REVIEW),
+        AddRequest(scope=ALICE_SCOPE, content="zebra pending", status=RecordStatus.PENDING_REVIEW),
         _ctx(clock))
     assert len(await ids(governed, ALICE_SCOPE, "zebra", limit=100)) == 2
     clock.advance(5)

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from governed_memory import ManualClock
+from governed_memory.clock import ManualClock
 from governed_memory_native import NativeMemoryProvider
 from native_support import BACKENDS, build
 from postgres_support import drop_schemas, drop_stale_schemas

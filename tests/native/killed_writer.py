@@ -15,14 +15,15 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from governed_memory import ListRequest, ManualClock
+from governed_memory.clock import ManualClock
+from governed_memory.requests import ListRequest
 from governed_memory_native import build_native_provider
 from native_support import USER_SCOPE, make_ctx
 
 _WRITER = textwrap.dedent("""
     import asyncio, json, sys
     sys.path[:0] = [{tests!r}, {native!r}]
-    from governed_memory import ManualClock
+    from governed_memory.clock import ManualClock
     from governed_memory_native import build_native_provider
     from native_support import note
     from outbox_support import outbox_ctx
@@ -69,7 +70,7 @@ async def records_and_event_ids(config: dict[str, Any],
         records: set[str] = set()
         cursor = None
         while True:
-            page = await provider.list(ListRequest(USER_SCOPE, limit=100, cursor=cursor),
+            page = await provider.list(ListRequest(scope=USER_SCOPE, limit=100, cursor=cursor),
                                        make_ctx(clock))
             records.update(r.id for r in page.items)
             if page.next_cursor is None:

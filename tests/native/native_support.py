@@ -6,13 +6,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from governed_memory import (
-    AddRequest,
-    ManualClock,
-    OperationContext,
-    Principal,
-    Scope,
-)
+from governed_memory import Principal, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.operation_context import OperationContext
+from governed_memory.requests import AddRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from postgres_support import postgres_config
 

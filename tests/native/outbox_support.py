@@ -4,9 +4,10 @@ to a provider that declares ``event_outbox``."""
 from __future__ import annotations
 
 import attrs
-from governed_memory import ManualClock, OperationContext
+from governed_memory.clock import ManualClock
 from governed_memory.events import MemoryEvent, event_id
 from governed_memory.ids import new_id
+from governed_memory.operation_context import OperationContext
 from native_support import make_ctx
 
 

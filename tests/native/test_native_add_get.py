@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import pytest
 from governed_memory import (
-    GetRequest,
-    IndexState,
-    ListRequest,
-    ManualClock,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryType,
     MemoryValidationError,
     Provenance,
     RecordStatus,
-    UpdateRequest,
     Visibility,
 )
+from governed_memory.clock import ManualClock
 from governed_memory.ids import is_record_id
 from governed_memory.limits import MAX_METADATA_PROVENANCE_BYTES
-from governed_memory.records import content_hash
+from governed_memory.records import IndexState, content_hash
+from governed_memory.requests import GetRequest, ListRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
 from native_support import OTHER_TENANT, OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
 

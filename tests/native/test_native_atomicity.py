@@ -6,16 +6,18 @@ from typing import Any
 
 import pytest
 from governed_memory import (
+    GovernedMemoryError,
+    MemoryConflictError,
+    MemoryRecord,
+    MemoryValidationError,
+    MemoryVersion,
+)
+from governed_memory.clock import ManualClock
+from governed_memory.requests import (
     DeleteRequest,
     GetRequest,
     HistoryRequest,
     ListRequest,
-    ManualClock,
-    MemoryConflictError,
-    MemoryError,
-    MemoryRecord,
-    MemoryValidationError,
-    MemoryVersion,
     SearchRequest,
     UpdateRequest,
 )
@@ -85,15 +87,15 @@ async def test_failure_mid_update_rolls_back(provider: NativeMemoryProvider,
     before = await _snapshot(provider, clock)
 
     async def broken(self: object, entry: object) -> None:
-        raise MemoryError("idempotency store failed")
+        raise GovernedMemoryError("idempotency store failed")
 
     monkeypatch.setattr(_repository_class(backend, MemoryIdempotency, SqlIdempotency), "put",
                         broken)
-    with pytest.raises(MemoryError):
+    with pytest.raises(GovernedMemoryError):
         await provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
                                             content="black coffee", idempotency_key="u"),
                               make_ctx(clock))
-    with pytest.raises(MemoryError):
+    with pytest.raises(GovernedMemoryError):
         await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id,
                                             hard=True, idempotency_key="d"), make_ctx(clock))
     monkeypatch.undo()

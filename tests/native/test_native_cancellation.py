@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from governed_memory import (
+from governed_memory import MemoryRecord
+from governed_memory.clock import ManualClock
+from governed_memory.requests import (
     DeleteRequest,
     GetRequest,
     HistoryRequest,
     ListRequest,
-    ManualClock,
-    MemoryRecord,
     PurgeExpiredRequest,
     SearchRequest,
     UpdateRequest,

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from governed_memory import (
-    GetRequest,
-    HistoryRequest,
-    ListRequest,
-    ManualClock,
-    MemoryConflictError,
-    UpdateRequest,
-)
+from governed_memory import MemoryConflictError
+from governed_memory.clock import ManualClock
+from governed_memory.requests import GetRequest, HistoryRequest, ListRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
 from native_support import USER_SCOPE, make_ctx, note
 

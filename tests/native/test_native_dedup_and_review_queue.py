@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 from actors import ALICE, ALICE_SCOPE, BOB_SCOPE
-from governed_memory import GovernedMemoryManager, InMemoryEventSink, ManualClock
+from governed_memory import GovernedMemoryManager
+from governed_memory.clock import ManualClock
 from governed_memory.errors import MemoryConfigurationError, MemoryScopeError
+from governed_memory.events import InMemoryEventSink
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.profiles import loads_profile
 from governed_memory.records import RecordStatus
@@ -112,10 +114,10 @@ async def test_the_review_queue_is_a_governed_read_for_reviewers(tmp_path: Path)
     sink, clock = InMemoryEventSink(), ManualClock()
     async with _manager(tmp_path, "off", sink, clock) as manager:
         provider: Any = manager._provider
-        from governed_memory.context import OperationContext
+        from governed_memory.operation_context import OperationContext
         from governed_memory.requests import AddRequest
 
-        held = await provider.add(AddRequest(ALICE_SCOPE, "from a web page",
+        held = await provider.add(AddRequest(scope=ALICE_SCOPE, content="from a web page",
                                              status=RecordStatus.PENDING_REVIEW),
                                   OperationContext("op_seed", ALICE, clock.now()))
         await manager.add(ALICE, ALICE_SCOPE, "an ordinary memory")

@@ -18,15 +18,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from governed_memory import (
+from governed_memory import MemoryRecord, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.requests import (
     AddRequest,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
-    ManualClock,
-    MemoryRecord,
     PurgeExpiredRequest,
-    Scope,
     SearchRequest,
     UpdateRequest,
 )

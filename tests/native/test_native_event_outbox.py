@@ -15,23 +15,23 @@ from typing import Any
 
 import pytest
 from governed_memory import (
-    DeleteRequest,
-    ListRequest,
-    ManualClock,
     MemoryConflictError,
     MemoryNotFoundError,
-    MemoryStorageError,
     MemoryValidationError,
     RecordStatus,
-    UpdateRequest,
 )
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryStorageError
 from governed_memory.outbox import EventOutboxProvider
 from governed_memory.requests import (
     ApproveRequest,
     DeleteAllRequest,
+    DeleteRequest,
     DeleteUserRequest,
+    ListRequest,
     PurgeExpiredRequest,
     RejectRequest,
+    UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from killed_writer import kill_writers, records_and_event_ids
@@ -54,28 +54,30 @@ async def test_every_write_stores_its_completed_event(provider: NativeMemoryProv
     added = await provider.add(note("green tea"), ctx)
     ctx_update = outbox_ctx(clock, "update")
     updated = await provider.update(
-        UpdateRequest(USER_SCOPE, added.id, content="black tea"), ctx_update)
+        UpdateRequest(scope=USER_SCOPE, record_id=added.id, content="black tea"), ctx_update)
     ctx_soft = outbox_ctx(clock, "delete")
-    soft = await provider.delete(DeleteRequest(USER_SCOPE, added.id), ctx_soft)
+    soft = await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=added.id), ctx_soft)
     ctx_hard = outbox_ctx(clock, "delete")
-    await provider.delete(DeleteRequest(USER_SCOPE, added.id, hard=True), ctx_hard)
+    await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=added.id, hard=True), ctx_hard)
     held = await provider.add(note("pending", status=RecordStatus.PENDING_REVIEW),
                               make_ctx(clock))
     ctx_approve = outbox_ctx(clock, "approve")
-    approved = await provider.approve(ApproveRequest(USER_SCOPE, held.id), ctx_approve)
+    approved = await provider.approve(ApproveRequest(scope=USER_SCOPE, record_id=held.id),
+                                      ctx_approve)
     held2 = await provider.add(note("pending 2", status=RecordStatus.PENDING_REVIEW),
                                make_ctx(clock))
     ctx_reject = outbox_ctx(clock, "reject")
-    await provider.reject(RejectRequest(USER_SCOPE, held2.id), ctx_reject)
+    await provider.reject(RejectRequest(scope=USER_SCOPE, record_id=held2.id), ctx_reject)
     await provider.add(note("short lived", expires_at=clock.now() + 1), make_ctx(clock))
     clock.advance(2)
     ctx_purge = outbox_ctx(clock, "purge_expired")
-    await provider.purge_expired(PurgeExpiredRequest(USER_SCOPE), ctx_purge)
+    await provider.purge_expired(PurgeExpiredRequest(scope=USER_SCOPE), ctx_purge)
     ctx_all = outbox_ctx(clock, "delete_all")
-    await provider.delete_all(DeleteAllRequest(USER_SCOPE), ctx_all)
+    await provider.delete_all(DeleteAllRequest(scope=USER_SCOPE), ctx_all)
     await provider.add(note("again"), make_ctx(clock))
     ctx_user = outbox_ctx(clock, "delete_user")
-    receipt = await provider.delete_user(DeleteUserRequest("acme", "alice"), ctx_user)
+    receipt = await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                                         ctx_user)
 
     events = {event.operation_id: event for event in await provider.pending_events(100)}
     # Only the writes that carried a draft stored an event, in commit order.
@@ -106,7 +108,7 @@ async def test_every_write_stores_its_completed_event(provider: NativeMemoryProv
 async def test_writes_without_a_draft_store_nothing(provider: NativeMemoryProvider,
                                                     clock: ManualClock) -> None:
     record = await provider.add(note(), make_ctx(clock))
-    await provider.delete(DeleteRequest(USER_SCOPE, record.id), make_ctx(clock))
+    await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id), make_ctx(clock))
     assert await _all_events(provider) == []
 
 
@@ -115,12 +117,15 @@ async def test_rejected_writes_store_no_event(provider: NativeMemoryProvider,
     record = await provider.add(note(key="k"), make_ctx(clock))
     refused = [
         (provider.add(note("other", key="k"), outbox_ctx(clock)), MemoryConflictError),
-        (provider.update(UpdateRequest(USER_SCOPE, record.id, expected_revision="stale",
+        (provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
+                                       expected_revision="stale",
                                        content="x"), outbox_ctx(clock, "update")),
          MemoryConflictError),
-        (provider.delete(DeleteRequest(USER_SCOPE, "0" * 26), outbox_ctx(clock, "delete")),
+        (provider.delete(DeleteRequest(scope=USER_SCOPE, record_id="0" * 26), outbox_ctx(clock,
+                                                                                         "delete")),
          MemoryNotFoundError),
-        (provider.approve(ApproveRequest(USER_SCOPE, record.id), outbox_ctx(clock, "approve")),
+        (provider.approve(ApproveRequest(scope=USER_SCOPE, record_id=record.id), outbox_ctx(clock,
+                                                                                            "approve")),
          MemoryConflictError),
         (provider.add(note("x" * (64 * 1024 + 1)), outbox_ctx(clock)), MemoryValidationError),
     ]
@@ -156,12 +161,12 @@ async def test_a_rolled_back_write_leaves_neither_record_nor_event(
         with pytest.raises(MemoryStorageError):
             await provider.add(note("lost"), outbox_ctx(clock))
         with pytest.raises(MemoryStorageError):
-            await provider.delete(DeleteRequest(USER_SCOPE, kept.id, hard=True),
+            await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=kept.id, hard=True),
                                   outbox_ctx(clock, "delete"))
         with pytest.raises(MemoryStorageError):
-            await provider.delete_user(DeleteUserRequest("acme", "alice"),
+            await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
                                        outbox_ctx(clock, "delete_user"))
-    page = await provider.list(ListRequest(USER_SCOPE), make_ctx(clock))
+    page = await provider.list(ListRequest(scope=USER_SCOPE), make_ctx(clock))
     assert [r.id for r in page.items] == [kept.id]
     events = await provider.pending_events(10)
     assert [event.record_ids for event in events] == [(kept.id,)]
@@ -181,7 +186,7 @@ async def test_replays_store_one_event_per_operation(provider: NativeMemoryProvi
     assert [e.operation_id for e in events] == [first_ctx.operation_id, retry_ctx.operation_id]
     assert {e.record_ids for e in events} == {(first.id,)}
     delete_ctx = outbox_ctx(clock, "delete")
-    request = DeleteRequest(USER_SCOPE, first.id, idempotency_key="d")
+    request = DeleteRequest(scope=USER_SCOPE, record_id=first.id, idempotency_key="d")
     await provider.delete(request, delete_ctx)
     await provider.delete(request, outbox_ctx(clock, "delete"))
     assert len(await provider.pending_events(10)) == 4
@@ -251,15 +256,17 @@ async def test_cancelled_writes_keep_record_and_event_together(
             if operation == "add":
                 call = provider.add(note(f"added {target}"), ctx)
             elif operation == "hard delete":
-                call = provider.delete(DeleteRequest(USER_SCOPE, victim.id, hard=True), ctx)
+                call = provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=victim.id,
+                                                     hard=True), ctx)
             else:
-                call = provider.delete_user(DeleteUserRequest("acme", "alice"), ctx)
+                call = provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                                            ctx)
             task = asyncio.create_task(call)
             with (_cancel_on_statement(task, target, storm=storm),
                   contextlib.suppress(asyncio.CancelledError)):
                 await task
             assert not _in_transaction(provider)
-            page = await provider.list(ListRequest(USER_SCOPE, limit=100), make_ctx(clock))
+            page = await provider.list(ListRequest(scope=USER_SCOPE, limit=100), make_ctx(clock))
             live = {record.id for record in page.items}
             applied = ({r.id for r in page.items if r.content == f"added {target}"} != set()
                        if operation == "add" else victim.id not in live)
@@ -303,20 +310,22 @@ async def test_an_interrupted_erasure_is_accounted_for_by_the_run_that_finishes(
     backend.run_write = second_batch_fails  # type: ignore[method-assign]
     try:
         with pytest.raises(MemoryStorageError):
-            await provider.delete_user(DeleteUserRequest("acme", "alice"), first_ctx)
+            await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                                       first_ctx)
     finally:
         backend.run_write = real  # type: ignore[method-assign]
-    left = await provider.list(ListRequest(USER_SCOPE, limit=100), make_ctx(clock))
+    left = await provider.list(ListRequest(scope=USER_SCOPE, limit=100), make_ctx(clock))
     assert len(left.items) == 5  # the first batch committed
     assert await provider.pending_events(10) == ()
     clock.advance(30)
     ctx = outbox_ctx(clock, "delete_user")
-    receipt = await provider.delete_user(DeleteUserRequest("acme", "alice"), ctx)
+    receipt = await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"), ctx)
     assert receipt.verify()
     assert (receipt.counts["records"], receipt.counts["versions"],
             receipt.counts["idempotency_entries"]) == (8, 8, 8)
     assert receipt.started_at == first_ctx.now  # the erasure began with the first run
     [event] = await provider.pending_events(10)
     assert (event.operation_id, event.count) == (ctx.operation_id, 8)
-    again = await provider.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
+    again = await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                                       make_ctx(clock))
     assert again.counts["records"] == 0 and again.started_at == clock.now()

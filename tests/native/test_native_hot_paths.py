@@ -7,17 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from governed_memory import (
-    GetRequest,
-    ManualClock,
-    MemoryNotFoundError,
-    SearchRequest,
-)
+from governed_memory import MemoryNotFoundError
+from governed_memory.clock import ManualClock
 from governed_memory.events import EventBus, InMemoryEventSink
 from governed_memory.indexing import IndexingSettings, SnapshotMode
 from governed_memory.outbox import OutboxDispatcher
 from governed_memory.profiles import loads_profile
 from governed_memory.replay import ReplayRequest, SnapshotLostError
+from governed_memory.requests import GetRequest, SearchRequest
 from governed_memory_native import NativeMemoryProvider, SqliteBackend, build_native_provider
 from native_support import USER_SCOPE, make_ctx, note
 from outbox_support import outbox_ctx
@@ -75,8 +72,8 @@ async def test_a_get_needs_no_hop_and_a_search_no_commit(tmp_path: Path,
     try:
         record = await provider.add(note("green tea"), make_ctx(clock))
         before = _stats(provider)
-        await provider.get(GetRequest(USER_SCOPE, record.id), make_ctx(clock))
-        result = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+        await provider.get(GetRequest(scope=USER_SCOPE, record_id=record.id), make_ctx(clock))
+        result = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                        make_ctx(clock))
         after = _stats(provider)
         assert after["point_reads"] - before["point_reads"] == 1
@@ -96,7 +93,7 @@ async def test_sync_snapshots_commit_before_the_search_returns(tmp_path: Path,
     try:
         await provider.add(note("green tea"), make_ctx(clock))
         before = _stats(provider)["commits"]
-        result = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+        result = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                        make_ctx(clock))
         assert _stats(provider)["commits"] == before + 1
         assert result.snapshot_id is not None
@@ -109,7 +106,7 @@ async def test_snapshots_off_store_nothing(tmp_path: Path, clock: ManualClock) -
     await provider.start()
     try:
         await provider.add(note("green tea"), make_ctx(clock))
-        result = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+        result = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                        make_ctx(clock))
         assert result.snapshot_id is None and len(result.hits) == 1
     finally:
@@ -121,7 +118,8 @@ async def test_a_batched_snapshot_lost_in_a_crash_is_reported_lost(
     crashed = _sqlite(tmp_path, clock)
     await crashed.start()
     await crashed.add(note("green tea"), make_ctx(clock))
-    result = await crashed.search(SearchRequest((USER_SCOPE,), "green tea"), make_ctx(clock))
+    result = await crashed.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
+                                  make_ctx(clock))
     assert result.snapshot_id is not None
     # The process dies before the batch is written: nothing is flushed or closed.
     crashed._snapshots._queue.clear()  # what a kill does to the queue
@@ -131,7 +129,8 @@ async def test_a_batched_snapshot_lost_in_a_crash_is_reported_lost(
     await provider.start()
     try:
         with pytest.raises(SnapshotLostError) as lost:
-            await provider.replay(ReplayRequest(result.snapshot_id, (USER_SCOPE,)),
+            await provider.replay(ReplayRequest(snapshot_id=result.snapshot_id,
+                                                scopes=(USER_SCOPE,)),
                                   make_ctx(clock))
         assert lost.value.code == "snapshot_lost"
         # Another tenant asking about the same id learns nothing: not found.

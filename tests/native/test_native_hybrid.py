@@ -7,16 +7,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from governed_memory import (
-    DeleteRequest,
-    ManualClock,
-    MemoryType,
-    RecordStatus,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory import MemoryType, RecordStatus
+from governed_memory.clock import ManualClock
 from governed_memory.indexing import IndexingSettings, RankingConfig
 from governed_memory.records import MemoryRecord
+from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory.scope import Scope
 from governed_memory_native import NativeMemoryProvider, build_native_provider, retrieval
 from hypothesis import given
@@ -41,7 +36,7 @@ async def hybrid(request: pytest.FixtureRequest, tmp_path: Path,
 
 
 def _search(query: str, *scopes: Scope, limit: int = 10, **filters: object) -> SearchRequest:
-    return SearchRequest(scopes or (USER_SCOPE,), query, limit, **filters)  # type: ignore[arg-type]
+    return SearchRequest(scopes=scopes or (USER_SCOPE,), query=query, limit=limit, **filters)  # type: ignore[arg-type]
 
 
 async def test_vector_candidates_find_what_words_miss(hybrid: NativeMemoryProvider,
@@ -90,7 +85,7 @@ async def test_hard_filters_run_before_vector_ranking(hybrid: NativeMemoryProvid
                               metadata={"topic": "food"}), make_ctx(clock)),
     ]
     deleted = await hybrid.add(note("green tea"), make_ctx(clock))
-    await hybrid.delete(DeleteRequest(USER_SCOPE, deleted.id), make_ctx(clock))
+    await hybrid.delete(DeleteRequest(scope=USER_SCOPE, record_id=deleted.id), make_ctx(clock))
     clock.advance(10)
     result = await hybrid.search(_search("green tea", memory_types=(MemoryType.FACT,),
                                          metadata_filter={"topic": "drinks"}),
@@ -158,7 +153,7 @@ async def test_recency_and_importance_reweigh(tmp_path: Path, clock: ManualClock
         signals = {s.name: s for s in result.hits[0].explanation.signals}
         assert signals["recency"].value == pytest.approx(1.0)
         assert signals["importance"].value == pytest.approx(0.5)
-        await provider.update(UpdateRequest(USER_SCOPE, old.id, importance=1.0),
+        await provider.update(UpdateRequest(scope=USER_SCOPE, record_id=old.id, importance=1.0),
                               make_ctx(clock))
         result = await provider.search(_search("green tea"), make_ctx(clock))
         assert result.hits[0].record.id == old.id  # refreshed by its update and important

@@ -7,8 +7,10 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from governed_memory import ManualClock, MemoryType, SearchRequest
+from governed_memory import MemoryType
+from governed_memory.clock import ManualClock
 from governed_memory.indexing import IndexingSettings, RankingConfig
+from governed_memory.requests import SearchRequest
 from governed_memory.scope import Scope
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from hypothesis import given, settings
@@ -50,8 +52,8 @@ async def _run(backend: str, directory: Path, stored: list[tuple[int, str, Memor
                                make_ctx(clock))
             clock.advance(1)
         clock.advance(10)  # every expiring record has expired
-        request = SearchRequest(tuple(SCOPES[i] for i in scope_picks), query, 10,
-                                (MemoryType.FACT,) if facts_only else ())
+        request = SearchRequest(scopes=tuple(SCOPES[i] for i in scope_picks), query=query, limit=10,
+                                memory_types=(MemoryType.FACT,) if facts_only else ())
         result = await provider.search(request, make_ctx(clock))
         searched = {SCOPES[i].scope_hash for i in scope_picks}
         for hit in result.hits:

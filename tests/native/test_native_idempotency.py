@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from governed_memory import (
+from governed_memory import MemoryConflictError
+from governed_memory.clock import ManualClock
+from governed_memory.operation_context import OperationContext
+from governed_memory.requests import (
     AddRequest,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
     HistoryRequest,
     ListRequest,
-    ManualClock,
-    MemoryConflictError,
-    OperationContext,
     PurgeExpiredRequest,
     UpdateRequest,
 )

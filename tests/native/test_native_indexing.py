@@ -9,16 +9,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from governed_memory import (
+from governed_memory import MemoryUnavailableError
+from governed_memory.clock import ManualClock
+from governed_memory.indexing import IndexingProvider, JobAction, JobState, WorkerReport
+from governed_memory.records import IndexState
+from governed_memory.requests import (
     DeleteRequest,
-    ManualClock,
-    MemoryUnavailableError,
+    DeleteUserRequest,
+    GetRequest,
+    HistoryRequest,
+    ListRequest,
     SearchRequest,
     UpdateRequest,
 )
-from governed_memory.indexing import IndexingProvider, JobAction, JobState, WorkerReport
-from governed_memory.records import IndexState
-from governed_memory.requests import DeleteUserRequest, GetRequest, HistoryRequest, ListRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from indexing_support import ControlledEmbedder, settings
 from native_support import USER_SCOPE, config_for, make_ctx, note
@@ -109,17 +112,19 @@ async def test_sync_stores_one_vector_per_content(sync_provider: NativeMemoryPro
     # A metadata-only update keeps the content's vector: nothing is embedded again.
     calls = embedder.texts_embedded
     retagged = await sync_provider.update(
-        UpdateRequest(USER_SCOPE, record.id, metadata={"k": "v"}), make_ctx(clock))
+        UpdateRequest(scope=USER_SCOPE, record_id=record.id, metadata={"k": "v"}), make_ctx(clock))
     assert embedder.texts_embedded == calls
     assert retagged.index_state is IndexState.INDEXED
     # New content: a new vector replaces the old one.
     changed = await sync_provider.update(
-        UpdateRequest(USER_SCOPE, record.id, content="black coffee"), make_ctx(clock))
+        UpdateRequest(scope=USER_SCOPE, record_id=record.id,
+                      content="black coffee"), make_ctx(clock))
     stored = await _vector(sync_provider, record.id, embedder)
     assert stored.content_hash == changed.content_hash  # type: ignore[attr-defined]
     assert await _vector_counts(sync_provider) == {str(embedder.identity): 1}
     # A soft delete removes it; nothing is left to rank.
-    await sync_provider.delete(DeleteRequest(USER_SCOPE, record.id), make_ctx(clock))
+    await sync_provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id),
+                               make_ctx(clock))
     assert await _vector(sync_provider, record.id, embedder) is None
 
 
@@ -132,10 +137,11 @@ async def test_sync_embeds_outside_the_write_lock(sync_provider: NativeMemoryPro
     adding = asyncio.create_task(sync_provider.add(note("slow to embed"), make_ctx(clock)))
     await embedder.entered.wait()
     # While the model runs, storage is free: another write and a read go through.
-    other = await sync_provider.update(UpdateRequest(USER_SCOPE, seed.id, importance=0.9),
+    other = await sync_provider.update(UpdateRequest(scope=USER_SCOPE, record_id=seed.id,
+                                                     importance=0.9),
                                        make_ctx(clock))
     assert other.version == 2
-    page = await sync_provider.list(ListRequest(USER_SCOPE), make_ctx(clock))
+    page = await sync_provider.list(ListRequest(scope=USER_SCOPE), make_ctx(clock))
     assert [r.id for r in page.items] == [seed.id]
     embedder.gate.set()
     added = await adding
@@ -148,7 +154,7 @@ async def test_sync_embedder_failure_fails_the_write_cleanly(
     embedder.failing = True
     with pytest.raises(MemoryUnavailableError):
         await sync_provider.add(note("never stored"), make_ctx(clock))
-    page = await sync_provider.list(ListRequest(USER_SCOPE), make_ctx(clock))
+    page = await sync_provider.list(ListRequest(scope=USER_SCOPE), make_ctx(clock))
     assert page.items == ()
     assert await _vector_counts(sync_provider) == {}
 
@@ -158,7 +164,7 @@ async def test_erasure_removes_vectors_and_counts_them(sync_provider: NativeMemo
                                                        embedder: ControlledEmbedder) -> None:
     for n in range(3):
         await sync_provider.add(note(f"fact {n}"), make_ctx(clock))
-    receipt = await sync_provider.delete_user(DeleteUserRequest("acme", "alice"),
+    receipt = await sync_provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
                                               make_ctx(clock))
     assert receipt.counts["index_entries"] == 6  # 3 lexical entries + 3 vectors
     assert await _vector_counts(sync_provider) == {}
@@ -174,7 +180,7 @@ async def test_async_write_commits_a_job_and_the_worker_indexes_it(
     assert record.index_state is IndexState.PENDING
     assert embedder.calls == []  # the write did not wait for the model
     # Lexical search is consistent at commit.
-    hits = await async_provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+    hits = await async_provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                        make_ctx(clock))
     assert [h.record.id for h in hits.hits] == [record.id]
     status = await async_provider.outbox_status()
@@ -182,7 +188,8 @@ async def test_async_write_commits_a_job_and_the_worker_indexes_it(
     report = await _work(async_provider)
     assert (report.leased, report.indexed) == (1, 1)
     assert await _vector(async_provider, record.id, embedder) is not None
-    indexed = await async_provider.get(GetRequest(USER_SCOPE, record.id), make_ctx(clock))
+    indexed = await async_provider.get(GetRequest(scope=USER_SCOPE, record_id=record.id),
+                                       make_ctx(clock))
     assert indexed.index_state is IndexState.INDEXED
     assert indexed.revision == record.revision  # indexing is not a write of the memory
     status = await async_provider.outbox_status()
@@ -195,10 +202,11 @@ async def test_only_the_newest_version_is_embedded(async_provider: NativeMemoryP
                                                    clock: ManualClock,
                                                    embedder: ControlledEmbedder) -> None:
     record = await async_provider.add(note("v1 text"), make_ctx(clock))
-    await async_provider.update(UpdateRequest(USER_SCOPE, record.id, content="v2 text"),
+    await async_provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
+                                              content="v2 text"),
                                 make_ctx(clock))
     latest = await async_provider.update(
-        UpdateRequest(USER_SCOPE, record.id, content="v3 text"), make_ctx(clock))
+        UpdateRequest(scope=USER_SCOPE, record_id=record.id, content="v3 text"), make_ctx(clock))
     jobs = await async_provider.index_jobs(JobState.PENDING, 10)
     assert [(job.version, job.action) for job in jobs] == [(3, JobAction.EMBED)]
     await _work(async_provider)
@@ -215,7 +223,8 @@ async def test_a_record_rewritten_during_the_job_is_not_given_a_stale_vector(
     working = asyncio.create_task(_work(async_provider))
     await embedder.entered.wait()
     rewritten = await async_provider.update(
-        UpdateRequest(USER_SCOPE, record.id, content="second words"), make_ctx(clock))
+        UpdateRequest(scope=USER_SCOPE, record_id=record.id,
+                      content="second words"), make_ctx(clock))
     embedder.gate.set()
     assert (await working).skipped == 1
     assert await _vector(async_provider, record.id, embedder) is None
@@ -246,12 +255,13 @@ async def test_failures_back_off_then_dead_letter_without_touching_the_record(
     assert dead.attempts == 3
     clock.advance(1000)
     assert (await _work(async_provider)).leased == 0  # dead letters are not retried
-    same = await async_provider.get(GetRequest(USER_SCOPE, record.id), make_ctx(clock))
+    same = await async_provider.get(GetRequest(scope=USER_SCOPE, record_id=record.id),
+                                    make_ctx(clock))
     assert (same.revision, same.version, same.content) == (record.revision, 1, "green tea")
-    history = await async_provider.history(HistoryRequest(USER_SCOPE, record.id),
+    history = await async_provider.history(HistoryRequest(scope=USER_SCOPE, record_id=record.id),
                                            make_ctx(clock))
     assert len(history) == 1
-    hits = await async_provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+    hits = await async_provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                        make_ctx(clock))
     assert [h.record.id for h in hits.hits] == [record.id]
     assert (await async_provider.outbox_status()).dead == 1
@@ -302,7 +312,8 @@ async def test_soft_delete_removes_vectors_through_the_outbox(
         embedder: ControlledEmbedder) -> None:
     record = await async_provider.add(note("green tea"), make_ctx(clock))
     await _work(async_provider)
-    await async_provider.delete(DeleteRequest(USER_SCOPE, record.id), make_ctx(clock))
+    await async_provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id),
+                                make_ctx(clock))
     jobs = await async_provider.index_jobs(JobState.PENDING, 10)
     assert [job.action for job in jobs] == [JobAction.REMOVE]
     assert await _vector(async_provider, record.id, embedder) is not None
@@ -351,7 +362,7 @@ async def test_a_changed_embedder_is_never_mixed_in_and_reindex_refills(
 
 
 async def test_worker_needs_an_embedder(tmp_path: Path, clock: ManualClock) -> None:
-    from governed_memory import MemoryConfigurationError
+    from governed_memory.errors import MemoryConfigurationError
 
     provider = build_native_provider(config_for("memory", tmp_path), clock)
     await provider.start()
@@ -390,7 +401,7 @@ async def test_an_in_process_worker_indexes_as_writes_arrive(
 
 async def test_a_worker_without_an_embedder_stops_at_once(tmp_path: Path,
                                                           clock: ManualClock) -> None:
-    from governed_memory import MemoryConfigurationError
+    from governed_memory.errors import MemoryConfigurationError
     from governed_memory.indexing import run_worker
 
     provider = build_native_provider(config_for("memory", tmp_path), clock)

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from governed_memory import GovernedMemoryManager, ManualClock, Principal, Scope
+from governed_memory import GovernedMemoryManager, Principal, Scope
+from governed_memory.capabilities import Capabilities
 from governed_memory.cli import indexing as cli_indexing
 from governed_memory.cli.main import cli
+from governed_memory.clock import ManualClock
 from governed_memory.plugins import PluginManager
 from governed_memory.profiles import loads_profile
-from governed_memory.records import Capabilities
 from governed_memory_native import build_native_provider
 from indexing_support import ControlledEmbedder, settings
 from native_support import make_ctx, note

@@ -10,7 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from governed_memory import SystemClock
+from governed_memory.clock import SystemClock
 from governed_memory.indexing import JobState
 from governed_memory_native import build_native_provider
 from indexing_support import ControlledEmbedder, settings
@@ -20,7 +20,7 @@ from outbox_support import outbox_ctx
 _DOOMED_WORKER = textwrap.dedent("""
     import asyncio, sys
     sys.path[:0] = [{tests!r}, {root!r}]
-    from governed_memory import SystemClock
+    from governed_memory.clock import SystemClock
     from governed_memory_native import build_native_provider
     from indexing_support import ControlledEmbedder, settings
 

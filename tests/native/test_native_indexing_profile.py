@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from governed_memory import GovernedMemoryManager, MemoryConfigurationError
+from governed_memory import GovernedMemoryManager
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.indexing import IndexingMode
 from governed_memory.plugins import PluginManager
 from governed_memory.profiles import loads_profile

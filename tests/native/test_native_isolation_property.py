@@ -12,19 +12,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from governed_memory import (
-    AddRequest,
-    GetRequest,
-    ListRequest,
-    ManualClock,
-    MemoryConflictError,
-    MemoryNotFoundError,
-    MemoryRecord,
-    OperationContext,
-    Principal,
-    Scope,
-    SearchRequest,
-)
+from governed_memory import MemoryConflictError, MemoryNotFoundError, MemoryRecord, Principal, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.operation_context import OperationContext
+from governed_memory.requests import AddRequest, GetRequest, ListRequest, SearchRequest
 from governed_memory_native import build_native_provider
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -27,7 +27,8 @@ from typing import Any
 
 import attrs
 import psycopg
-from governed_memory import ManualClock, Scope, SearchRequest
+from governed_memory import Scope
+from governed_memory.clock import ManualClock
 from governed_memory.ids import new_id, new_revision
 from governed_memory.records import (
     IndexState,
@@ -37,6 +38,7 @@ from governed_memory.records import (
     Visibility,
     content_hash,
 )
+from governed_memory.requests import SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.bm25 import Document, score_documents
 from governed_memory_native.memory_repositories import passes_filters

@@ -6,14 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from governed_memory import (
-    GetRequest,
-    ManualClock,
-    MemoryConfigurationError,
-    MemoryProvider,
-    MemoryUnavailableError,
-)
+from governed_memory import MemoryUnavailableError
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.plugins import PluginManager
+from governed_memory.provider import MemoryProvider
+from governed_memory.requests import GetRequest
 from governed_memory_native import NativeMemoryProvider, SqliteBackend, build_native_provider
 from governed_memory_native import plugin as native_plugin
 from governed_memory_native.config import HOME_ENV

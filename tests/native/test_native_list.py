@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from governed_memory import (
-    DeleteRequest,
-    ListRequest,
-    ManualClock,
-    MemoryType,
-    MemoryValidationError,
-    RecordStatus,
-)
+from governed_memory import MemoryType, MemoryValidationError, RecordStatus
+from governed_memory.clock import ManualClock
 from governed_memory.cursor import encode_cursor
+from governed_memory.requests import DeleteRequest, ListRequest
 from governed_memory_native import NativeMemoryProvider
 from native_support import OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
 

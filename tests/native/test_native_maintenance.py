@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from governed_memory import (
+from governed_memory import MemoryNotFoundError, MemoryValidationError, RecordStatus, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.cursor import encode_cursor
+from governed_memory.requests import (
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
     GetRequest,
     HistoryRequest,
     ListRequest,
-    ManualClock,
-    MemoryNotFoundError,
-    MemoryValidationError,
     PurgeExpiredRequest,
-    RecordStatus,
-    Scope,
     UpdateRequest,
 )
-from governed_memory.cursor import encode_cursor
 from governed_memory_native import NativeMemoryProvider
 from native_support import OTHER_TENANT, OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
 

@@ -14,16 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from governed_memory import (
-    DeleteRequest,
-    DeleteUserRequest,
-    ManualClock,
-    MemoryConfigurationError,
-    MemoryConflictError,
-    MemoryUnavailableError,
-    SearchRequest,
-)
+from governed_memory import MemoryConflictError, MemoryUnavailableError
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.indexing import IndexJob, JobAction, JobState
+from governed_memory.requests import DeleteRequest, DeleteUserRequest, SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider, parse_config
 from governed_memory_native.config import POSTGRES_DSN_ENV, BackendKind
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
@@ -210,7 +205,8 @@ async def test_erasure_leaves_no_row_that_names_the_record(tmp_path: Path,
         other = await provider.add(note(f"{MARKER} again"), make_ctx(clock))
         await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=doomed.id, hard=True),
                               make_ctx(clock))
-        await provider.delete_user(DeleteUserRequest("acme", "alice"), make_ctx(clock))
+        await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
+                                   make_ctx(clock))
         for table in ("memory_records", "memory_versions", "memory_idempotency",
                       "lexical_postings", "lexical_terms", "event_outbox"):
             rows = _sql(schema, f"SELECT t::text FROM {table} AS t")
@@ -238,7 +234,7 @@ def test_schema_names_are_private_per_directory(tmp_path: Path) -> None:
 async def test_bulk_insert_writes_what_adds_write(tmp_path: Path, clock: ManualClock) -> None:
     """``records.insert_new`` (imports, bench seeding) stores the same rows as adds: the
     copies answer get, history and search exactly like the originals."""
-    from governed_memory import GetRequest, HistoryRequest
+    from governed_memory.requests import GetRequest, HistoryRequest
 
     originals = await _started(postgres_config(tmp_path / "adds"), clock)
     copies = await _started(postgres_config(tmp_path / "bulk"), clock)
@@ -246,7 +242,7 @@ async def test_bulk_insert_writes_what_adds_write(tmp_path: Path, clock: ManualC
         records = [await originals.add(note(text, key=f"k{n}"), make_ctx(clock))
                    for n, text in enumerate(["green tea daily", "tea\x00 with 'quotes'",
                                              "hiking on mondays", "green green hills"])]
-        versions = [(await originals.history(HistoryRequest(USER_SCOPE, r.id),
+        versions = [(await originals.history(HistoryRequest(scope=USER_SCOPE, record_id=r.id),
                                              make_ctx(clock)))[0] for r in records]
         backend = copies.backend
         assert isinstance(backend, PostgresBackend)

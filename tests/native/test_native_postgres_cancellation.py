@@ -22,14 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from governed_memory import (
-    GetRequest,
-    HistoryRequest,
-    ManualClock,
-    MemoryRecord,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory import MemoryRecord
+from governed_memory.clock import ManualClock
+from governed_memory.requests import GetRequest, HistoryRequest, SearchRequest, UpdateRequest
 from governed_memory_native import build_native_provider
 from native_support import USER_SCOPE, config_for, make_ctx, note
 from postgres_support import POSTGRES_DSN, advisory_locks, require_postgres_package

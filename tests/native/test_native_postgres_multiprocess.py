@@ -17,13 +17,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from governed_memory import (
-    AddRequest,
-    GetRequest,
-    HistoryRequest,
-    ListRequest,
-    ManualClock,
-)
+from governed_memory.clock import ManualClock
+from governed_memory.requests import AddRequest, GetRequest, HistoryRequest, ListRequest
 from killed_writer import kill_writers, records_and_event_ids
 from native_support import USER_SCOPE, config_for, make_ctx, note
 
@@ -35,7 +30,9 @@ _WORKER = textwrap.dedent("""
     import asyncio, json, sys, time
     sys.path.insert(0, {tests!r})
     sys.path.insert(0, {native!r})
-    from governed_memory import (GetRequest, ManualClock, MemoryConflictError, UpdateRequest)
+    from governed_memory.requests import GetRequest, UpdateRequest
+    from governed_memory.clock import ManualClock
+    from governed_memory import MemoryConflictError
     from governed_memory_native import build_native_provider
     from native_support import USER_SCOPE, make_ctx, note
 
@@ -125,7 +122,7 @@ async def test_processes_sharing_a_scope_lose_no_update(tmp_path: Path,
         records = []
         cursor = None
         while True:
-            page = await provider.list(ListRequest(USER_SCOPE, limit=100, cursor=cursor),
+            page = await provider.list(ListRequest(scope=USER_SCOPE, limit=100, cursor=cursor),
                                        make_ctx(clock))
             records.extend(page.items)
             if page.next_cursor is None:
@@ -164,7 +161,7 @@ async def test_a_killed_writer_process_leaves_each_committed_record_with_its_eve
 _INDEX_WORKER = textwrap.dedent("""
     import asyncio, json, sys, time
     sys.path[:0] = [{tests!r}, {native!r}]
-    from governed_memory import SystemClock
+    from governed_memory.clock import SystemClock
     from governed_memory_native import build_native_provider
     from indexing_support import ControlledEmbedder, settings
 
@@ -206,7 +203,7 @@ async def test_worker_processes_share_the_outbox_without_duplicates(tmp_path: Pa
     record ends with exactly one vector."""
     import signal
 
-    from governed_memory import SystemClock
+    from governed_memory.clock import SystemClock
     from governed_memory.indexing import JobState
     from governed_memory_native import build_native_provider
     from indexing_support import ControlledEmbedder, settings

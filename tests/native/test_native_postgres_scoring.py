@@ -14,7 +14,9 @@ import itertools
 import tempfile
 from pathlib import Path
 
-from governed_memory import ManualClock, MemoryType, Scope, SearchRequest
+from governed_memory import MemoryType, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.requests import SearchRequest
 from governed_memory_native import build_native_provider
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -20,17 +20,9 @@ from typing import Any
 
 import attrs
 import pytest
-from governed_memory import (
-    GetRequest,
-    HistoryRequest,
-    ManualClock,
-    MemoryConflictError,
-    MemoryRecord,
-    MemoryUnavailableError,
-    Scope,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory import MemoryConflictError, MemoryRecord, MemoryUnavailableError, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.requests import GetRequest, HistoryRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from governed_memory import (
     GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
     MemoryNotFoundError,
     MemoryScopeError,
     Principal,
     Scope,
 )
+from governed_memory.clock import ManualClock
+from governed_memory.events import InMemoryEventSink
 from governed_memory.replay import ReplayResult, SnapshotErasedError
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from indexing_support import ControlledEmbedder, settings
@@ -185,9 +185,9 @@ async def test_a_locked_database_still_answers(tmp_path: Path, clock: ManualCloc
     ones the snapshot waits in the queue and is stored once the lock is free."""
     import asyncio
 
-    from governed_memory import SearchRequest
     from governed_memory.indexing import IndexingSettings, SnapshotMode
     from governed_memory.replay import ReplayRequest
+    from governed_memory.requests import SearchRequest
     from native_support import USER_SCOPE, make_ctx, note
     from test_native_cancellation import _hold_write_lock
 
@@ -198,19 +198,20 @@ async def test_a_locked_database_still_answers(tmp_path: Path, clock: ManualCloc
     try:
         record = await provider.add(note("green tea"), make_ctx(clock))
         holder = _hold_write_lock(path, 0.5)  # another process writing for a while
-        result = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+        result = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                        make_ctx(clock))
         await asyncio.to_thread(holder.join)
         assert [hit.record.id for hit in result.hits] == [record.id]
         if mode == "sync":
             assert result.snapshot_id is None
-            again = await provider.search(SearchRequest((USER_SCOPE,), "green tea"),
+            again = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                           make_ctx(clock))
             assert again.snapshot_id is not None
         else:
             assert result.snapshot_id is not None
             replayed = await provider.replay(
-                ReplayRequest(result.snapshot_id, (USER_SCOPE,)), make_ctx(clock))
+                ReplayRequest(snapshot_id=result.snapshot_id,
+                              scopes=(USER_SCOPE,)), make_ctx(clock))
             assert [hit.record.id for hit in replayed.hits] == [record.id]
     finally:
         await provider.close()

@@ -5,13 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from governed_memory import (
-    ManualClock,
-    MemoryConflictError,
-    MemoryNotFoundError,
-    RecordStatus,
-    VersionOperation,
-)
+from governed_memory import MemoryConflictError, MemoryNotFoundError, RecordStatus
+from governed_memory.clock import ManualClock
+from governed_memory.records import VersionOperation
 from governed_memory.requests import (
     AddRequest,
     ApproveRequest,
@@ -39,11 +35,14 @@ async def test_approve_is_a_new_active_version(provider: NativeMemoryProvider,
     held = await provider.add(pending(key="k"), make_ctx(clock))
     clock.advance(3)
     ctx = make_ctx(clock)
-    approved = await provider.approve(ApproveRequest(USER_SCOPE, held.id, held.revision), ctx)
+    approved = await provider.approve(ApproveRequest(scope=USER_SCOPE, record_id=held.id,
+                                                     expected_revision=held.revision), ctx)
     assert (approved.status, approved.version) == (RecordStatus.ACTIVE, 2)
     assert approved.updated_at == held.created_at + 3
-    assert (await provider.get(GetRequest(USER_SCOPE, key="k"), make_ctx(clock))).id == held.id
-    history = await provider.history(HistoryRequest(USER_SCOPE, held.id), make_ctx(clock))
+    assert (await provider.get(GetRequest(scope=USER_SCOPE, key="k"),
+                               make_ctx(clock))).id == held.id
+    history = await provider.history(HistoryRequest(scope=USER_SCOPE, record_id=held.id),
+                                     make_ctx(clock))
     assert [(v.operation, v.operation_id) for v in history][-1] == (VersionOperation.APPROVE,
                                                                      ctx.operation_id)
 
@@ -51,10 +50,11 @@ async def test_approve_is_a_new_active_version(provider: NativeMemoryProvider,
 async def test_reject_erases_record_history_and_frees_the_key(provider: NativeMemoryProvider,
                                                               clock: ManualClock) -> None:
     held = await provider.add(pending(key="k"), make_ctx(clock))
-    result = await provider.reject(RejectRequest(USER_SCOPE, held.id), make_ctx(clock))
+    result = await provider.reject(RejectRequest(scope=USER_SCOPE, record_id=held.id),
+                                   make_ctx(clock))
     assert (result.record_id, result.hard, result.version) == (held.id, True, None)
     with pytest.raises(MemoryNotFoundError):
-        await provider.history(HistoryRequest(USER_SCOPE, held.id), make_ctx(clock))
+        await provider.history(HistoryRequest(scope=USER_SCOPE, record_id=held.id), make_ctx(clock))
     again = await provider.add(note("successor", key="k"), make_ctx(clock))
     assert again.id != held.id
 
@@ -63,7 +63,7 @@ async def test_a_rejected_adds_retry_is_refused(provider: NativeMemoryProvider,
                                                 clock: ManualClock) -> None:
     request = pending(idempotency_key="add-1")
     held = await provider.add(request, make_ctx(clock))
-    await provider.reject(RejectRequest(USER_SCOPE, held.id), make_ctx(clock))
+    await provider.reject(RejectRequest(scope=USER_SCOPE, record_id=held.id), make_ctx(clock))
     with pytest.raises(MemoryConflictError, match="erased"):
         await provider.add(request, make_ctx(clock))
 
@@ -73,35 +73,41 @@ async def test_decisions_need_a_live_pending_record(provider: NativeMemoryProvid
     active = await provider.add(note("active"), make_ctx(clock))
     held = await provider.add(pending(expires_at=clock.now() + 10), make_ctx(clock))
     deleted = await provider.add(pending("soon deleted"), make_ctx(clock))
-    await provider.delete(DeleteRequest(USER_SCOPE, deleted.id), make_ctx(clock))
+    await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=deleted.id), make_ctx(clock))
     for decide, kind in ((provider.approve, ApproveRequest), (provider.reject, RejectRequest)):
         with pytest.raises(MemoryConflictError, match="active, not pending review"):
-            await decide(kind(USER_SCOPE, active.id), make_ctx(clock))  # type: ignore[operator]
+            await decide(kind(scope=USER_SCOPE, record_id=active.id), make_ctx(clock))  # type: ignore[operator]
         with pytest.raises(MemoryNotFoundError):
-            await decide(kind(OTHER_USER, held.id), make_ctx(clock))  # type: ignore[operator]
+            await decide(kind(scope=OTHER_USER, record_id=held.id), make_ctx(clock))  # type: ignore[operator]
         with pytest.raises(MemoryNotFoundError):
-            await decide(kind(USER_SCOPE, deleted.id), make_ctx(clock))  # type: ignore[operator]
+            await decide(kind(scope=USER_SCOPE, record_id=deleted.id), make_ctx(clock))  # type: ignore[operator]
         with pytest.raises(MemoryConflictError, match="stale"):
-            await decide(kind(USER_SCOPE, held.id, "rstale"), make_ctx(clock))  # type: ignore[operator]
+            await decide(kind(scope=USER_SCOPE, record_id=held.id, expected_revision="rstale"),
+                         make_ctx(clock))  # type: ignore[operator]
     clock.advance(10)
     with pytest.raises(MemoryNotFoundError):
-        await provider.approve(ApproveRequest(USER_SCOPE, held.id), make_ctx(clock))
+        await provider.approve(ApproveRequest(scope=USER_SCOPE, record_id=held.id), make_ctx(clock))
 
 
 async def test_decisions_replay_by_idempotency_key(provider: NativeMemoryProvider,
                                                    clock: ManualClock) -> None:
     one = await provider.add(pending("one"), make_ctx(clock))
-    first = await provider.approve(ApproveRequest(USER_SCOPE, one.id, idempotency_key="a"),
+    first = await provider.approve(ApproveRequest(scope=USER_SCOPE, record_id=one.id,
+                                                  idempotency_key="a"),
                                    make_ctx(clock))
-    assert await provider.approve(ApproveRequest(USER_SCOPE, one.id, idempotency_key="a"),
+    assert await provider.approve(ApproveRequest(scope=USER_SCOPE, record_id=one.id,
+                                                 idempotency_key="a"),
                                   make_ctx(clock)) == first
     two = await provider.add(pending("two"), make_ctx(clock))
-    gone = await provider.reject(RejectRequest(USER_SCOPE, two.id, idempotency_key="r"),
+    gone = await provider.reject(RejectRequest(scope=USER_SCOPE, record_id=two.id,
+                                               idempotency_key="r"),
                                  make_ctx(clock))
-    assert await provider.reject(RejectRequest(USER_SCOPE, two.id, idempotency_key="r"),
+    assert await provider.reject(RejectRequest(scope=USER_SCOPE, record_id=two.id,
+                                               idempotency_key="r"),
                                  make_ctx(clock)) == gone
     with pytest.raises(MemoryConflictError, match="different request"):
-        await provider.reject(RejectRequest(USER_SCOPE, one.id, idempotency_key="r"),
+        await provider.reject(RejectRequest(scope=USER_SCOPE, record_id=one.id,
+                                            idempotency_key="r"),
                               make_ctx(clock))
 
 
@@ -111,7 +117,7 @@ async def test_usage_counts_what_a_quota_counts(provider: NativeMemoryProvider,
     await provider.add(note("café"), make_ctx(clock))  # 5 bytes in UTF-8
     await provider.add(pending("held"), make_ctx(clock))
     gone = await provider.add(note("deleted"), make_ctx(clock))
-    await provider.delete(DeleteRequest(USER_SCOPE, gone.id), make_ctx(clock))
+    await provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=gone.id), make_ctx(clock))
     await provider.add(note("expiring", expires_at=clock.now() + 1), make_ctx(clock))
     await provider.add(note("neighbour", scope=OTHER_USER), make_ctx(clock))
     await provider.add(note("elsewhere", scope=OTHER_TENANT), make_ctx(clock, "globex"))
@@ -126,12 +132,13 @@ async def test_sqlite_keeps_approvals_across_reopen(tmp_path: Path, clock: Manua
     first = build("sqlite", tmp_path, clock)
     await first.start()
     held = await first.add(pending(), make_ctx(clock))
-    await first.approve(ApproveRequest(USER_SCOPE, held.id), make_ctx(clock))
+    await first.approve(ApproveRequest(scope=USER_SCOPE, record_id=held.id), make_ctx(clock))
     await first.close()
     second = build("sqlite", tmp_path, clock)
     await second.start()
     try:
-        history = await second.history(HistoryRequest(USER_SCOPE, held.id), make_ctx(clock))
+        history = await second.history(HistoryRequest(scope=USER_SCOPE, record_id=held.id),
+                                       make_ctx(clock))
         assert [v.operation for v in history] == [VersionOperation.ADD, VersionOperation.APPROVE]
         assert [v.record.status for v in history] == [RecordStatus.PENDING_REVIEW,
                                                       RecordStatus.ACTIVE]

@@ -16,19 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from governed_memory import (
-    AddRequest,
-    DeleteRequest,
-    ManualClock,
-    MemoryType,
-    OperationContext,
-    Principal,
-    RecordStatus,
-    Scope,
-    SearchRequest,
-    SearchResult,
-    UpdateRequest,
-)
+from governed_memory import MemoryType, Principal, RecordStatus, Scope, SearchResult
+from governed_memory.clock import ManualClock
+from governed_memory.operation_context import OperationContext
+from governed_memory.requests import AddRequest, DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from governed_memory import (
-    DeleteRequest,
-    ManualClock,
-    MemoryType,
-    MemoryValidationError,
-    RecordStatus,
-    Scope,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory import MemoryType, MemoryValidationError, RecordStatus, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
 from native_support import OTHER_TENANT, OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
 

@@ -9,13 +9,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from governed_memory import (
+from governed_memory import MemoryUnavailableError
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryConfigurationError
+from governed_memory.requests import (
     GetRequest,
     HistoryRequest,
     ListRequest,
-    ManualClock,
-    MemoryConfigurationError,
-    MemoryUnavailableError,
     SearchRequest,
     UpdateRequest,
 )
@@ -124,7 +124,10 @@ async def test_lock_held_past_busy_timeout_is_unavailable(tmp_path: Path,
 
 _WRITER = textwrap.dedent("""
     import asyncio, sys
-    from governed_memory import AddRequest, ManualClock, OperationContext, Principal, Scope
+    from governed_memory.requests import AddRequest
+    from governed_memory.clock import ManualClock
+    from governed_memory.operation_context import OperationContext
+    from governed_memory import Principal, Scope
     from governed_memory_native import build_native_provider
 
     async def main() -> None:

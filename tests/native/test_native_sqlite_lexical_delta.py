@@ -24,12 +24,8 @@ from typing import Any
 
 import attrs
 import pytest
-from governed_memory import (
-    DeleteRequest,
-    ManualClock,
-    MemoryConfigurationError,
-    UpdateRequest,
-)
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.ids import new_id, new_revision
 from governed_memory.records import (
     IndexState,
@@ -38,6 +34,7 @@ from governed_memory.records import (
     RecordStatus,
     content_hash,
 )
+from governed_memory.requests import DeleteRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.bm25 import Document, score_documents
 from governed_memory_native.indexing_config import (
@@ -310,7 +307,7 @@ def test_a_search_probes_tombstones_by_key() -> None:
 _MERGING_WRITER = textwrap.dedent("""
     import asyncio, json, sys, time
     sys.path[:0] = [{tests!r}, {native!r}]
-    from governed_memory import SystemClock
+    from governed_memory.clock import SystemClock
     from governed_memory_native import build_native_provider
     from governed_memory_native import sqlite_lexical
     from native_support import note, make_ctx
@@ -336,7 +333,7 @@ _MERGING_WRITER = textwrap.dedent("""
             text = " ".join(words[(n * k + k * k) % 9] for k in range(1, 1 + n % 7 + 2))
             record = await provider.add(note(text), make_ctx(clock))
             if n % 3 == 0:
-                from governed_memory import UpdateRequest
+                from governed_memory.requests import UpdateRequest
                 await provider.update(UpdateRequest(
                     scope=record.scope, record_id=record.id, content=text + " again"),
                     make_ctx(clock))

@@ -9,17 +9,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from governed_memory import (
-    DeleteRequest,
-    GetRequest,
-    HistoryRequest,
-    ManualClock,
-    MemoryRecord,
-    RecordStatus,
-    SearchRequest,
-)
+from governed_memory import MemoryRecord, RecordStatus
+from governed_memory.clock import ManualClock
+from governed_memory.requests import DeleteRequest, GetRequest, HistoryRequest, SearchRequest
 from governed_memory_native import MemoryBackend, NativeMemoryProvider, build_native_provider
-from governed_memory_native.snapshots import record_to_json
+from governed_memory_native.record_copies import record_to_json
 from governed_memory_native.sqlite_rows import record_params
 from governed_memory_native.sqlite_schema import LATEST_VERSION, MIGRATIONS
 from native_support import USER_SCOPE, make_ctx, note

@@ -7,7 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from governed_memory import ManualClock, SearchRequest
+from governed_memory.clock import ManualClock
+from governed_memory.requests import SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.sqlite_schema import MIGRATIONS
 from governed_memory_native.sqlite_setup import register_functions

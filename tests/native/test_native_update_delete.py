@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import pytest
 from governed_memory import (
-    AddRequest,
-    DeleteRequest,
-    GetRequest,
-    HistoryRequest,
-    IndexState,
-    ManualClock,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryType,
     MemoryValidationError,
     RecordStatus,
-    UpdateRequest,
-    VersionOperation,
     Visibility,
 )
-from governed_memory.records import content_hash
+from governed_memory.clock import ManualClock
+from governed_memory.records import IndexState, VersionOperation, content_hash
+from governed_memory.requests import (
+    AddRequest,
+    DeleteRequest,
+    GetRequest,
+    HistoryRequest,
+    UpdateRequest,
+)
 from governed_memory_native import NativeMemoryProvider
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
 

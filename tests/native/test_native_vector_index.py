@@ -18,22 +18,21 @@ from typing import Any
 
 import numpy as np
 import pytest
-from governed_memory import (
+from governed_memory import MemoryType, RecordStatus
+from governed_memory.clock import ManualClock
+from governed_memory.embedding import EmbedderIdentity
+from governed_memory.errors import MemoryConfigurationError
+from governed_memory.indexing import IndexingMode, IndexingSettings, RankingConfig
+from governed_memory.records import MemoryRecord
+from governed_memory.requests import (
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,
-    ManualClock,
-    MemoryConfigurationError,
-    MemoryType,
     PurgeExpiredRequest,
-    RecordStatus,
     RejectRequest,
     SearchRequest,
     UpdateRequest,
 )
-from governed_memory.embedding import EmbedderIdentity
-from governed_memory.indexing import IndexingMode, IndexingSettings, RankingConfig
-from governed_memory.records import MemoryRecord
 from governed_memory.scope import Scope
 from governed_memory_native import NativeMemoryProvider, build_native_provider, retrieval
 from governed_memory_native import vector_index as vector_index_module
@@ -226,8 +225,8 @@ async def _differential(backend: str, directory: Path, plan: dict[str, Any]) -> 
                     memory_type=(MemoryType.FACT, MemoryType.NOTE)[kind],
                     metadata={"topic": "ab"[topic]})
         request = SearchRequest(
-            tuple(SCOPES[i] for i in plan["searched"]), "query", plan["limit"],
-            (MemoryType.FACT,) if plan["facts_only"] else (),
+            scopes=tuple(SCOPES[i] for i in plan["searched"]), query="query", limit=plan["limit"],
+            memory_types=(MemoryType.FACT,) if plan["facts_only"] else (),
             metadata_filter={} if plan["topic"] is None else {"topic": plan["topic"]})
         embedder.table["query"] = clustered(rng, 1, plan["clusters"])[0]
         # First search builds the indexes; writes after it are caught up on.
@@ -255,10 +254,10 @@ async def _differential(backend: str, directory: Path, plan: dict[str, Any]) -> 
                 text = f"u{pick}"
                 embedder.table[text] = vectors[pick % len(vectors)]
                 records[position] = await provider.update(UpdateRequest(
-                    target.scope, target.id, content=text,
+                    scope=target.scope, record_id=target.id, content=text,
                     expected_revision=target.revision), make_ctx(clock))
             else:
-                await provider.delete(DeleteRequest(target.scope, target.id,
+                await provider.delete(DeleteRequest(scope=target.scope, record_id=target.id,
                                                     hard=action == "hard"), make_ctx(clock))
                 records[position] = None
             assert await searched(provider, request, clock) == await exact_ranking(
@@ -311,7 +310,7 @@ async def _recall(provider: NativeMemoryProvider, embedder: TableEmbedder,
     found = 0
     for q, vector in enumerate(clustered(rng, 12, 40, dimension=64, spread=0.5)):
         embedder.table[f"q{q}"] = vector
-        request = SearchRequest((ALICE,), f"q{q}", 10)
+        request = SearchRequest(scopes=(ALICE,), query=f"q{q}", limit=10)
         expected = await exact_ranking(provider, embedder, request, clock.now())
         got = await searched(provider, request, clock)
         assert got == expected
@@ -335,7 +334,7 @@ async def test_a_scope_never_sees_another_scopes_vectors(
         clock)} for scope in (*SCOPES, CAROL)}
     embedder.table["q"] = vectors[5]
     for picked in ((ALICE,), (BOB,), (SESSION,), (CAROL,), (ALICE, BOB), (ALICE, SESSION)):
-        request = SearchRequest(picked, "q", 50)
+        request = SearchRequest(scopes=picked, query="q", limit=50)
         got = await searched(provider, request, clock)
         allowed = set().union(*(mine[scope.scope_hash] for scope in picked))
         assert got and {record_id for record_id, _ in got} <= allowed
@@ -373,22 +372,22 @@ async def test_erased_vectors_leave_the_index(indexed: tuple[NativeMemoryProvide
         fields["status"] = RecordStatus.PENDING_REVIEW
     scope = Scope("acme", user_id="dave") if how == "delete_user" else ALICE
     victim = await provider.add(note("marked", scope=scope, **fields), make_ctx(clock))
-    request = SearchRequest((scope, ALICE), "q", 5)
+    request = SearchRequest(scopes=(scope, ALICE), query="q", limit=5)
     first = await searched(provider, request, clock)
     if how not in ("reject",):
         assert first[0][0] == victim.id  # indexed and found (a pending one is filtered)
     clock.advance(10)
     ctx = make_ctx(clock)
     if how == "hard_delete":
-        await provider.delete(DeleteRequest(scope, victim.id, hard=True), ctx)
+        await provider.delete(DeleteRequest(scope=scope, record_id=victim.id, hard=True), ctx)
     elif how == "delete_all":
-        await provider.delete_all(DeleteAllRequest(scope), ctx)
+        await provider.delete_all(DeleteAllRequest(scope=scope), ctx)
     elif how == "delete_user":
-        await provider.delete_user(DeleteUserRequest("acme", "dave"), ctx)
+        await provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="dave"), ctx)
     elif how == "purge_expired":
-        await provider.purge_expired(PurgeExpiredRequest(scope, limit=100), ctx)
+        await provider.purge_expired(PurgeExpiredRequest(scope=scope, limit=100), ctx)
     else:
-        await provider.reject(RejectRequest(scope, victim.id), ctx)
+        await provider.reject(RejectRequest(scope=scope, record_id=victim.id), ctx)
     after = await searched(provider, request, clock)
     assert victim.id not in {record_id for record_id, _ in after}
     assert after == await exact_ranking(provider, embedder, request, clock.now())
@@ -432,11 +431,12 @@ def test_nothing_erased_is_ever_returned_or_held(plan: list[tuple[str, int]]) ->
                     live.append(await provider.add(note(text), make_ctx(clock)))
                 elif action == "erase" and live:
                     victim = live.pop(pick % len(live))
-                    await provider.delete(DeleteRequest(victim.scope, victim.id, hard=True),
+                    await provider.delete(DeleteRequest(scope=victim.scope, record_id=victim.id,
+                                                        hard=True),
                                           make_ctx(clock))
                     erased.add(victim.id)
                 else:
-                    request = SearchRequest((ALICE,), "q", 1 + pick % 12)
+                    request = SearchRequest(scopes=(ALICE,), query="q", limit=1 + pick % 12)
                     got = await searched(provider, request, clock)
                     assert not {record_id for record_id, _ in got} & erased
                     assert got == await exact_ranking(provider, embedder, request,
@@ -465,7 +465,7 @@ async def test_a_very_selective_filter_is_searched_exactly(
                            [(ALICE, f"f{i}", v) for i, v in enumerate(vectors[3000:])], clock,
                            memory_type=MemoryType.FACT)
     embedder.table["q"] = vectors[0]
-    request = SearchRequest((ALICE,), "q", 2, (MemoryType.FACT,))
+    request = SearchRequest(scopes=(ALICE,), query="q", limit=2, memory_types=(MemoryType.FACT,))
     got = await searched(provider, request, clock)
     assert got == await exact_ranking(provider, embedder, request, clock.now())
     assert {record_id for record_id, _ in got} <= {fact.id for fact in facts}
@@ -486,7 +486,7 @@ async def test_indexes_beyond_the_budget_are_dropped_and_rebuilt(
                            clock)
         embedder.table["q"] = vectors[1]
         for scope in (ALICE, BOB, ALICE):
-            request = SearchRequest((scope,), "q", 10)
+            request = SearchRequest(scopes=(scope,), query="q", limit=10)
             assert await searched(provider, request, clock) == await exact_ranking(
                 provider, embedder, request, clock.now())
             assert len(provider.vector_indexes.held()) == 1  # 2 x 100 > 150
@@ -508,7 +508,7 @@ async def test_small_scopes_are_searched_exactly_without_an_index(
         await bulk_add(provider, embedder, [(ALICE, f"m{i}", v) for i, v in enumerate(vectors)],
                        clock)
         embedder.table["q"] = vectors[0]
-        request = SearchRequest((ALICE,), "q", 10)
+        request = SearchRequest(scopes=(ALICE,), query="q", limit=10)
         assert await searched(provider, request, clock) == await exact_ranking(
             provider, embedder, request, clock.now())
         assert provider.vector_indexes.held() == {}

@@ -23,15 +23,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from governed_memory import (
-    DeleteAllRequest,
-    DeleteRequest,
-    ManualClock,
-    MemoryNotFoundError,
-    Scope,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory import MemoryNotFoundError, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.requests import DeleteAllRequest, DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -123,7 +117,7 @@ async def _concurrent_log(steps: list[tuple[int, str, int]], run: int) -> None:
             live[index].append(record)
             expected[record.id] += 1
         for scope in scopes:  # indexes built before the writes: caught up after them
-            await searched(first, SearchRequest((scope,), "q", 5), clock)
+            await searched(first, SearchRequest(scopes=(scope,), query="q", limit=5), clock)
         identity = embedder.identity
         hashes = [scope.scope_hash for scope in scopes]
         writing = True
@@ -142,9 +136,11 @@ async def _concurrent_log(steps: list[tuple[int, str, int]], run: int) -> None:
             target = live[index][pick % len(live[index])]
             try:
                 if action == "update":  # unconditional: applies unless erased first
-                    await provider.update(UpdateRequest(scope, target.id, content=text), ctx)
+                    await provider.update(UpdateRequest(scope=scope, record_id=target.id,
+                                                        content=text), ctx)
                 else:
-                    await provider.delete(DeleteRequest(scope, target.id, hard=True), ctx)
+                    await provider.delete(DeleteRequest(scope=scope, record_id=target.id,
+                                                        hard=True), ctx)
                     live[index].remove(target)
             except MemoryNotFoundError:
                 return  # erased by an earlier step of this tenant: changed nothing
@@ -186,7 +182,7 @@ async def _concurrent_log(steps: list[tuple[int, str, int]], run: int) -> None:
             logged.update(str(row[1]) for row in changes)
         assert logged == expected
         for scope in scopes:  # the early indexes, caught up, are exact
-            request = SearchRequest((scope,), "q", 50)
+            request = SearchRequest(scopes=(scope,), query="q", limit=50)
             assert await searched(first, request, clock) == await exact_ranking(
                 first, embedder, request, clock.now())
         held = {scope_hash: index for (_, scope_hash), index
@@ -234,7 +230,7 @@ async def test_the_log_keeps_a_bounded_tail(tmp_path: Path, clock: ManualClock) 
             (VECTOR_LOG_KEEP + 50, 7)]
         assert _sql(schema, "SELECT min(seq), max(seq), count(*) FROM vector_changes") == [
             (51, VECTOR_LOG_KEEP + 50, VECTOR_LOG_KEEP)]
-        await provider.delete_all(DeleteAllRequest(ALICE), make_ctx(clock))
+        await provider.delete_all(DeleteAllRequest(scope=ALICE), make_ctx(clock))
         top = VECTOR_LOG_KEEP + 57
         assert _sql(schema, "SELECT seq, vectors FROM vector_scopes") == [(top, 0)]
         assert _sql(schema, "SELECT min(seq), max(seq), count(*) FROM vector_changes") == [
@@ -258,7 +254,7 @@ async def test_an_index_behind_a_pruned_log_is_rebuilt(tmp_path: Path,
         records = await bulk_add(provider, embedder,
                                  [(ALICE, f"m{i}", v) for i, v in enumerate(vectors)], clock)
         embedder.table["q"] = vectors[1]
-        request = SearchRequest((ALICE,), "q", 10)
+        request = SearchRequest(scopes=(ALICE,), query="q", limit=10)
         await searched(provider, request, clock)
         schema = _backend(provider).schema
         _churn(schema, [record.id for record in records[:3]], 3)
@@ -303,7 +299,7 @@ async def test_the_migration_counts_the_vectors_already_stored(
             sorted([(ALICE.scope_hash, 0, 20), (BOB.scope_hash, 0, 10)])
         assert _sql(schema, "SELECT count(*) FROM vector_changes") == [(0,)]
         embedder.table["q"] = vectors[0]
-        request = SearchRequest((ALICE,), "q", 5)
+        request = SearchRequest(scopes=(ALICE,), query="q", limit=5)
         got = await searched(upgraded, request, clock)
         assert got == await exact_ranking(upgraded, embedder, request, clock.now())
         assert {record_id for record_id, _ in got} <= {record.id for record in mine}
@@ -364,7 +360,7 @@ async def test_a_shortlist_is_read_by_id(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
         monkeypatch.setattr(PostgresTransaction, "tuples", spy)
         embedder.table["q"] = vectors[0]
-        await searched(provider, SearchRequest((ALICE,), "q", 10), clock)
+        await searched(provider, SearchRequest(scopes=(ALICE,), query="q", limit=10), clock)
         assert sent and provider.vector_indexes.stats.fallbacks == 0
         sql, params = sent[0]
         with psycopg.connect(POSTGRES_DSN, autocommit=True,
@@ -434,7 +430,7 @@ async def test_round_trips_of_a_vector_search(tmp_path: Path, clock: ManualClock
         await bulk_add(provider, embedder,
                        [(ALICE, f"m{i}", v) for i, v in enumerate(vectors)], clock)
         embedder.table["q"] = vectors[3]
-        request = SearchRequest((ALICE,), "q", 10)
+        request = SearchRequest(scopes=(ALICE,), query="q", limit=10)
         await searched(provider, request, clock)  # builds the index
 
         async def trips(call: Any) -> int:

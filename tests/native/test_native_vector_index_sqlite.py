@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from governed_memory import DeleteRequest, ManualClock, SearchRequest, UpdateRequest
+from governed_memory.clock import ManualClock
+from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
 from governed_memory_native import memory_repositories as memory_repositories_module
 from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
@@ -76,13 +77,16 @@ async def test_every_vector_change_is_logged_in_its_transaction(log_backend: str
             embedder.table[f"m{i}"] = vector
         first = await provider.add(note("m0"), make_ctx(clock))
         second = await provider.add(note("m1", scope=BOB), make_ctx(clock))
-        await provider.update(UpdateRequest(ALICE, first.id, content="m2"), make_ctx(clock))
-        await provider.delete(DeleteRequest(BOB, second.id), make_ctx(clock))  # soft
+        await provider.update(UpdateRequest(scope=ALICE, record_id=first.id, content="m2"),
+                              make_ctx(clock))
+        await provider.delete(DeleteRequest(scope=BOB, record_id=second.id),
+                              make_ctx(clock))  # soft
         embedder.table["bad"] = np.zeros(16)  # the embedder fails the write: nothing stored
         with pytest.raises(Exception):  # noqa: B017 - any failure, nothing may be logged
             await provider.add(note("bad"), make_ctx(clock))
         third = await provider.add(note("m3"), make_ctx(clock))
-        await provider.delete(DeleteRequest(ALICE, third.id, hard=True), make_ctx(clock))
+        await provider.delete(DeleteRequest(scope=ALICE, record_id=third.id, hard=True),
+                              make_ctx(clock))
         scopes, changes = _log(provider, tmp_path)
         assert dict((scope, (seq, count)) for scope, seq, count in scopes) == {
             ALICE.scope_hash: (4, 1), BOB.scope_hash: (2, 0)}
@@ -137,7 +141,7 @@ async def test_another_provider_on_the_store_catches_up(log_backend: str, tmp_pa
                                  [(ALICE, f"m{i}", v) for i, v in enumerate(vectors[:300])],
                                  clock)
         embedder.table["q"] = vectors[0]
-        request = SearchRequest((ALICE,), "q", 10)
+        request = SearchRequest(scopes=(ALICE,), query="q", limit=10)
         assert await searched(reader, request, clock) == await exact_ranking(
             reader, embedder, request, clock.now())
         top = (await searched(reader, request, clock))[0][0]
@@ -145,7 +149,8 @@ async def test_another_provider_on_the_store_catches_up(log_backend: str, tmp_pa
             embedder.table[f"m{i}"] = vectors[0] + 0.01 * vectors[i]
             await writer.add(note(f"m{i}"), make_ctx(clock))
         victim = next(record for record in records if record.id == top)
-        await writer.delete(DeleteRequest(ALICE, victim.id, hard=True), make_ctx(clock))
+        await writer.delete(DeleteRequest(scope=ALICE, record_id=victim.id, hard=True),
+                            make_ctx(clock))
         got = await searched(reader, request, clock)
         assert got == await exact_ranking(reader, embedder, request, clock.now())
         assert victim.id not in {record_id for record_id, _ in got}
@@ -162,7 +167,7 @@ async def test_reopening_rebuilds_from_stored_vectors(log_backend: str, tmp_path
     embedder = TableEmbedder()
     vectors = clustered(np.random.default_rng(4), 200, 3)
     embedder.table["q"] = vectors[7]
-    request = SearchRequest((ALICE,), "q", 10)
+    request = SearchRequest(scopes=(ALICE,), query="q", limit=10)
     first = provider_for(log_backend, tmp_path, clock, embedder)
     await first.start()
     try:
@@ -200,10 +205,10 @@ async def test_refresh_drops_erased_vectors_without_a_search(log_backend: str,
                               [(BOB, f"b{i}", v) for i, v in enumerate(vectors[40:])], clock)
         embedder.table["q"] = vectors[0]
         for scope in (ALICE, BOB):
-            await searched(owner, SearchRequest((scope,), "q", 5), clock)
+            await searched(owner, SearchRequest(scopes=(scope,), query="q", limit=5), clock)
         assert len(owner.vector_indexes.held()) == 2
         for record in (*mine[:5], *bobs):
-            await other.delete(DeleteRequest(record.scope, record.id, hard=True),
+            await other.delete(DeleteRequest(scope=record.scope, record_id=record.id, hard=True),
                                make_ctx(clock))
         dropped = await owner.backend.run_read(owner.vector_indexes.refresh)
         assert dropped == 1  # BOB's scope has no vector left
@@ -229,7 +234,7 @@ async def test_cancelled_searches_leave_a_consistent_index(log_backend: str,
         await bulk_add(provider, embedder,
                        [(ALICE, f"m{i}", v) for i, v in enumerate(vectors[:2500])], clock)
         embedder.table["q"] = vectors[3]
-        request = SearchRequest((ALICE,), "q", 10)
+        request = SearchRequest(scopes=(ALICE,), query="q", limit=10)
         for attempt in range(12):
             task = asyncio.create_task(provider.search(request, make_ctx(clock)))
             for _ in range(attempt):
@@ -260,7 +265,7 @@ async def test_an_index_behind_a_pruned_log_is_rebuilt(monkeypatch: pytest.Monke
         await bulk_add(provider, embedder,
                        [(ALICE, f"m{i}", v) for i, v in enumerate(vectors[:50])], clock)
         embedder.table["q"] = vectors[1]
-        request = SearchRequest((ALICE,), "q", 10)
+        request = SearchRequest(scopes=(ALICE,), query="q", limit=10)
         await searched(provider, request, clock)
         for i in range(50, 53):
             embedder.table[f"m{i}"] = vectors[i]

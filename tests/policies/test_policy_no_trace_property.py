@@ -16,8 +16,6 @@ from typing import Any
 from actors import ADMIN, ALICE, ALICE_SCOPE, BOB_SCOPE
 from governed_memory import (
     GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryPolicyDeniedError,
@@ -26,6 +24,8 @@ from governed_memory import (
     Scope,
     hookimpl,
 )
+from governed_memory.clock import ManualClock
+from governed_memory.events import InMemoryEventSink
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.profiles import MemoryProfileSpec

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from actors import ADMIN, ALICE, ALICE_SCOPE
-from governed_memory import GovernedMemoryManager, ManualClock, MemoryPolicyDeniedError
+from governed_memory import GovernedMemoryManager, MemoryPolicyDeniedError
+from governed_memory.clock import ManualClock
 from governed_memory.operations import Operation
 from governed_memory.policy import Effect
 from governed_memory.principal import Permission, Principal, PrincipalKind
@@ -30,20 +31,22 @@ ADMINS_DELETE = profile(access={"permissions": {"delete": "memory:admin",
 
 async def test_permissions_allow_without_an_override() -> None:
     policy = permissions.build({}, ADMINS_DELETE)
-    verdict = await policy.evaluate(check(GetRequest(ALICE_SCOPE, "01ABC"), ALICE))
+    verdict = await policy.evaluate(check(GetRequest(scope=ALICE_SCOPE, record_id="01ABC"), ALICE))
     assert verdict.effect is Effect.ALLOW
 
 
 async def test_permissions_deny_when_the_profile_demands_more() -> None:
     policy = permissions.build({}, ADMINS_DELETE)
-    verdict = await policy.evaluate(check(DeleteRequest(ALICE_SCOPE, "01ABC"), ALICE))
+    verdict = await policy.evaluate(check(DeleteRequest(scope=ALICE_SCOPE, record_id="01ABC"),
+                                          ALICE))
     assert verdict.effect is Effect.DENY
     assert verdict.reason == "delete takes memory:admin in this profile"
-    assert (await policy.evaluate(check(DeleteRequest(ALICE_SCOPE, "01ABC"), ADMIN))
+    assert (await policy.evaluate(check(DeleteRequest(scope=ALICE_SCOPE, record_id="01ABC"), ADMIN))
             ).effect is Effect.ALLOW
     reviewer = Principal("svc:mod", PrincipalKind.SERVICE, "acme",
                          permissions=[Permission.READ, Permission.REVIEW])
-    assert (await policy.evaluate(check(HistoryRequest(ALICE_SCOPE, "01ABC"), reviewer))
+    assert (await policy.evaluate(check(HistoryRequest(scope=ALICE_SCOPE, record_id="01ABC"),
+                                        reviewer))
             ).effect is Effect.ALLOW
 
 
@@ -70,24 +73,28 @@ RULES = profile(write={"read_only": False, "allowed_memory_types": ["fact", "pre
 
 async def test_write_rules_allow_a_conforming_write() -> None:
     policy = write_rules.build({}, RULES)
-    request = AddRequest(ALICE_SCOPE, "x", memory_type=MemoryType.FACT, idempotency_key="k")
+    request = AddRequest(scope=ALICE_SCOPE, content="x", memory_type=MemoryType.FACT,
+                         idempotency_key="k")
     assert (await policy.evaluate(check(request))).effect is Effect.ALLOW
     # Reads are never refused by write rules, at any level.
-    assert (await policy.evaluate(check(GetRequest(Scope("acme"), "01ABC")))
+    assert (await policy.evaluate(check(GetRequest(scope=Scope("acme"), record_id="01ABC")))
             ).effect is Effect.ALLOW
 
 
 @pytest.mark.parametrize(
     ("request_", "reason"),
     [
-        (AddRequest(ALICE_SCOPE, "x", memory_type=MemoryType.EPISODE, idempotency_key="k"),
+        (AddRequest(scope=ALICE_SCOPE, content="x", memory_type=MemoryType.EPISODE,
+                    idempotency_key="k"),
          "memory type episode is not allowed; allowed: fact, preference"),
-        (UpdateRequest(ALICE_SCOPE, "01ABC", memory_type=MemoryType.NOTE, idempotency_key="k"),
+        (UpdateRequest(scope=ALICE_SCOPE, record_id="01ABC", memory_type=MemoryType.NOTE,
+                       idempotency_key="k"),
          "memory type note is not allowed; allowed: fact, preference"),
-        (AddRequest(ALICE_SCOPE, "x", memory_type=MemoryType.FACT),
+        (AddRequest(scope=ALICE_SCOPE, content="x", memory_type=MemoryType.FACT),
          "add needs an idempotency_key in this profile"),
-        (DeleteRequest(ALICE_SCOPE, "01ABC"), "delete needs an idempotency_key in this profile"),
-        (AddRequest(Scope("acme", project_id="p"), "x", memory_type=MemoryType.FACT,
+        (DeleteRequest(scope=ALICE_SCOPE, record_id="01ABC"),
+         "delete needs an idempotency_key in this profile"),
+        (AddRequest(scope=Scope("acme", project_id="p"), content="x", memory_type=MemoryType.FACT,
                     idempotency_key="k"), "new memories need scope dimension(s) user_id"),
     ],
 )
@@ -100,8 +107,10 @@ READ_ONLY = profile(write={"read_only": True}, policies={"enabled": ["write-rule
 
 
 @pytest.mark.parametrize("request_", [
-    AddRequest(ALICE_SCOPE, "x"), UpdateRequest(ALICE_SCOPE, "01ABC", content="y"),
-    DeleteRequest(ALICE_SCOPE, "01ABC"), ApproveRequest(ALICE_SCOPE, "01ABC"),
+    AddRequest(scope=ALICE_SCOPE, content="x"), UpdateRequest(scope=ALICE_SCOPE, record_id="01ABC",
+                                                              content="y"),
+    DeleteRequest(scope=ALICE_SCOPE, record_id="01ABC"), ApproveRequest(scope=ALICE_SCOPE,
+                                                                        record_id="01ABC"),
 ])
 async def test_read_only_denies_every_ordinary_write(request_: object) -> None:
     verdict = await write_rules.build({}, READ_ONLY).evaluate(check(request_))  # type: ignore[arg-type]
@@ -109,8 +118,9 @@ async def test_read_only_denies_every_ordinary_write(request_: object) -> None:
 
 
 @pytest.mark.parametrize("request_", [
-    GetRequest(ALICE_SCOPE, "01ABC"), DeleteUserRequest("acme", "alice"),
-    PurgeExpiredRequest(ALICE_SCOPE),
+    GetRequest(scope=ALICE_SCOPE, record_id="01ABC"), DeleteUserRequest(tenant_id="acme",
+                                                                        user_id="alice"),
+    PurgeExpiredRequest(scope=ALICE_SCOPE),
 ])
 async def test_read_only_still_reads_and_erases(request_: object) -> None:
     verdict = await write_rules.build({}, READ_ONLY).evaluate(check(request_))  # type: ignore[arg-type]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from actors import ALICE, ALICE_SCOPE
-from governed_memory import GovernedMemoryManager, ManualClock
+from governed_memory import GovernedMemoryManager
+from governed_memory.clock import ManualClock
 from governed_memory.policy import Effect
 from governed_memory.records import MemoryType
 from governed_memory.requests import AddRequest, DeleteRequest, UpdateRequest
@@ -18,13 +19,15 @@ EMAIL_ONLY = profile(privacy={"pii_redaction": True, "pii_kinds": ["email"]},
 
 async def test_pii_redaction_is_off_by_default() -> None:
     policy = pii_redaction.build({}, profile(policies={"enabled": ["pii-redaction"]}))
-    verdict = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "mail alice@example.com")))
+    verdict = await policy.evaluate(check(AddRequest(scope=ALICE_SCOPE,
+                                                     content="mail alice@example.com")))
     assert verdict.effect is Effect.ALLOW and verdict.request is None
 
 
 async def test_pii_allows_text_without_contact_data() -> None:
     text = "Order 12345678 shipped on 2024-05-02 at 10:30 from 192.168.1.10, v1.2.3"
-    verdict = await pii_redaction.build({}, PII).evaluate(check(AddRequest(ALICE_SCOPE, text)))
+    verdict = await pii_redaction.build({}, PII).evaluate(check(AddRequest(scope=ALICE_SCOPE,
+                                                                           content=text)))
     assert verdict.effect is Effect.ALLOW and verdict.request is None
 
 
@@ -40,7 +43,8 @@ async def test_pii_allows_text_without_contact_data() -> None:
     ],
 )
 async def test_pii_transform(text: str, expected: str) -> None:
-    verdict = await pii_redaction.build({}, PII).evaluate(check(AddRequest(ALICE_SCOPE, text)))
+    verdict = await pii_redaction.build({}, PII).evaluate(check(AddRequest(scope=ALICE_SCOPE,
+                                                                           content=text)))
     assert verdict.effect is Effect.ALLOW
     assert isinstance(verdict.request, AddRequest)
     assert verdict.request.content == expected
@@ -48,7 +52,7 @@ async def test_pii_transform(text: str, expected: str) -> None:
 
 
 async def test_pii_kinds_limit_what_is_redacted() -> None:
-    request = AddRequest(ALICE_SCOPE, "bob@example.com +44 20 7946 0958")
+    request = AddRequest(scope=ALICE_SCOPE, content="bob@example.com +44 20 7946 0958")
     verdict = await pii_redaction.build({}, EMAIL_ONLY).evaluate(check(request))
     assert verdict.request is not None
     assert verdict.request.content == "[REDACTED:email] +44 20 7946 0958"  # type: ignore[union-attr]
@@ -56,11 +60,12 @@ async def test_pii_kinds_limit_what_is_redacted() -> None:
 
 async def test_pii_in_a_metadata_key_is_denied_and_updates_are_redacted() -> None:
     policy = pii_redaction.build({}, PII)
-    denied = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x",
+    denied = await policy.evaluate(check(AddRequest(scope=ALICE_SCOPE, content="x",
                                                     metadata={"bob@example.com": 1})))
     assert (denied.effect, denied.reason) == (Effect.DENY,
                                               "personal data in a metadata key: email")
-    update = UpdateRequest(ALICE_SCOPE, "01ABC", metadata={"contact": "bob@example.com"})
+    update = UpdateRequest(scope=ALICE_SCOPE, record_id="01ABC",
+                           metadata={"contact": "bob@example.com"})
     verdict = await policy.evaluate(check(update))
     assert dict(verdict.request.metadata) == {"contact": "[REDACTED:email]"}  # type: ignore[union-attr]
 
@@ -74,33 +79,36 @@ MAX_ONLY = profile(retention={"max_ttl_s": 500.0}, policies={"enabled": ["retent
 @pytest.mark.parametrize(("memory_type", "ttl"), [(MemoryType.EPISODE, 10.0),
                                                    (MemoryType.FACT, 100.0)])
 async def test_retention_sets_a_ttl_per_type(memory_type: MemoryType, ttl: float) -> None:
-    request = AddRequest(ALICE_SCOPE, "x", memory_type=memory_type)
+    request = AddRequest(scope=ALICE_SCOPE, content="x", memory_type=memory_type)
     verdict = await retention.build({}, TTL).evaluate(check(request))
     assert verdict.request is not None and verdict.request.expires_at == NOW + ttl  # type: ignore[union-attr]
 
 
 async def test_retention_without_a_default_uses_the_maximum() -> None:
-    verdict = await retention.build({}, MAX_ONLY).evaluate(check(AddRequest(ALICE_SCOPE, "x")))
+    verdict = await retention.build({}, MAX_ONLY).evaluate(check(AddRequest(scope=ALICE_SCOPE,
+                                                                            content="x")))
     assert verdict.request.expires_at == NOW + 500.0  # type: ignore[union-attr]
 
 
 async def test_retention_allows_an_expiry_within_the_maximum() -> None:
-    request = AddRequest(ALICE_SCOPE, "x", expires_at=NOW + 999.0)
+    request = AddRequest(scope=ALICE_SCOPE, content="x", expires_at=NOW + 999.0)
     verdict = await retention.build({}, TTL).evaluate(check(request))
     assert verdict.effect is Effect.ALLOW and verdict.request is None
-    delete = await retention.build({}, TTL).evaluate(check(DeleteRequest(ALICE_SCOPE, "01A")))
+    delete = await retention.build({}, TTL).evaluate(check(DeleteRequest(scope=ALICE_SCOPE,
+                                                                         record_id="01A")))
     assert delete.request is None
 
 
 async def test_retention_clamps_to_the_maximum() -> None:
     policy = retention.build({}, TTL)
-    add = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x", expires_at=NOW + 10**9)))
+    add = await policy.evaluate(check(AddRequest(scope=ALICE_SCOPE, content="x",
+                                                 expires_at=NOW + 10**9)))
     assert add.request.expires_at == NOW + 1000.0  # type: ignore[union-attr]
     assert add.reason == "expires_at clamped to max_ttl_s"
-    update = await policy.evaluate(check(UpdateRequest(ALICE_SCOPE, "01ABC",
+    update = await policy.evaluate(check(UpdateRequest(scope=ALICE_SCOPE, record_id="01ABC",
                                                        expires_at=NOW + 10**9)))
     assert update.request.expires_at == NOW + 1000.0  # type: ignore[union-attr]
-    cleared = await policy.evaluate(check(UpdateRequest(ALICE_SCOPE, "01ABC",
+    cleared = await policy.evaluate(check(UpdateRequest(scope=ALICE_SCOPE, record_id="01ABC",
                                                         clear_expires_at=True)))
     assert cleared.request is not None
     assert (cleared.request.clear_expires_at, cleared.request.expires_at) == (  # type: ignore[union-attr]

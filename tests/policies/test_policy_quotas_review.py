@@ -8,16 +8,11 @@ from typing import Any
 import attrs
 import pytest
 from actors import ALICE, ALICE_SCOPE, BOB_SCOPE
-from governed_memory import (
-    GovernedMemoryManager,
-    ManualClock,
-    MemoryPolicyDeniedError,
-    Provenance,
-    Scope,
-)
-from governed_memory.context import OperationContext
+from governed_memory import GovernedMemoryManager, MemoryPolicyDeniedError, Provenance, Scope
+from governed_memory.capabilities import Capabilities
+from governed_memory.clock import ManualClock
+from governed_memory.operation_context import OperationContext
 from governed_memory.policy import Effect
-from governed_memory.records import Capabilities
 from governed_memory.requests import AddRequest, DeleteRequest, UpdateRequest
 from governed_memory.usage import Usage, UsageQuery
 from governed_memory_policies import quotas, write_review
@@ -32,7 +27,8 @@ RATE = profile(quotas={"writes_per_minute_per_scope": 2, "writes_per_minute_per_
 
 async def test_quota_allows_within_limits() -> None:
     probe = fixed_usage(Usage(5, 50), Usage(2, 50))
-    verdict = await quotas.build({}, LIMITS).evaluate(check(AddRequest(ALICE_SCOPE, "x" * 50),
+    verdict = await quotas.build({}, LIMITS).evaluate(check(AddRequest(scope=ALICE_SCOPE,
+                                                                       content="x" * 50),
                                                             usage=probe))
     assert verdict.effect is Effect.ALLOW
 
@@ -48,26 +44,27 @@ async def test_quota_allows_within_limits() -> None:
 async def test_quota_denies_over_limits(tenant: Usage, scope: Usage, content: str,
                                         reason: str) -> None:
     verdict = await quotas.build({}, LIMITS).evaluate(
-        check(AddRequest(ALICE_SCOPE, content), usage=fixed_usage(tenant, scope)))
+        check(AddRequest(scope=ALICE_SCOPE, content=content), usage=fixed_usage(tenant, scope)))
     assert (verdict.effect, verdict.reason) == (Effect.DENY, reason)
 
 
 async def test_quota_never_fails_open() -> None:
     policy = quotas.build({}, LIMITS)
-    no_probe = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x")))
+    no_probe = await policy.evaluate(check(AddRequest(scope=ALICE_SCOPE, content="x")))
     assert no_probe.effect is Effect.DENY
     assert no_probe.reason == "usage cannot be determined for this provider; quota enforced"
 
     async def broken(query: UsageQuery) -> Usage:
         raise RuntimeError("store down")
 
-    failed = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x"), usage=broken))
+    failed = await policy.evaluate(check(AddRequest(scope=ALICE_SCOPE, content="x"), usage=broken))
     assert (failed.effect, failed.reason) == (Effect.DENY,
                                               "usage could not be read; quota enforced")
 
 
 async def test_quota_never_blocks_forgetting() -> None:
-    verdict = await quotas.build({}, LIMITS).evaluate(check(DeleteRequest(ALICE_SCOPE, "01A")))
+    verdict = await quotas.build({}, LIMITS).evaluate(check(DeleteRequest(scope=ALICE_SCOPE,
+                                                                          record_id="01A")))
     assert verdict.effect is Effect.ALLOW
 
 
@@ -75,7 +72,7 @@ async def test_write_rate_slides_per_scope_and_per_tenant() -> None:
     policy = quotas.build({}, RATE)
 
     async def write(scope: Scope, at: float) -> Any:
-        return (await policy.evaluate(check(AddRequest(scope, "x"), now=at))).reason
+        return (await policy.evaluate(check(AddRequest(scope=scope, content="x"), now=at))).reason
 
     assert await write(ALICE_SCOPE, NOW) == ""
     assert await write(ALICE_SCOPE, NOW + 1) == ""
@@ -83,7 +80,7 @@ async def test_write_rate_slides_per_scope_and_per_tenant() -> None:
     assert await write(BOB_SCOPE, NOW + 3) == ""  # another scope, same tenant
     assert await write(BOB_SCOPE, NOW + 4) == "tenant write rate above 3 per minute"
     assert await write(ALICE_SCOPE, NOW + 60.5) == ""  # the first write left the window
-    update = UpdateRequest(ALICE_SCOPE, "01A", content="y")
+    update = UpdateRequest(scope=ALICE_SCOPE, record_id="01A", content="y")
     assert (await policy.evaluate(check(update, now=NOW + 60.6))).effect is Effect.DENY
 
 
@@ -142,13 +139,13 @@ REVIEW = profile(write={"review_source_types": ["web", "tool"]},
 async def test_review_allows_unlisted_sources() -> None:
     policy = write_review.build({}, REVIEW)
     for provenance in (Provenance(), Provenance(source_type="user")):
-        verdict = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "x",
+        verdict = await policy.evaluate(check(AddRequest(scope=ALICE_SCOPE, content="x",
                                                          provenance=provenance)))
         assert verdict.effect is Effect.ALLOW
 
 
 async def test_review_holds_listed_sources() -> None:
-    request = AddRequest(ALICE_SCOPE, "x", provenance=Provenance(source_type="web"))
+    request = AddRequest(scope=ALICE_SCOPE, content="x", provenance=Provenance(source_type="web"))
     verdict = await write_review.build({}, REVIEW).evaluate(check(request))
     assert (verdict.effect, verdict.reason) == (
         Effect.REVIEW, "memories from source type web are reviewed before they are visible")

@@ -10,9 +10,6 @@ import pytest
 from actors import ALICE, ALICE_SCOPE, BOB_SCOPE
 from governed_memory import (
     GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
-    MemoryCapabilityUnsupportedError,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryScopeError,
@@ -21,10 +18,13 @@ from governed_memory import (
     PrincipalKind,
     Provenance,
     RecordStatus,
-    VersionOperation,
 )
+from governed_memory.capabilities import Capabilities
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryCapabilityUnsupportedError
+from governed_memory.events import InMemoryEventSink
 from governed_memory.plugins import PluginManager
-from governed_memory.records import Capabilities
+from governed_memory.records import VersionOperation
 from policy_support import profile, storage_snapshot
 
 REVIEWED = profile(write={"review_source_types": ["web", "tool"]},

@@ -7,13 +7,9 @@ import json
 
 import pytest
 from actors import ALICE, ALICE_SCOPE
-from governed_memory import (
-    GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
-    MemoryPolicyDeniedError,
-    Provenance,
-)
+from governed_memory import GovernedMemoryManager, MemoryPolicyDeniedError, Provenance
+from governed_memory.clock import ManualClock
+from governed_memory.events import InMemoryEventSink
 from governed_memory.policy import Effect
 from governed_memory.requests import AddRequest, GetRequest, UpdateRequest
 from governed_memory_policies import secret_guard
@@ -55,14 +51,15 @@ def test_rates_hold_for_other_random_fills(seed: int) -> None:
 
 async def test_allow_when_there_is_no_secret() -> None:
     policy = secret_guard.build({}, REJECT)
-    verdict = await policy.evaluate(check(AddRequest(ALICE_SCOPE, "Alice likes green tea")))
+    verdict = await policy.evaluate(check(AddRequest(scope=ALICE_SCOPE,
+                                                     content="Alice likes green tea")))
     assert verdict.effect is Effect.ALLOW and verdict.request is None
 
 
 async def test_deny_names_the_detector_and_the_field_only() -> None:
     _, token = secrets()[4]  # a GitHub token in a sentence
     secret = token.split()[3]
-    request = AddRequest(ALICE_SCOPE, "note", metadata={"deploy": {"auth": token}})
+    request = AddRequest(scope=ALICE_SCOPE, content="note", metadata={"deploy": {"auth": token}})
     verdict = await secret_guard.build({}, REJECT).evaluate(check(request))
     assert verdict.effect is Effect.DENY
     assert verdict.reason == "secret detected: github_token in metadata"
@@ -83,7 +80,7 @@ async def test_every_stored_text_is_scanned(where: str) -> None:
 async def test_redact_transforms_each_match() -> None:
     text = ("db at postgres://app:Zq81vXc0pLm4@db.internal/orders and "
             "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 ok")
-    request = AddRequest(ALICE_SCOPE, text, key="token ghp_" + "Zz" * 18,
+    request = AddRequest(scope=ALICE_SCOPE, content=text, key="token ghp_" + "Zz" * 18,
                          metadata={"note": "password=Hunter22!x", "n": 3})
     verdict = await secret_guard.build({}, REDACT).evaluate(check(request))
     assert verdict.effect is Effect.ALLOW
@@ -99,17 +96,18 @@ async def test_redact_transforms_each_match() -> None:
 
 
 async def test_redact_refuses_a_secret_in_a_metadata_key() -> None:
-    request = AddRequest(ALICE_SCOPE, "x", metadata={"sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc": 1})
+    request = AddRequest(scope=ALICE_SCOPE, content="x",
+                         metadata={"sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc": 1})
     verdict = await secret_guard.build({}, REDACT).evaluate(check(request))
     assert verdict.effect is Effect.DENY
     assert verdict.reason == "secret detected: stripe_secret_key in metadata key"
 
 
 async def test_updates_are_scanned_and_off_allows_everything() -> None:
-    update = UpdateRequest(ALICE_SCOPE, "01ABC", content="pwd=Tr0ub4dor&3")
+    update = UpdateRequest(scope=ALICE_SCOPE, record_id="01ABC", content="pwd=Tr0ub4dor&3")
     assert (await secret_guard.build({}, REJECT).evaluate(check(update))).effect is Effect.DENY
     assert (await secret_guard.build({}, OFF).evaluate(check(update))).effect is Effect.ALLOW
-    read = GetRequest(ALICE_SCOPE, "01ABC")
+    read = GetRequest(scope=ALICE_SCOPE, record_id="01ABC")
     assert (await secret_guard.build({}, REJECT).evaluate(check(read))).effect is Effect.ALLOW
 
 

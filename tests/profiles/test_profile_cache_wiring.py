@@ -5,9 +5,11 @@ from __future__ import annotations
 import attrs
 import pytest
 from actors import ALICE, ALICE_SCOPE
-from governed_memory import GovernedMemoryManager, InMemoryEventSink, ManualClock
+from governed_memory import GovernedMemoryManager
 from governed_memory.cache import CachedMemoryProvider
+from governed_memory.clock import ManualClock
 from governed_memory.errors import MemoryConfigurationError
+from governed_memory.events import InMemoryEventSink
 from governed_memory.plugins import PluginManager
 from governed_memory.profiles import ProfileRegistry
 from governed_memory.profiles.spec import CacheStore

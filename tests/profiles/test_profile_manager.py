@@ -11,14 +11,14 @@ import pytest
 from actors import ADMIN, ALICE, ALICE_SCOPE
 from governed_memory import (
     GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
     MemoryPolicyDeniedError,
     MemoryValidationError,
     Scope,
     hookimpl,
 )
+from governed_memory.clock import ManualClock
 from governed_memory.errors import MemoryConfigurationError
+from governed_memory.events import InMemoryEventSink
 from governed_memory.plugins import PluginManager
 from governed_memory.profiles import (
     DomainPack,

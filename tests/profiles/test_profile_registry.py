@@ -9,8 +9,9 @@ from typing import Any
 
 import attrs
 import pytest
-from governed_memory import ProfileRef, hookimpl
+from governed_memory import hookimpl
 from governed_memory.errors import MemoryConfigurationError
+from governed_memory.operation_context import ProfileRef
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.profiles import (

@@ -9,17 +9,11 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 from actors import ALICE
-from governed_memory import (
-    Effect,
-    GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
-    MemoryPolicyDeniedError,
-    Operation,
-    PolicyCheck,
-    PolicyVerdict,
-    Scope,
-)
+from governed_memory import GovernedMemoryManager, MemoryPolicyDeniedError, Scope
+from governed_memory.clock import ManualClock
+from governed_memory.events import InMemoryEventSink
+from governed_memory.operations import Operation
+from governed_memory.policy import Effect, PolicyCheck, PolicyVerdict
 from governed_memory.profiles.spec import PiiKind, ScopeSection, SecretGuardMode, WriteSection
 from governed_memory.tiers import InMemoryTurnStore, InMemoryWorkingStateStore, MemoryTiers
 from governed_memory.tiers.requests import AppendTurnRequest, UpdateWorkingStateRequest
@@ -97,7 +91,7 @@ async def test_the_guards_refuse_a_write_they_cannot_inspect() -> None:
         assert verdict.effect is Effect.DENY and "cannot inspect" in verdict.reason
     # Known tier writes without text pass.
     verdict = await SecretGuardPolicy(SecretGuardMode.REJECT).evaluate(
-        check(UpdateWorkingStateRequest(OWNER, {"n": 1}, 10.0), ALICE))
+        check(UpdateWorkingStateRequest(scope=OWNER, changes={"n": 1}, ttl_s=10.0), ALICE))
     assert verdict.effect is Effect.ALLOW
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from governed_memory import MemoryValidationError, Scope
-from governed_memory.models import LanguageModelError, ScriptedModel, task_of
+from governed_memory.language_models import LanguageModelError, ScriptedModel, task_of
 from governed_memory.tiers.requests import (
     AppendTurnRequest,
     ClearTurnsRequest,
@@ -24,12 +24,16 @@ RUN = Scope("acme", user_id="alice", session_id="s1", run_id="r1")
 
 
 @pytest.mark.parametrize("request_", [
-    AppendTurnRequest(RUN, TurnDraft.user("hi", metadata={"a": [1, {"b": 2}]})),
-    RecentTurnsRequest(RUN, 5), ListTurnsRequest(RUN, 3, 10), ClearTurnsRequest(RUN),
-    ReadWorkingStateRequest(RUN), UpdateWorkingStateRequest(RUN, {"x": {"y": 1}}, 60.0),
-    ClearWorkingStateRequest(RUN), EraseUserTurnsRequest("acme", "alice"),
-    RecordContextRequest((RUN,), (InjectedVersion("01A", 2, "sha256:x", RUN.scope_hash),),
-                         ("recall.search_failed.user",)),
+    AppendTurnRequest(scope=RUN, turn=TurnDraft.user("hi", metadata={"a": [1, {"b": 2}]})),
+    RecentTurnsRequest(scope=RUN, limit=5),
+    ListTurnsRequest(scope=RUN, after_seq=3, limit=10), ClearTurnsRequest(scope=RUN),
+    ReadWorkingStateRequest(scope=RUN), UpdateWorkingStateRequest(scope=RUN,
+                                                                  changes={"x": {"y": 1}},
+                                                                  ttl_s=60.0),
+    ClearWorkingStateRequest(scope=RUN), EraseUserTurnsRequest(tenant_id="acme", user_id="alice"),
+    RecordContextRequest(scopes=(RUN,), injected=(InjectedVersion("01A", 2, "sha256:x",
+                                                                  RUN.scope_hash),),
+                         degraded=("recall.search_failed.user",)),
 ])
 def test_every_tier_request_validates_and_fingerprints(request_: object) -> None:
     request_.validate()  # type: ignore[attr-defined]
@@ -39,23 +43,23 @@ def test_every_tier_request_validates_and_fingerprints(request_: object) -> None
 
 
 def test_fingerprints_tell_requests_apart() -> None:
-    assert (AppendTurnRequest(RUN, TurnDraft.user("a")).fingerprint()
-            != AppendTurnRequest(RUN, TurnDraft.user("b")).fingerprint())
-    assert (RecentTurnsRequest(RUN, 5).fingerprint()
-            != ListTurnsRequest(RUN, 0, 5).fingerprint())
+    assert (AppendTurnRequest(scope=RUN, turn=TurnDraft.user("a")).fingerprint()
+            != AppendTurnRequest(scope=RUN, turn=TurnDraft.user("b")).fingerprint())
+    assert (RecentTurnsRequest(scope=RUN, limit=5).fingerprint()
+            != ListTurnsRequest(scope=RUN, after_seq=0, limit=5).fingerprint())
 
 
 @pytest.mark.parametrize(("request_", "field"), [
-    (RecentTurnsRequest(RUN, 0), "limit"),
-    (RecentTurnsRequest(RUN, True), "limit"),  # type: ignore[arg-type]
-    (ListTurnsRequest(RUN, -1), "after_seq"),
-    (ListTurnsRequest(RUN, 0, 101), "limit"),
-    (UpdateWorkingStateRequest(RUN, {"a": 1}, 60.0, replace="yes"),  # type: ignore[arg-type]
+    (RecentTurnsRequest(scope=RUN, limit=0), "limit"),
+    (RecentTurnsRequest(scope=RUN, limit=True), "limit"),  # type: ignore[arg-type]
+    (ListTurnsRequest(scope=RUN, after_seq=-1), "after_seq"),
+    (ListTurnsRequest(scope=RUN, after_seq=0, limit=101), "limit"),
+    (UpdateWorkingStateRequest(scope=RUN, changes={"a": 1}, ttl_s=60.0, replace="yes"),  # type: ignore[arg-type]
      "replace"),
-    (EraseUserTurnsRequest("acme", "bad*user"), "user_id"),
-    (RecordContextRequest(()), "scopes"),
-    (RecordContextRequest((RUN, Scope("globex", session_id="s"))), "scopes"),
-    (RecordContextRequest((RUN,), (InjectedVersion("01A", 1, "h", "sh1:other"),)),
+    (EraseUserTurnsRequest(tenant_id="acme", user_id="bad*user"), "user_id"),
+    (RecordContextRequest(scopes=()), "scopes"),
+    (RecordContextRequest(scopes=(RUN, Scope("globex", session_id="s"))), "scopes"),
+    (RecordContextRequest(scopes=(RUN,), injected=(InjectedVersion("01A", 1, "h", "sh1:other"),)),
      "injected[0]"),
 ])
 def test_bad_requests_name_their_field(request_: object, field: str) -> None:

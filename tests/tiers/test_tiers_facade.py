@@ -7,18 +7,17 @@ import pytest
 from actors import ADMIN, ALICE
 from governed_memory import (
     GovernedMemoryManager,
-    InMemoryEventSink,
-    ManualClock,
-    MemoryConfigurationError,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryScopeError,
-    MemoryStorageError,
     MemoryValidationError,
     Principal,
     PrincipalKind,
     Scope,
 )
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryConfigurationError, MemoryStorageError
+from governed_memory.events import InMemoryEventSink
 from governed_memory.scope import ScopeLevel
 from governed_memory.tiers import (
     InMemoryTurnStore,

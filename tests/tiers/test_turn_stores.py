@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from governed_memory import ManualClock, MemoryConflictError, Scope
+from governed_memory import MemoryConflictError, Scope
+from governed_memory.clock import ManualClock
 from governed_memory.plugins import PluginManager
 from governed_memory.tiers import (
     InMemoryTurnStore,
@@ -159,7 +160,7 @@ async def test_two_postgres_stores_share_one_numbering(tmp_path: Path) -> None:
      "pool_min_size"),
 ])
 def test_bad_store_config_is_refused(kind: str, config: dict[str, Any], match: str) -> None:
-    from governed_memory import MemoryConfigurationError
+    from governed_memory.errors import MemoryConfigurationError
 
     factory = PluginManager.load().turn_stores.get(kind).factory
     with pytest.raises(MemoryConfigurationError, match=match):
@@ -179,7 +180,8 @@ def test_an_appended_sqlite_turn_survives_a_killed_process(tmp_path: Path) -> No
 
     script = f"""
 import asyncio, os
-from governed_memory import ManualClock, Scope
+from governed_memory.clock import ManualClock
+from governed_memory import Scope
 from governed_memory.plugins import PluginManager
 from governed_memory.tiers import TurnDraft
 

@@ -8,7 +8,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from governed_memory import ManualClock, MemoryConfigurationError, Scope
+from governed_memory import Scope
+from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.plugins import PluginManager
 from governed_memory.tiers import InMemoryWorkingStateStore, WorkingStateStore
 from tier_support import REDIS_URL, delete_prefix, require_redis, unique_prefix

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
+from governed_memory.capabilities import Capabilities
 from governed_memory.errors import (
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryValidationError,
 )
-from governed_memory.records import (
-    Capabilities,
-    MemoryType,
-    Provenance,
-    RecordStatus,
-    Visibility,
-    content_hash,
-)
+from governed_memory.records import MemoryType, Provenance, RecordStatus, Visibility, content_hash
 from governed_memory.requests import GetRequest
 
 from governed_memory_conformance.base import ConformanceBase, scenario

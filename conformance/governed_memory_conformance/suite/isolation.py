@@ -15,8 +15,8 @@ import hypothesis
 import pytest
 from governed_memory.clock import ManualClock
 from governed_memory.errors import (
+    GovernedMemoryError,
     MemoryConflictError,
-    MemoryError,
     MemoryNotFoundError,
 )
 from governed_memory.provider import MemoryProvider
@@ -184,7 +184,7 @@ async def _refused(call: Awaitable[object]) -> None:
         await call
     except (MemoryNotFoundError, MemoryConflictError):
         return
-    except MemoryError as exc:
+    except GovernedMemoryError as exc:
         raise AssertionError(
             f"a write to another scope's record failed with {type(exc).__name__}; "
             "expected not found or conflict") from exc

@@ -104,9 +104,10 @@ OVERSIZE: Final = (
     Oversize("update_metadata_over_16KiB", _update(metadata=_over_metadata_budget())),
     Oversize("update_idempotency_key_over_256_bytes",
              _update(content="x", idempotency_key="i" * (MAX_IDEMPOTENCY_KEY_BYTES + 1))),
-    Oversize("list_limit_0", lambda h, _: h.provider.list(ListRequest(HOME, limit=0), h.ctx())),
+    Oversize("list_limit_0", lambda h, _: h.provider.list(ListRequest(scope=HOME, limit=0),
+                                                          h.ctx())),
     Oversize("list_limit_101",
-             lambda h, _: h.provider.list(ListRequest(HOME, limit=101), h.ctx())),
+             lambda h, _: h.provider.list(ListRequest(scope=HOME, limit=101), h.ctx())),
     Oversize("search_query_over_4KiB", _search(query="q" * (MAX_QUERY_BYTES + 1)),
              ("lexical_search",)),
     Oversize("search_limit_101", _search(limit=101), ("lexical_search",)),
@@ -114,9 +115,9 @@ OVERSIZE: Final = (
              _search(scopes=tuple(Scope(TENANT, run_id=f"r{n}") for n in range(17))),
              ("lexical_search",)),
     Oversize("purge_limit_0", lambda h, _: h.provider.purge_expired(
-        PurgeExpiredRequest(HOME, limit=0), h.ctx()), ("purge_expired",)),
+        PurgeExpiredRequest(scope=HOME, limit=0), h.ctx()), ("purge_expired",)),
     Oversize("purge_limit_101", lambda h, _: h.provider.purge_expired(
-        PurgeExpiredRequest(HOME, limit=101), h.ctx()), ("purge_expired",)),
+        PurgeExpiredRequest(scope=HOME, limit=101), h.ctx()), ("purge_expired",)),
 )
 
 

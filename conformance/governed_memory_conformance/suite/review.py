@@ -44,7 +44,8 @@ async def reject(h: Harness, record_id: str, scope: Scope = HOME,
 
 async def pending_page(h: Harness, scope: Scope = HOME, limit: int = 100,
                        cursor: str | None = None) -> tuple[list[str], str | None]:
-    page = await reviewer(h).list_pending(ListPendingRequest(scope, limit, cursor),
+    page = await reviewer(h).list_pending(ListPendingRequest(scope=scope, limit=limit,
+                                                             cursor=cursor),
                                           h.ctx(scope.tenant_id))
     return [record.id for record in page.items], page.next_cursor
 

@@ -16,9 +16,9 @@ from typing import Any, Final
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import MemoryValidationError
-from governed_memory.limits import canonical_json
 from governed_memory.records import SearchResult
 
 ENTRY_SCHEMA: Final = "gmc1-entry"

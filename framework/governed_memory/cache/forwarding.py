@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from governed_memory.context import OperationContext
 from governed_memory.errors import MemoryCapabilityUnsupportedError
 from governed_memory.events import MemoryEvent
 from governed_memory.indexing import (
@@ -34,6 +33,7 @@ from governed_memory.indexing import (
     WorkerReport,
 )
 from governed_memory.maintenance import SnapshotKeeping
+from governed_memory.operation_context import OperationContext
 from governed_memory.outbox import EventOutboxProvider
 from governed_memory.provider import ReviewingProvider, UsageReportingProvider
 from governed_memory.records import DeleteResult, MemoryRecord, Page, SearchResult

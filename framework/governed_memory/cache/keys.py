@@ -13,9 +13,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, Final
 
-from governed_memory.context import OperationContext
+from governed_memory.canonical import canonical_json
 from governed_memory.converter import unstructure
-from governed_memory.limits import canonical_json
+from governed_memory.operation_context import OperationContext
 from governed_memory.principal import Principal
 from governed_memory.requests import SearchRequest
 from governed_memory.scope import Scope

@@ -55,21 +55,20 @@ from governed_memory.cache.store import (
     Lookup,
     entry_suffix,
 )
+from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock, SystemClock
-from governed_memory.context import OperationContext
 from governed_memory.errors import (
     REFUSALS,
     MemoryUnavailableError,
     MemoryValidationError,
 )
 from governed_memory.events import AuditUnavailableError, EventBus
+from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
-    Capabilities,
     CleanupPage,
     DeleteResult,
     ErasureReceipt,
-    HealthStatus,
     MemoryRecord,
     MemoryVersion,
     Page,

@@ -20,9 +20,9 @@ from opentelemetry import metrics
 from opentelemetry.metrics import Counter, MeterProvider
 
 from governed_memory.clock import Clock
-from governed_memory.context import OperationContext
 from governed_memory.events import EventBus, MemoryEvent, event_id
 from governed_memory.ids import new_id
+from governed_memory.operation_context import OperationContext
 
 METER_NAME: Final = "governed_memory.cache"
 OUTCOMES: Final = ("hit", "miss", "fill", "invalidate", "quarantine", "bypassed")

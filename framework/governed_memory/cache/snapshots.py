@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from governed_memory.context import OperationContext
+from governed_memory.operation_context import OperationContext
 from governed_memory.records import SearchResult
 from governed_memory.requests import SearchRequest
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import click
 
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryError, MemoryValidationError
+from governed_memory.errors import GovernedMemoryError, MemoryValidationError
 from governed_memory.events import EventSink
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.plugins import PluginManager
@@ -170,7 +170,7 @@ def run_with_manager(db: Path | None, work: Callable[[GovernedMemoryManager], Aw
 
     try:
         return asyncio.run(main())
-    except MemoryError as exc:
+    except GovernedMemoryError as exc:
         click.echo(f"error ({exc.code}): {exc}", err=True)
         sys.exit(EXIT_CODES.get(exc.code, 1))
 

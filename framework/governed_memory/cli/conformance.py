@@ -98,7 +98,7 @@ class Collector:
 
 
 def _capability_order() -> list[str]:
-    from governed_memory.records import Capabilities
+    from governed_memory.capabilities import Capabilities
 
     return [field.name for field in attrs.fields(Capabilities)]
 

@@ -26,7 +26,7 @@ from governed_memory.cli.common import EXIT_CODES, current_profile, db_option, j
 from governed_memory.cli.common import open_manager as _open_manager
 from governed_memory.cli.common import operator as _operator
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryError
+from governed_memory.errors import GovernedMemoryError, MemoryCapabilityUnsupportedError
 from governed_memory.indexing import OutboxStatus, WorkerReport, run_worker
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Principal
@@ -49,7 +49,7 @@ def _run(db: Path | None,
 
     try:
         return asyncio.run(main())
-    except MemoryError as exc:
+    except GovernedMemoryError as exc:
         click.echo(f"error ({exc.code}): {exc}", err=True)
         sys.exit(EXIT_CODES.get(exc.code, 1))
 
@@ -128,7 +128,7 @@ async def _maintain(manager: GovernedMemoryManager, operator: Principal,
     while not stop.is_set():
         try:
             await _maintenance_round(manager, operator)
-        except MemoryError as exc:  # recorded in the trail; the worker goes on
+        except GovernedMemoryError as exc:  # recorded in the trail; the worker goes on
             click.echo(f"maintenance round failed ({exc.code})", err=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=every_s)

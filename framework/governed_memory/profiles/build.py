@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from governed_memory.clock import Clock
-from governed_memory.context import ProfileRef
 from governed_memory.events import EventBus
+from governed_memory.operation_context import ProfileRef
 from governed_memory.profiles.loading import (
     build_policies,
     build_provider,

@@ -16,11 +16,11 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from governed_memory.capabilities import Capabilities
 from governed_memory.clock import SystemClock
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.profiles.convert import ProfileLoadError, structure_profile
 from governed_memory.profiles.spec import CURRENT_SPEC_VERSION, MemoryProfileSpec
-from governed_memory.records import Capabilities
 from governed_memory.requests import DedupMode
 
 if TYPE_CHECKING:

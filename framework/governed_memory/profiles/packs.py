@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryConfigurationError
-from governed_memory.limits import canonical_json
 from governed_memory.profiles.registry import ProfileRegistry
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.profiles.versions import Reference, SemVer, is_name, is_semver

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from governed_memory.context import ProfileRef
 from governed_memory.errors import MemoryConfigurationError
+from governed_memory.operation_context import ProfileRef
 from governed_memory.profiles.loading import check_against_plugins, load_profile, parse_profile
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.profiles.versions import Reference, SemVer

@@ -23,10 +23,11 @@ from typing import Any, Final
 
 import attrs
 
-from governed_memory.context import ProfileRef
+from governed_memory.canonical import canonical_json
 from governed_memory.converter import unstructure
 from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
-from governed_memory.limits import MAX_PAGE_SIZE, canonical_json, check_json_safe
+from governed_memory.limits import MAX_PAGE_SIZE, check_json_safe
+from governed_memory.operation_context import ProfileRef
 from governed_memory.operations import Operation
 from governed_memory.principal import Permission
 from governed_memory.profiles.versions import is_name, is_semver

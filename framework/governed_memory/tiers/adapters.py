@@ -8,8 +8,8 @@ write, with nothing tier-specific in the port beyond checking the result's scope
 
 from __future__ import annotations
 
-from governed_memory.context import OperationContext
-from governed_memory.records import Capabilities
+from governed_memory.capabilities import Capabilities
+from governed_memory.operation_context import OperationContext
 from governed_memory.tiers.requests import (
     AppendTurnRequest,
     ClearTurnsRequest,

@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 import attrs
 
-from governed_memory.activity import ActivityPort
 from governed_memory.errors import (
     MemoryConfigurationError,
     MemoryNotFoundError,
@@ -33,6 +32,7 @@ from governed_memory.errors import (
 )
 from governed_memory.manager import GovernedMemoryManager, build_request
 from governed_memory.operations import Operation
+from governed_memory.pipeline import ActivityPort
 from governed_memory.plugins import PluginManager
 from governed_memory.principal import Principal
 from governed_memory.records import (
@@ -261,7 +261,7 @@ class MemoryTiers:
         port = self._port(self._turns, "conversation")
         return await self._run(
             port, Operation.APPEND_TURN, principal,
-            lambda: AppendTurnRequest(session_scope(principal, scope), turn))
+            lambda: AppendTurnRequest(scope=session_scope(principal, scope), turn=turn))
 
     async def recent(self, principal: Principal, scope: Scope, *,
                      limit: int | None = None) -> tuple[Turn, ...]:
@@ -270,7 +270,7 @@ class MemoryTiers:
         count = self.recent_limit if limit is None else limit
         page: TurnPage = await self._run(
             port, Operation.RECENT_TURNS, principal,
-            lambda: RecentTurnsRequest(session_scope(principal, scope), count))
+            lambda: RecentTurnsRequest(scope=session_scope(principal, scope), limit=count))
         return page.turns
 
     async def turns_after(self, principal: Principal, scope: Scope, after_seq: int, *,
@@ -279,7 +279,8 @@ class MemoryTiers:
         port = self._port(self._turns, "conversation")
         page: TurnPage = await self._run(
             port, Operation.LIST_TURNS, principal,
-            lambda: ListTurnsRequest(session_scope(principal, scope), after_seq, limit))
+            lambda: ListTurnsRequest(scope=session_scope(principal, scope), after_seq=after_seq,
+                                     limit=limit))
         return page.turns
 
     async def clear(self, principal: Principal, scope: Scope, *,
@@ -291,7 +292,7 @@ class MemoryTiers:
         port = self._port(self._turns, "conversation")
         session = session_scope(principal, scope)
         result = await self._run(port, Operation.CLEAR_TURNS, principal,
-                                          lambda: ClearTurnsRequest(session))
+                                          lambda: ClearTurnsRequest(scope=session))
         if include_summary and self._long_term is not None:
             from governed_memory.turncontext.summarizer import summary_key
 
@@ -310,7 +311,7 @@ class MemoryTiers:
         port = self._port(self._working, "working")
         result = await self._run(
             port, Operation.READ_WORKING_STATE, principal,
-            lambda: ReadWorkingStateRequest(run_scope(principal, scope)))
+            lambda: ReadWorkingStateRequest(scope=run_scope(principal, scope)))
         return result.state
 
     async def scratch(self, principal: Principal, scope: Scope) -> dict[str, Any]:
@@ -324,13 +325,14 @@ class MemoryTiers:
         ttl = self.working_ttl_s if ttl_seconds is None else ttl_seconds
         return await self._run(
             port, Operation.UPDATE_WORKING_STATE, principal,
-            lambda: UpdateWorkingStateRequest(run_scope(principal, scope), state, ttl, replace))
+            lambda: UpdateWorkingStateRequest(scope=run_scope(principal, scope), changes=state,
+                                              ttl_s=ttl, replace=replace))
 
     async def clear_working(self, principal: Principal, scope: Scope) -> bool:
         port = self._port(self._working, "working")
         result = await self._run(
             port, Operation.CLEAR_WORKING_STATE, principal,
-            lambda: ClearWorkingStateRequest(run_scope(principal, scope)))
+            lambda: ClearWorkingStateRequest(scope=run_scope(principal, scope)))
         return result.removed > 0
 
     # -- long-term tier -----------------------------------------------------------------
@@ -403,7 +405,7 @@ class MemoryTiers:
         if self._turns is not None:
             cleared: Cleared = await self._run(
                 self._turns, Operation.ERASE_USER_TURNS, principal,
-                lambda: EraseUserTurnsRequest(tenant_id, user_id))
+                lambda: EraseUserTurnsRequest(tenant_id=tenant_id, user_id=user_id))
             turns = cleared.removed
         receipt = None
         if self._long_term is not None:
@@ -419,7 +421,8 @@ class MemoryTiers:
         """Emit the event that says which memory versions a prompt received."""
         return await self._run(
             self._ledger, Operation.RECORD_CONTEXT, principal,
-            lambda: RecordContextRequest(scopes, injected, degraded, window_turn_ids))
+            lambda: RecordContextRequest(scopes=scopes, injected=injected, degraded=degraded,
+                                         window_turn_ids=window_turn_ids))
 
 
 async def record_extraction(port: ActivityPort, principal: Principal,
@@ -427,5 +430,5 @@ async def record_extraction(port: ActivityPort, principal: Principal,
                             degraded: tuple[str, ...]) -> ContextRecord:
     """Emit the event that says which memory versions an extraction stored and what it
     had to do without (``port`` is a governance port over a ``ContextLedger``)."""
-    request = RecordExtractionRequest(scopes, stored, degraded)
+    request = RecordExtractionRequest(scopes=scopes, injected=stored, degraded=degraded)
     return await port.execute(request, principal)

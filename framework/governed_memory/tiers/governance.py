@@ -13,11 +13,11 @@ from typing import Any, cast
 import attrs
 from opentelemetry.trace import Tracer, TracerProvider
 
-from governed_memory.activity import ActivityPort
 from governed_memory.clock import Clock, SystemClock
-from governed_memory.context import ProfileRef
 from governed_memory.events import EventBus, EventSink
 from governed_memory.manager import GovernedMemoryManager
+from governed_memory.operation_context import ProfileRef
+from governed_memory.pipeline import ActivityPort
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.provider import MemoryProvider
 from governed_memory.telemetry import get_tracer

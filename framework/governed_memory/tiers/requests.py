@@ -29,7 +29,7 @@ from governed_memory.tiers.turns import Turn, TurnDraft, TurnPage
 from governed_memory.tiers.working import check_state, check_ttl
 
 if TYPE_CHECKING:
-    from governed_memory.context import OperationContext
+    from governed_memory.operation_context import OperationContext
     from governed_memory.tiers.adapters import ContextLedger, TurnTier, WorkingTier
 
 ResultT = TypeVar("ResultT")
@@ -59,7 +59,7 @@ class _TierRequest(Request[ResultT]):
     __slots__ = ()
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class AppendTurnRequest(_TierRequest[Turn]):
     operation: ClassVar[Operation] = Operation.APPEND_TURN
 
@@ -76,7 +76,7 @@ class AppendTurnRequest(_TierRequest[Turn]):
         return await target.append_turn(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class RecentTurnsRequest(_TierRequest[TurnPage]):
     operation: ClassVar[Operation] = Operation.RECENT_TURNS
 
@@ -91,7 +91,7 @@ class RecentTurnsRequest(_TierRequest[TurnPage]):
         return await target.recent_turns(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ListTurnsRequest(_TierRequest[TurnPage]):
     """A page of turns after a sequence number, oldest first (summary catch-up)."""
 
@@ -113,7 +113,7 @@ class ListTurnsRequest(_TierRequest[TurnPage]):
         return await target.list_turns(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ClearTurnsRequest(_TierRequest[Cleared]):
     operation: ClassVar[Operation] = Operation.CLEAR_TURNS
 
@@ -126,7 +126,7 @@ class ClearTurnsRequest(_TierRequest[Cleared]):
         return await target.clear_turns(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ReadWorkingStateRequest(_TierRequest[WorkingStateRead]):
     operation: ClassVar[Operation] = Operation.READ_WORKING_STATE
 
@@ -139,7 +139,7 @@ class ReadWorkingStateRequest(_TierRequest[WorkingStateRead]):
         return await target.read_working_state(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class UpdateWorkingStateRequest(_TierRequest[WorkingState]):
     operation: ClassVar[Operation] = Operation.UPDATE_WORKING_STATE
 
@@ -159,7 +159,7 @@ class UpdateWorkingStateRequest(_TierRequest[WorkingState]):
         return await target.update_working_state(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class ClearWorkingStateRequest(_TierRequest[Cleared]):
     operation: ClassVar[Operation] = Operation.CLEAR_WORKING_STATE
 
@@ -172,7 +172,7 @@ class ClearWorkingStateRequest(_TierRequest[Cleared]):
         return await target.clear_working_state(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class RecordContextRequest(_TierRequest[ContextRecord]):
     """Records which memory versions one per-turn context injected, and what it had to
     do without. ``scopes`` are the session's and every injected memory's scope, so the
@@ -207,7 +207,7 @@ class RecordContextRequest(_TierRequest[ContextRecord]):
         return await target.record_context(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class RecordExtractionRequest(RecordContextRequest):
     """Records what one extraction stored (``injected`` holds the new versions) and
     what it had to do without; ``scopes`` are the session's and every stored fact's."""
@@ -218,7 +218,7 @@ class RecordExtractionRequest(RecordContextRequest):
         return await target.record_extraction(self, ctx)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class EraseUserTurnsRequest(_TierRequest[Cleared]):
     """Erase every conversation turn of one user in one tenant (a data-subject
     erasure). It names the user's tenant-level scope, so the fixed scope rule decides

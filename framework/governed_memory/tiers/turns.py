@@ -20,11 +20,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryConflictError, MemoryValidationError
 from governed_memory.ids import new_id
 from governed_memory.limits import (
     MAX_CONTENT_BYTES,
-    canonical_json,
     check_identifier,
     check_metadata_budget,
     check_text,

@@ -14,8 +14,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
-from governed_memory.limits import canonical_json, check_json_safe
+from governed_memory.limits import check_json_safe
 from governed_memory.records import json_copy
 from governed_memory.scope import Scope
 from governed_memory.tiers.results import WorkingState

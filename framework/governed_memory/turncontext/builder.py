@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from governed_memory.errors import MemoryError, MemoryScopeError
-from governed_memory.models import LanguageModel
+from governed_memory.errors import GovernedMemoryError, MemoryScopeError
+from governed_memory.language_models import LanguageModel
 from governed_memory.principal import Principal
 from governed_memory.records import MemoryRecord, MemoryType
 from governed_memory.scope import Scope, ScopeLevel, narrow
@@ -134,7 +134,7 @@ class MemoryContextBuilder:
         try:
             return await self.tiers.recent(principal, session,
                                            limit=self.policy.recent_max_messages)
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             degraded.add("history.unavailable", exc)
             return ()
 
@@ -145,7 +145,7 @@ class MemoryContextBuilder:
         try:
             return await load_summary(self.tiers.long_term, principal, session,
                                       self.tiers.governance.clock.now())
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             degraded.add("summary.load_failed", exc)
             return None
 
@@ -206,7 +206,7 @@ class MemoryContextBuilder:
         try:
             await self.tiers.record_context(principal, tuple(scopes.values()), injected,
                                             snapshot, tuple(t.turn_id for t in window))
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             degraded.add("context.record_failed", exc)
         wanted: tuple[MemoryType, ...] = condensed.wanted_types
         return MemoryContext(

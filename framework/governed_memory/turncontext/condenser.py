@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from governed_memory.models import LanguageModel
+from governed_memory.language_models import LanguageModel
 from governed_memory.records import MemoryType
 from governed_memory.tiers.turns import Turn
 from governed_memory.turncontext.degrade import Degradations

@@ -37,9 +37,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from governed_memory.errors import REFUSALS, MemoryError, MemoryScopeError
+from governed_memory.errors import REFUSALS, GovernedMemoryError, MemoryScopeError
+from governed_memory.language_models import LanguageModel
 from governed_memory.manager import GovernedMemoryManager
-from governed_memory.models import LanguageModel
 from governed_memory.policy import authorize_scope
 from governed_memory.principal import Principal
 from governed_memory.records import MemoryRecord, MemoryType, Provenance
@@ -124,7 +124,7 @@ class MemoryExtractor:
                 log.warning("extraction: a fact was refused (%s)", type(exc).__name__)
                 skipped.append(Skipped("", f"refused: {exc.code}"))
                 continue
-            except MemoryError as exc:
+            except GovernedMemoryError as exc:
                 degraded.add("extraction.repository_failed", exc)
                 break
             if isinstance(outcome, Skipped):
@@ -153,7 +153,7 @@ class MemoryExtractor:
         try:
             await record_extraction(self._ledger, principal, tuple(scopes.values()),
                                     versions, degraded.as_tuple())
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             degraded.add("extraction.record_failed", exc)
 
     async def _known(self, principal: Principal, owner: Scope, turns: Sequence[Turn],
@@ -170,7 +170,7 @@ class MemoryExtractor:
                 result = await self.memories.search(principal, scope, query,
                                                     limit=KNOWN_PER_LEVEL,
                                                     memory_types=RECALL_MEMORY_TYPES)
-            except MemoryError as exc:
+            except GovernedMemoryError as exc:
                 degraded.add(f"extraction.known_failed.{level.value}", exc)
                 continue
             for record in result.records:
@@ -185,7 +185,7 @@ class MemoryExtractor:
         level = fact.level if addressable(owner, fact.level) else ScopeLevel.SESSION
         scope = narrow(owner, level)
         if level is not ScopeLevel.SESSION and authorize_scope(
-                principal, AddRequest(scope, fact.content)) is not None:
+                principal, AddRequest(scope=scope, content=fact.content)) is not None:
             # The caller may not write that level (a user and the shared project
             # scope): keep the fact where only this conversation reads it.
             level, scope = ScopeLevel.SESSION, narrow(owner, ScopeLevel.SESSION)
@@ -228,7 +228,7 @@ class MemoryExtractor:
         try:
             result = await self.memories.search(principal, scope, clip_query(content),
                                                 limit=3, memory_types=RECALL_MEMORY_TYPES)
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             if isinstance(exc, REFUSALS):
                 raise
             degraded.add("extraction.similarity_failed", exc)
@@ -247,7 +247,7 @@ class MemoryExtractor:
             return await self.memories.update(principal, old.scope, old.id,
                                               expected_revision=old.revision,
                                               invalid_at=now, superseded_by=new.id)
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             degraded.add("extraction.supersede_failed", exc)
             return None
 

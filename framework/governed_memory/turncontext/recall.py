@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import attrs
 
 from governed_memory.clock import Clock
-from governed_memory.errors import REFUSALS, MemoryError
+from governed_memory.errors import REFUSALS, GovernedMemoryError
 from governed_memory.limits import MAX_QUERY_BYTES
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Principal
@@ -154,7 +154,7 @@ class MemoryRecall:
         except REFUSALS as exc:
             degraded.add(f"recall.refused.{level.value}", exc)
             return []
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             degraded.add(f"recall.search_failed.{level.value}", exc)
         return await self._substring(principal, level, scope, query, degraded)
 
@@ -176,7 +176,7 @@ class MemoryRecall:
                 cursor = page.next_cursor
                 if cursor is None:
                     break
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             degraded.add(f"recall.repository_failed.{level.value}", exc)
             return []
         return found

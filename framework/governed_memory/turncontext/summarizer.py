@@ -19,9 +19,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from governed_memory.language_models import LanguageModel, LanguageModelError
 from governed_memory.limits import MAX_KEY_BYTES
 from governed_memory.manager import GovernedMemoryManager
-from governed_memory.models import LanguageModel, LanguageModelError
 from governed_memory.principal import Principal
 from governed_memory.records import MemoryRecord, MemoryType, Provenance
 from governed_memory.scope import Scope

@@ -20,11 +20,10 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from governed_memory import telemetry as tm
 from governed_memory.clock import Clock
-from governed_memory.context import OperationContext, ProfileRef
 from governed_memory.errors import (
     REFUSALS,
+    GovernedMemoryError,
     MemoryCapabilityUnsupportedError,
-    MemoryError,
     MemoryPolicyDeniedError,
     MemoryScopeError,
     MemoryStorageError,
@@ -40,6 +39,7 @@ from governed_memory.events import (
     subject_hash,
 )
 from governed_memory.ids import new_id
+from governed_memory.operation_context import OperationContext, ProfileRef
 from governed_memory.operations import Operation, OperationKind
 from governed_memory.outbox import (
     Drain,
@@ -211,7 +211,7 @@ class ActivityPort:
                     ctx = attrs.evolve(ctx, trace_id=trace_id, span_id=span_id)
                 try:
                     result = await self._run(operation, request, ctx, span, started)
-                except MemoryError as exc:
+                except GovernedMemoryError as exc:
                     outcome = _metric_outcome(exc)
                     span.set_attribute(tm.ATTR_ERROR_CODE, exc.code)
                     span.set_attribute(tm.ATTR_OUTCOME, _outcome_of(exc))
@@ -290,7 +290,7 @@ class ActivityPort:
         span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
         if not decision.allowed:
             denial = decision.denial()
-            error: MemoryError
+            error: GovernedMemoryError
             if denial is not None and denial.policy == SCOPE_RULE_NAME:
                 error = MemoryScopeError(f"scope authorization denied: {denial.reason}")
             else:
@@ -322,7 +322,7 @@ class ActivityPort:
         try:
             result = await self._call_provider(request, ctx, deadline)
             result, summary = await self._verify(request, result, ctx)
-        except MemoryError as exc:
+        except GovernedMemoryError as exc:
             kind = "rejected" if isinstance(exc, REFUSALS) else "failed"
             await self._close_trail(self._event(kind, operation, ctx, request,
                                                 decision=decision, error=exc, started=started,
@@ -475,7 +475,7 @@ class ActivityPort:
         try:
             async with asyncio.timeout_at(deadline):
                 return await request.send(self._provider, ctx)
-        except MemoryError:
+        except GovernedMemoryError:
             raise
         except TimeoutError:
             if operation.kind is OperationKind.WRITE:
@@ -521,11 +521,11 @@ class _Cancelled(MemoryUnavailableError):
     code = "cancelled"
 
 
-def _outcome_of(exc: MemoryError) -> str:
+def _outcome_of(exc: GovernedMemoryError) -> str:
     return "rejected" if isinstance(exc, REFUSALS) else "failed"
 
 
-def _metric_outcome(exc: MemoryError) -> str:
+def _metric_outcome(exc: GovernedMemoryError) -> str:
     """The outcome label of the operations counter: denied, rejected or failed."""
     if isinstance(exc, MemoryScopeError | MemoryPolicyDeniedError):
         return "denied"
