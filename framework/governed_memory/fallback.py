@@ -29,7 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from governed_memory.cache.forwarding import variant_for
+from governed_memory.cache.forwarding import ForwardedFeatures, ReviewForwarding, UsageForwarding
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.errors import MemoryUnavailableError
 from governed_memory.operation_context import OperationContext
@@ -60,17 +60,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-class FallbackProvider:
+class FallbackProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
     """The primary provider, with reads falling back to ``fallback`` while it is down.
 
-    Like the search cache, the wrapper offers exactly the optional operations the
-    primary offers (review, the outboxes, replay), each forwarded to the primary.
+    Like the search cache, the wrapper answers each optional-feature accessor with the
+    primary's (review, indexing, the event outbox, replay): those never fall back.
     """
-
-    def __new__(cls, primary: MemoryProvider, fallback: MemoryProvider,
-                **kwargs: Any) -> FallbackProvider:
-        instance: FallbackProvider = super().__new__(variant_for(cls, primary))
-        return instance
 
     def __init__(self, primary: MemoryProvider, fallback: MemoryProvider) -> None:
         self._inner = primary
@@ -81,7 +76,7 @@ class FallbackProvider:
 
     @property
     def inner(self) -> MemoryProvider:
-        """The primary (what ``indexing_provider_of`` and replay unwrap to)."""
+        """The primary provider."""
         return self._inner
 
     @property

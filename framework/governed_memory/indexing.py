@@ -271,15 +271,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def configure_from_profile(provider: object, spec: MemoryProfileSpec,
+class HasIndexing(Protocol):
+    @property
+    def indexing(self) -> IndexingProvider | None: ...
+
+
+def configure_from_profile(provider: HasIndexing, spec: MemoryProfileSpec,
                            plugins: PluginManager) -> None:
     """Hand an indexing provider its settings; refuse a profile asking a provider that
     cannot index for an embedder or an outbox (it would silently not get them).
     Errors read ``"<profile path>: <detail>"``."""
     embedder = build_embedder(spec, plugins)
     mode = IndexingMode(spec.indexing.mode.value)
-    if isinstance(provider, IndexingProvider):
-        provider.configure_indexing(IndexingSettings(
+    indexing = provider.indexing
+    if indexing is not None:
+        indexing.configure_indexing(IndexingSettings(
             mode=mode, embedder=embedder, ranking=ranking_from_profile(spec),
             snapshots=spec.retrieval.snapshots))
         return
@@ -343,15 +349,3 @@ async def run_worker(provider: WorkerSteps, *, worker_id: str,
 def identity_key(identity: EmbedderIdentity) -> str:
     """How a vector's embedder identity is written down next to it."""
     return str(identity)
-
-
-def indexing_provider_of(provider: object) -> IndexingProvider | None:
-    """The indexing provider under any wrappers (the search cache exposes ``inner``).
-
-    Wrappers are unwrapped first: one that forwards unknown attributes would pass a
-    structural check without taking these methods' arguments."""
-    for _ in range(8):
-        if not isinstance(getattr(type(provider), "inner", None), property):
-            break
-        provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
-    return provider if isinstance(provider, IndexingProvider) else None

@@ -16,22 +16,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import attrs
 
 from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.indexing import (
+    HasIndexing,
     IndexingProvider,
     IndexJob,
     JobState,
     OutboxStatus,
     ReindexPage,
     WorkerReport,
-    indexing_provider_of,
 )
 from governed_memory.limits import check_text
 from governed_memory.operations import Operation
+from governed_memory.replay import HasReplay, snapshots_of
 from governed_memory.request import Audited, Checked, Request, summarised
 
 if TYPE_CHECKING:
@@ -60,34 +61,13 @@ class StoreRequest(Request[ResultT]):
     __slots__ = ()
 
 
-def _indexing(provider: object) -> IndexingProvider:
-    indexing = indexing_provider_of(provider)
+def _indexing(target: HasIndexing) -> IndexingProvider:
+    indexing = target.indexing
     if indexing is None:
         raise MemoryCapabilityUnsupportedError(
-            f"provider {getattr(provider, 'name', type(provider).__name__)} keeps no "
+            f"provider {getattr(target, 'name', type(target).__name__)} keeps no "
             "vectors (no indexing outbox)")
     return indexing
-
-
-@runtime_checkable
-class SnapshotKeeping(Protocol):
-    """A provider that stores retrieval snapshots and enforces their retention."""
-
-    async def purge_snapshots(self, *, limit: int) -> int:
-        """Remove up to ``limit`` snapshots older than the provider's retention."""
-        ...
-
-
-def _snapshot_keeping(provider: object) -> SnapshotKeeping:
-    for _ in range(8):
-        if not isinstance(getattr(type(provider), "inner", None), property):
-            break
-        provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
-    if not isinstance(provider, SnapshotKeeping):
-        raise MemoryCapabilityUnsupportedError(
-            f"provider {getattr(provider, 'name', type(provider).__name__)} stores no "
-            "retrieval snapshots")
-    return provider
 
 
 def _job_ids(value: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -156,7 +136,7 @@ class OutboxStatusRequest(StoreRequest[OutboxReport]):
     def validate(self) -> None:
         _check_int(self.dead_limit, "dead_limit", 0, MAX_DEAD_LISTED)
 
-    async def send(self, target: object, ctx: OperationContext) -> OutboxReport:
+    async def send(self, target: HasIndexing, ctx: OperationContext) -> OutboxReport:
         indexing = _indexing(target)
         status = await indexing.outbox_status()
         dead = (tuple(await indexing.index_jobs(JobState.DEAD, self.dead_limit))
@@ -182,7 +162,7 @@ class ProcessIndexJobsRequest(StoreRequest[WorkerRound]):
             raise MemoryValidationError("lease_s must be from 0.1 to 86400 seconds",
                                         field="lease_s")
 
-    async def send(self, target: object, ctx: OperationContext) -> WorkerRound:
+    async def send(self, target: HasIndexing, ctx: OperationContext) -> WorkerRound:
         indexing = _indexing(target)
         return WorkerRound(await indexing.process_index_jobs(
             worker_id=self.worker_id, limit=self.limit, lease_s=float(self.lease_s)))
@@ -205,7 +185,7 @@ class RetryDeadJobsRequest(StoreRequest[Requeued]):
         for i, job_id in enumerate(self.job_ids):
             check_text(job_id, f"job_ids[{i}]", max_bytes=128)
 
-    async def send(self, target: object, ctx: OperationContext) -> Requeued:
+    async def send(self, target: HasIndexing, ctx: OperationContext) -> Requeued:
         indexing = _indexing(target)
         ids: Sequence[str] | None = None if self.job_ids is None else list(self.job_ids)
         return Requeued(await indexing.retry_dead_jobs(ids))
@@ -226,7 +206,7 @@ class ReindexRequest(StoreRequest[ReindexStep]):
             check_text(self.cursor, "cursor", max_bytes=2048)
         _check_int(self.limit, "limit", 1, MAX_REINDEX_PAGE)
 
-    async def send(self, target: object, ctx: OperationContext) -> ReindexStep:
+    async def send(self, target: HasIndexing, ctx: OperationContext) -> ReindexStep:
         indexing = _indexing(target)
         return ReindexStep(await indexing.reindex(cursor=self.cursor, limit=self.limit))
 
@@ -254,8 +234,8 @@ class PurgeSnapshotsRequest(StoreRequest[Purged]):
     def validate(self) -> None:
         _check_int(self.limit, "limit", 1, MAX_PURGE)
 
-    async def send(self, target: object, ctx: OperationContext) -> Purged:
-        keeping = _snapshot_keeping(target)
+    async def send(self, target: HasReplay, ctx: OperationContext) -> Purged:
+        keeping = snapshots_of(target)
         return Purged(await keeping.purge_snapshots(limit=self.limit),
                       "expired retrieval snapshots removed")
 

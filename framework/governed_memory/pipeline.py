@@ -43,7 +43,6 @@ from governed_memory.operation_context import OperationContext, ProfileRef
 from governed_memory.operations import Operation, OperationKind
 from governed_memory.outbox import (
     Drain,
-    EventOutboxProvider,
     OutboxDispatcher,
     erasure_evidence,
 )
@@ -129,12 +128,12 @@ class ActivityPort:
         """Set when the provider stores committed events transactionally (the
         ``event_outbox`` capability): writes hand it a drafted event instead of
         emitting one, and this dispatcher delivers what the provider stored."""
-        if (events.listening and self._declares("event_outbox")
-                and isinstance(provider, EventOutboxProvider)):
+        stored_events = provider.outbox if self._declares("event_outbox") else None
+        if events.listening and stored_events is not None:
             # With nobody to deliver to, storing each write's event only to acknowledge
             # it would cost every write two statements; events an earlier run stored
             # stay stored for a manager that has sinks.
-            self.outbox = OutboxDispatcher(provider, events,
+            self.outbox = OutboxDispatcher(stored_events, events,
                                            content_hashes=content_hashes_in_events)
         self._usage_reporting = (self._declares("usage")
                                  and isinstance(provider, UsageReportingProvider))
@@ -466,8 +465,7 @@ class ActivityPort:
                              deadline: float | None) -> T:
         operation = request.operation
         capability = request.capability
-        if capability is not None and not (self._declares(capability)
-                                           and hasattr(self._provider, operation.value)):
+        if capability is not None and not self._declares(capability):
             raise MemoryCapabilityUnsupportedError(
                 f"provider {self._provider_name} does not support {operation.value} "
                 f"(capability {capability!r})"

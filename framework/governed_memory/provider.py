@@ -8,7 +8,7 @@ bug degrades to a dropped result and an audit event, never to a leak.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock
@@ -38,6 +38,11 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory.usage import Usage, UsageQuery
+
+if TYPE_CHECKING:
+    from governed_memory.indexing import IndexingProvider
+    from governed_memory.outbox import EventOutboxProvider
+    from governed_memory.replay import SnapshotReplay
 
 
 @runtime_checkable
@@ -91,6 +96,30 @@ class MemoryProvider(Protocol):
     async def purge_expired(
         self, request: PurgeExpiredRequest, ctx: OperationContext
     ) -> CleanupPage: ...
+
+    # Optional features: each accessor is the object that offers the feature, or
+    # ``None``. A wrapper answers with what its inner provider offers (forwarded, or
+    # wrapped where the wrapper must see the calls); nothing is detected by attribute.
+
+    @property
+    def review(self) -> ReviewingProvider | None:
+        """Deciding records held for review (capability ``review``)."""
+        ...
+
+    @property
+    def indexing(self) -> IndexingProvider | None:
+        """The indexing outbox and its worker (``governed_memory.indexing``)."""
+        ...
+
+    @property
+    def outbox(self) -> EventOutboxProvider | None:
+        """Committed events stored with the writes (capability ``event_outbox``)."""
+        ...
+
+    @property
+    def replay(self) -> SnapshotReplay | None:
+        """Retrieval snapshots: replay, cache-hit snapshots, retention."""
+        ...
 
 
 @runtime_checkable

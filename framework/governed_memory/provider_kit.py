@@ -11,7 +11,7 @@ suite holds every provider to it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import attrs
 
@@ -27,6 +27,7 @@ from governed_memory.request import Request
 from governed_memory.requests import SearchRequest, UpdateRequest
 
 __all__ = [
+    "NoOptionalFeatures",
     "StoredFingerprint",
     "apply_update",
     "check_fingerprint",
@@ -38,7 +39,36 @@ __all__ = [
     "raise_missing",
 ]
 
+if TYPE_CHECKING:
+    from governed_memory.indexing import IndexingProvider
+    from governed_memory.outbox import EventOutboxProvider
+    from governed_memory.provider import ReviewingProvider
+    from governed_memory.replay import SnapshotReplay
+
 T = TypeVar("T")
+
+
+class NoOptionalFeatures:
+    """The optional-feature accessors of a provider that offers none of them (review,
+    indexing, event outbox, replay): mix it in and override the ones you offer."""
+
+    __slots__ = ()
+
+    @property
+    def review(self) -> ReviewingProvider | None:
+        return None
+
+    @property
+    def indexing(self) -> IndexingProvider | None:
+        return None
+
+    @property
+    def outbox(self) -> EventOutboxProvider | None:
+        return None
+
+    @property
+    def replay(self) -> SnapshotReplay | None:
+        return None
 
 
 class StoredFingerprint(Protocol):

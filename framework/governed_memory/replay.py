@@ -15,7 +15,7 @@ erased with ``delete_user`` raises :class:`SnapshotErasedError`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import attrs
 
@@ -28,12 +28,13 @@ from governed_memory.limits import check_identifier
 from governed_memory.operation_context import OperationContext, ProfileRef
 from governed_memory.operations import Operation
 from governed_memory.principal import Principal
-from governed_memory.records import SearchHit
+from governed_memory.records import SearchHit, SearchResult
 from governed_memory.request import Audited, Checked, Request, summarised
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
     from governed_memory.pipeline import ActivityPort
+    from governed_memory.requests import SearchRequest
 
 MAX_SNAPSHOT_ID: Final = 64
 
@@ -77,8 +78,8 @@ class ReplayRequest(Request["ReplayResult"]):
             raise MemoryValidationError("scopes must be a non-empty tuple of Scope",
                                         field="scopes")
 
-    async def send(self, target: object, ctx: OperationContext) -> ReplayResult:
-        return await _replaying(target).replay(self, ctx)
+    async def send(self, target: HasReplay, ctx: OperationContext) -> ReplayResult:
+        return await snapshots_of(target).replay_snapshot(self, ctx)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -98,8 +99,8 @@ class SnapshotHeaderRequest(Request["SnapshotHeader"]):
         _check_snapshot_id(self.snapshot_id)
         check_identifier(self.tenant_id, "tenant_id")
 
-    async def send(self, target: object, ctx: OperationContext) -> SnapshotHeader:
-        return await _replaying(target).snapshot_header(self.snapshot_id, self.tenant_id)
+    async def send(self, target: HasReplay, ctx: OperationContext) -> SnapshotHeader:
+        return await snapshots_of(target).snapshot_header(self.snapshot_id, self.tenant_id)
 
 
 @attrs.frozen(slots=True)
@@ -160,27 +161,52 @@ class ReplayResult(Audited):
                          count=len(hits), stray=stray)
 
 
-@runtime_checkable
-class ReplayingProvider(Protocol):
-    """A provider that stores a snapshot per search and replays it."""
+class SnapshotReplay(Protocol):
+    """What a provider that stores a retrieval snapshot per search offers (its
+    ``replay`` accessor): the snapshot's scopes, the replay itself, a snapshot for an
+    answer it did not compute (a search-cache hit) and the retention round."""
 
     async def snapshot_header(self, snapshot_id: str, tenant_id: str) -> SnapshotHeader:
         """The snapshot's scopes; ``MemoryNotFoundError`` if there is none in the tenant."""
         ...
 
-    async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult: ...
+    async def replay_snapshot(self, request: ReplayRequest,
+                              ctx: OperationContext) -> ReplayResult: ...
+
+    async def record_snapshot(self, request: SearchRequest, ctx: OperationContext,
+                              result: SearchResult) -> str | None:
+        """Store a snapshot saying that operation ``ctx`` answered ``request`` with
+        ``result``, exactly as a search of its own would have (the operation id,
+        principal, decision, profile and policy revisions and time of ``ctx``; the
+        hits, versions, scores, explanations and candidate count of ``result``), and
+        return its id; ``result.snapshot_id`` names the snapshot of the search that
+        computed the answer, which the new one may record as its source (see
+        :mod:`governed_memory.cache`: a cache hit gets a snapshot of its own).
+
+        Returns ``None`` when the provider stores no snapshots (``[retrieval] snapshots
+        = "off"``). Raises ``MemoryUnavailableError`` when storage cannot take it now;
+        the hit is then answered without a snapshot, as the provider's own search does
+        in that case."""
+        ...
+
+    async def purge_snapshots(self, *, limit: int) -> int:
+        """Remove up to ``limit`` snapshots older than the provider's retention."""
+        ...
 
 
-def _replaying(provider: object) -> ReplayingProvider:
-    for _ in range(8):
-        if isinstance(getattr(type(provider), "inner", None), property):
-            provider = getattr(provider, "inner")  # noqa: B009 - a property, checked above
-            continue
-        break
-    if not isinstance(provider, ReplayingProvider):
+def snapshots_of(target: HasReplay) -> SnapshotReplay:
+    """The target's snapshot store, or ``MemoryCapabilityUnsupportedError``."""
+    replay = target.replay
+    if replay is None:
         raise MemoryCapabilityUnsupportedError(
-            "this provider stores no retrieval snapshots (no replay)")
-    return provider
+            f"provider {getattr(target, 'name', type(target).__name__)} stores no "
+            "retrieval snapshots (no replay)")
+    return replay
+
+
+class HasReplay(Protocol):
+    @property
+    def replay(self) -> SnapshotReplay | None: ...
 
 
 async def replay_through(port: ActivityPort, principal: Principal,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import attrs
 
 from governed_memory.errors import (
+    MemoryCapabilityUnsupportedError,
     MemoryNotFoundError,
     MemoryStorageError,
     MemoryValidationError,
@@ -174,6 +175,15 @@ class _Request(Request[ResultT]):
         raise NotImplementedError
 
 
+def _reviewer(target: MemoryProvider) -> ReviewingProvider:
+    review = target.review
+    if review is None:
+        raise MemoryCapabilityUnsupportedError(
+            f"provider {getattr(target, 'name', type(target).__name__)} does not support "
+            "review (capability 'review')")
+    return review
+
+
 def _owned(record: MemoryRecord, allowed: Set[str]) -> bool:
     return record.scope_hash in allowed and record.scope.scope_hash == record.scope_hash
 
@@ -317,8 +327,8 @@ class ListPendingRequest(_Request[Page[MemoryRecord]]):
         check_page_size(self.limit)
         _check_optional_text(self.cursor, "cursor", 2048)
 
-    async def send(self, target: ReviewingProvider, ctx: OperationContext) -> Page[MemoryRecord]:
-        return await target.list_pending(self, ctx)
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> Page[MemoryRecord]:
+        return await _reviewer(target).list_pending(self, ctx)
 
     def check(self, result: Page[MemoryRecord], allowed: Set[str],
               ctx: OperationContext) -> Checked[Page[MemoryRecord]]:
@@ -599,8 +609,8 @@ class ApproveRequest(_Request[MemoryRecord]):
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
-    async def send(self, target: ReviewingProvider, ctx: OperationContext) -> MemoryRecord:
-        return await target.approve(self, ctx)
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+        return await _reviewer(target).approve(self, ctx)
 
     def check(self, result: MemoryRecord, allowed: Set[str],
               ctx: OperationContext) -> Checked[MemoryRecord]:
@@ -623,8 +633,8 @@ class RejectRequest(_Request[DeleteResult]):
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
-    async def send(self, target: ReviewingProvider, ctx: OperationContext) -> DeleteResult:
-        return await target.reject(self, ctx)
+    async def send(self, target: MemoryProvider, ctx: OperationContext) -> DeleteResult:
+        return await _reviewer(target).reject(self, ctx)
 
     def check(self, result: DeleteResult, allowed: Set[str],
               ctx: OperationContext) -> Checked[DeleteResult]:

@@ -47,6 +47,7 @@ from governed_memory.errors import (
 from governed_memory.ids import new_id, new_revision
 from governed_memory.limits import check_metadata_budget
 from governed_memory.operation_context import OperationContext
+from governed_memory.provider_kit import NoOptionalFeatures
 from governed_memory.provider_kit import apply_update as _apply_update
 from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
 from governed_memory.provider_kit import check_revision as _check_revision
@@ -132,7 +133,7 @@ class _Erased:
             self.scope_hashes | other.scope_hashes)
 
 
-class Mem0MemoryProvider:
+class Mem0MemoryProvider(NoOptionalFeatures):
     """The Mem0 adapter; ``client`` decides whether Mem0 runs here or on a Platform host."""
 
     name = "mem0"

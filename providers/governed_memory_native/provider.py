@@ -29,6 +29,7 @@ from governed_memory.errors import (
 from governed_memory.events import MemoryEvent
 from governed_memory.ids import new_id, new_revision
 from governed_memory.indexing import (
+    IndexingProvider,
     IndexingSettings,
     IndexJob,
     JobState,
@@ -40,7 +41,8 @@ from governed_memory.indexing import (
 )
 from governed_memory.limits import check_metadata_budget
 from governed_memory.operation_context import OperationContext
-from governed_memory.outbox import finish_committed_event
+from governed_memory.outbox import EventOutboxProvider, finish_committed_event
+from governed_memory.provider import ReviewingProvider
 from governed_memory.provider_kit import apply_update as _apply_update
 from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
 from governed_memory.provider_kit import check_revision as _check_revision
@@ -66,6 +68,7 @@ from governed_memory.replay import (
     ReplayResult,
     SnapshotErasedError,
     SnapshotHeader,
+    SnapshotReplay,
 )
 from governed_memory.requests import (
     AddRequest,
@@ -174,6 +177,24 @@ class NativeMemoryProvider:
         return attrs.evolve(self._backend.capabilities(), **NATIVE_FEATURES,
                             vector_search=self._indexer.embedder is not None)
 
+    # -- optional features: the provider offers every one itself -----------------
+
+    @property
+    def review(self) -> ReviewingProvider | None:
+        return self
+
+    @property
+    def indexing(self) -> IndexingProvider | None:
+        return self
+
+    @property
+    def outbox(self) -> EventOutboxProvider | None:
+        return self if self._backend.capabilities().event_outbox else None
+
+    @property
+    def replay(self) -> SnapshotReplay | None:
+        return self
+
     # -- indexing (governed_memory.indexing.IndexingProvider) ---------------------
 
     def configure_indexing(self, settings: IndexingSettings) -> None:
@@ -181,7 +202,8 @@ class NativeMemoryProvider:
         self._indexer.configure(settings)
 
     @property
-    def indexing(self) -> IndexingSettings:
+    def indexing_settings(self) -> IndexingSettings:
+        """What ``configure_indexing`` set (the profile's embedder, mode, ranking)."""
         return self._indexer.settings
 
     async def outbox_status(self) -> OutboxStatus:
@@ -795,7 +817,7 @@ class NativeMemoryProvider:
         assert body is not None
         return body
 
-    # -- replay (governed_memory.replay.ReplayingProvider) ----------------------
+    # -- replay (governed_memory.replay.SnapshotReplay) -------------------------
 
     async def snapshot_header(self, snapshot_id: str, tenant_id: str) -> SnapshotHeader:
         """The snapshot's scopes, for the manager to authorize a replay."""
@@ -803,7 +825,8 @@ class NativeMemoryProvider:
         return snapshot_header(snapshot_id, await self._stored_snapshot(snapshot_id, tenant_id),
                                tenant_id)
 
-    async def replay(self, request: ReplayRequest, ctx: OperationContext) -> ReplayResult:
+    async def replay_snapshot(self, request: ReplayRequest,
+                              ctx: OperationContext) -> ReplayResult:
         request.validate()
         self._require_open()
         tenant_id = request.scopes[0].tenant_id

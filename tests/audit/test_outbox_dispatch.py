@@ -10,28 +10,31 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import pytest
 from actors import ADMIN, ALICE, ALICE_SCOPE
 from audit_support import event
 from governed_memory.audit import AuditSink, verify_trail
 from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
 from governed_memory.capabilities import Capabilities
 from governed_memory.clock import ManualClock
-from governed_memory.errors import MemoryCapabilityUnsupportedError
 from governed_memory.events import InMemoryEventSink, MemoryEvent
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.operation_context import OperationContext
 from governed_memory.outbox import EventOutboxProvider, finish_committed_event
+from governed_memory.provider_kit import NoOptionalFeatures
 from governed_memory_native import build_native_provider
 
 WRITES = {"add", "update", "delete", "delete_all", "delete_user", "purge_expired"}
 
 
-class FakeOutbox:
+class FakeOutbox(NoOptionalFeatures):
     """A provider whose writes store their committed event in a list, standing in for
     a transactional table; ``covers`` limits which operations do."""
 
     name = "fake-outbox"
+
+    @property
+    def outbox(self) -> FakeOutbox:
+        return self
 
     def __init__(self, clock: ManualClock, covers: set[str] = WRITES) -> None:
         self._inner = build_native_provider({"backend": "memory"}, clock)
@@ -187,7 +190,7 @@ async def test_the_cache_wrapper_forwards_the_outbox() -> None:
         assert manager.activity.outbox is not None
         await manager.add(ALICE, ALICE_SCOPE, "tea")
         assert provider.acknowledged == [committed(sink.events)[0].event_id]
-    class NoOutbox:
+    class NoOutbox(NoOptionalFeatures):
         name = "no-outbox"
 
         def capabilities(self) -> Capabilities:
@@ -195,9 +198,7 @@ async def test_the_cache_wrapper_forwards_the_outbox() -> None:
 
     plain = CachedMemoryProvider(NoOutbox(), InMemoryCacheStore(),  # type: ignore[arg-type]
                                  quarantine_retry_s=None)
-    assert not plain.capabilities().event_outbox
-    with pytest.raises(MemoryCapabilityUnsupportedError):
-        await plain.pending_events(10)
+    assert not plain.capabilities().event_outbox and plain.outbox is None
 
 
 async def test_minimal_event_detail_strips_stored_content_hashes() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 from typing import Any
 
 import attrs
@@ -39,12 +38,9 @@ from governed_memory.cache import (
 from governed_memory.clock import ManualClock
 from governed_memory.errors import MemoryStorageError
 from governed_memory.events import EventBus
-from governed_memory.indexing import IndexingProvider
-from governed_memory.maintenance import SnapshotKeeping
 from governed_memory.operation_context import ProfileRef
-from governed_memory.outbox import EventOutboxProvider
-from governed_memory.provider import MemoryProvider, ReviewingProvider, UsageReportingProvider
-from governed_memory.replay import ReplayingProvider
+from governed_memory.provider import MemoryProvider
+from governed_memory.provider_kit import NoOptionalFeatures
 from governed_memory.requests import (
     AddRequest,
     DeleteAllRequest,
@@ -639,7 +635,7 @@ async def test_metrics_count_every_outcome(native: NativeMemoryProvider,
 # -- optional operations: forwarded explicitly, exactly when the inner provider has them ---------
 
 
-class Plain:
+class Plain(NoOptionalFeatures):
     """A provider with nothing optional (and an operation of its own)."""
 
     name = "plain"
@@ -650,52 +646,41 @@ class Plain:
     marker = "plain attribute"
 
 
-OPTIONAL = {
-    ReviewingProvider: ("approve", "reject"),
-    UsageReportingProvider: ("usage",),
-    IndexingProvider: ("configure_indexing", "outbox_status", "index_jobs",
-                       "process_index_jobs", "retry_dead_jobs", "reindex"),
-    ReplayingProvider: ("snapshot_header", "replay"),
-    SnapshotKeeping: ("purge_snapshots",),
-}
-
-
-def test_optional_operations_are_exactly_those_of_the_inner_provider(
+def test_optional_features_are_exactly_those_of_the_inner_provider(
         native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
         clock: ManualClock) -> None:
     full = wrap(native, memory_store, sink, clock)
     bare = wrap(Plain(), memory_store, sink, clock)
-    for protocol, names in OPTIONAL.items():
-        assert isinstance(full, protocol), protocol.__name__
-        assert not isinstance(bare, protocol), protocol.__name__
-        for name in names:
-            assert not hasattr(bare, name), f"{name} reachable over a provider without it"
-            assert inspect.signature(getattr(full, name)) == inspect.signature(
-                getattr(native, name)), f"{name} is forwarded with another signature"
-    assert isinstance(full, CachedMemoryProvider) and isinstance(bare, CachedMemoryProvider)
-    # The event outbox is on every wrapper, refused unless the inner provider has it.
-    assert isinstance(bare, EventOutboxProvider) and isinstance(full, EventOutboxProvider)
+    # Indexing, the event outbox and replay are the provider's own objects; review is
+    # the wrapper itself, so approving and rejecting invalidate.
+    assert full.indexing is native and full.outbox is native and full.replay is native
+    assert full.review is full
+    assert (bare.review, bare.indexing, bare.outbox, bare.replay) == (None, None, None, None)
     # Nothing else leaks through: no generic delegate guesses at arguments.
     assert not hasattr(bare, "peek") and not hasattr(bare, "marker")
     assert not hasattr(full, "no_such_operation")
 
 
-def test_every_public_operation_of_the_native_provider_is_forwarded(
+def test_every_public_operation_of_the_native_provider_is_reachable(
         native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
         clock: ManualClock) -> None:
-    """A method added to the native provider and not to the wrapper fails here, by name,
-    rather than vanishing behind a profile's ``[cache] enabled``."""
+    """A method added to the native provider and reachable neither on the wrapper nor
+    through one of its feature accessors fails here, by name, rather than vanishing
+    behind a profile's ``[cache] enabled``."""
     not_forwarded = {
         "backend": "the storage backend: reached through .inner, never governed",
-        "indexing": "the indexing settings: reached through .inner",
+        "indexing_settings": "the indexing settings: reached through .inner",
         "flush_snapshots": "a native tool (tests, benchmarks): reached through .inner",
         "vector_indexes": "in-process index status (benchmarks, tests): through .inner",
         "lexical_merger": "the SQLite delta merger (benchmarks, tests): through .inner",
     }
     full = wrap(native, memory_store, sink, clock)
+    features = [feature for feature in (full.review, full.indexing, full.outbox, full.replay)
+                if feature is not None]
     public = sorted(name for name in dir(NativeMemoryProvider) if not name.startswith("_"))
-    missing = [name for name in public if name not in not_forwarded and not hasattr(full, name)]
-    assert not missing, f"operations of the native provider the cache does not forward: {missing}"
+    missing = [name for name in public if name not in not_forwarded and not hasattr(full, name)
+               and not any(hasattr(feature, name) for feature in features)]
+    assert not missing, f"operations of the native provider the cache does not offer: {missing}"
 
 
 async def test_close_closes_the_provider_and_the_store(native: NativeMemoryProvider,
@@ -772,8 +757,12 @@ def test_the_memo_is_bounded() -> None:
     assert len(disabled) == 0
 
 
-class Reviewing:
+class Reviewing(NoOptionalFeatures):
     """Holds a pending record aside and makes it searchable on approve."""
+
+    @property
+    def review(self) -> Any:
+        return self
 
     def __init__(self, inner: NativeMemoryProvider) -> None:
         self.inner = inner
@@ -807,11 +796,11 @@ async def test_approve_and_reject_pass_through_and_approve_invalidates(
 
     inner = Reviewing(native)
     provider = wrap(inner, memory_store, sink, clock)
-    assert isinstance(provider, ReviewingProvider)
-    class WithoutReview:  # the native provider reviews now; this one never has
+    assert provider.review is provider
+    class WithoutReview(NoOptionalFeatures):  # the native provider reviews; this one never has
         name = "plain"
 
-    assert not isinstance(wrap(WithoutReview(), memory_store, sink, clock), ReviewingProvider)
+    assert wrap(WithoutReview(), memory_store, sink, clock).review is None
     inner.pending["rec-1"] = AddRequest(scope=ALICE_SCOPE, content="alpha approved later")
     inner.pending["rec-2"] = AddRequest(scope=ALICE_SCOPE, content="alpha rejected")
     assert not (await provider.search(search(), make_ctx(clock))).hits

@@ -69,34 +69,34 @@ async def test_the_chat_assistant_profile_reaches_the_indexing_outbox(tmp_path: 
         provider: Any = manager._provider
         assert isinstance(provider, CachedMemoryProvider)
         await manager.add(ALICE, SCOPE, "Alice likes green tea")
-        status = await provider.outbox_status()
+        status = await provider.indexing.outbox_status()
         assert isinstance(status, OutboxStatus) and status.embedder is None
-        assert await provider.retry_dead_jobs() == 0
-        assert tuple(await provider.index_jobs(JobState.DEAD, 10)) == ()
+        assert await provider.indexing.retry_dead_jobs() == 0
+        assert tuple(await provider.indexing.index_jobs(JobState.DEAD, 10)) == ()
         # The profile has no embedder: the provider itself says so (not a TypeError).
         with pytest.raises(MemoryConfigurationError, match="embedder"):
-            await provider.process_index_jobs(worker_id="w1")
+            await provider.indexing.process_index_jobs(worker_id="w1")
         with pytest.raises(MemoryConfigurationError, match="embedder"):
-            await provider.reindex()
+            await provider.indexing.reindex()
 
 
 async def test_the_worker_indexes_through_the_cache(tmp_path: Path, clock: ManualClock) -> None:
     provider = CachedMemoryProvider(build_native_provider(sqlite(tmp_path), clock),
                                     InMemoryCacheStore(), clock=clock, quarantine_retry_s=None)
-    provider.configure_indexing(IndexingSettings(mode=IndexingMode.ASYNC_OUTBOX,
+    provider.indexing.configure_indexing(IndexingSettings(mode=IndexingMode.ASYNC_OUTBOX,
                                                  embedder=HashingEmbedder()))
     async with GovernedMemoryManager(provider, clock=clock) as manager:
         for text in ("green tea", "black coffee", "mint tea"):
             await manager.add(ALICE, SCOPE, text)
-        status = await provider.outbox_status()
+        status = await provider.indexing.outbox_status()
         assert (status.mode, status.pending, status.missing_vectors) == (
             IndexingMode.ASYNC_OUTBOX, 3, 3)
-        assert len(await provider.index_jobs(JobState.PENDING, 10)) == 3
-        report = await provider.process_index_jobs(worker_id="w1", limit=10, lease_s=30.0)
+        assert len(await provider.indexing.index_jobs(JobState.PENDING, 10)) == 3
+        report = await provider.indexing.process_index_jobs(worker_id="w1", limit=10, lease_s=30.0)
         assert (report.leased, report.indexed) == (3, 3)
-        after = await provider.outbox_status()
+        after = await provider.indexing.outbox_status()
         assert (after.pending, after.missing_vectors, sum(after.vectors.values())) == (0, 0, 3)
-        page = await provider.reindex(limit=2)
+        page = await provider.indexing.reindex(limit=2)
         assert (page.enqueued, page.total) == (0, 3)
 
 
@@ -112,8 +112,9 @@ async def test_committed_events_reach_the_sinks_through_the_event_outbox(
         record = await manager.add(ALICE, SCOPE, "Alice likes green tea")
         committed = by_type(events, "memory.write.committed")
         assert [event.record_ids for event in committed] == [(record.id,)]
-        assert list(await cached.pending_events(10)) == []
-        await cached.acknowledge_events(["no-such-event"])  # unknown ids are ignored
+        assert cached.outbox is not None
+        assert list(await cached.outbox.pending_events(10)) == []
+        await cached.outbox.acknowledge_events(["no-such-event"])  # unknown ids are ignored
 
 
 async def test_usage_and_review_go_through_and_review_invalidates(
@@ -166,7 +167,9 @@ async def test_a_hit_of_a_provider_that_cannot_record_its_snapshot_has_none(
     """Never the first search's snapshot: no snapshot, and the hit event says why."""
 
     class NotRecording(NativeMemoryProvider):
-        record_snapshot = None  # keeps snapshots, but cannot record one for a hit
+        async def record_snapshot(self, request: Any, ctx: Any,
+                                  result: Any) -> str | None:
+            return None  # keeps snapshots, but cannot record one for a hit
 
     built = build_native_provider(sqlite(tmp_path), clock)
     inner = NotRecording(built.backend, clock, indexing=parse_indexing_config(sqlite(tmp_path)))
@@ -188,7 +191,7 @@ async def test_without_snapshots_a_hit_has_none(tmp_path: Path, clock: ManualClo
     inner = build_native_provider(sqlite(tmp_path), clock)
     provider = CachedMemoryProvider(inner, InMemoryCacheStore(), events=EventBus([sink]),
                                     clock=clock, quarantine_retry_s=None)
-    provider.configure_indexing(IndexingSettings(snapshots=SnapshotMode.OFF))
+    provider.indexing.configure_indexing(IndexingSettings(snapshots=SnapshotMode.OFF))
     async with GovernedMemoryManager(provider, clock=clock) as manager:
         await manager.add(ALICE, SCOPE, "Alice likes green tea")
         first = await manager.search(ALICE, SCOPE, "green tea")

@@ -32,6 +32,7 @@ from governed_memory.clock import Clock
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.ids import new_id, new_revision
 from governed_memory.operation_context import OperationContext
+from governed_memory.provider_kit import NoOptionalFeatures
 from governed_memory.records import (
     CleanupPage,
     HitExplanation,
@@ -69,7 +70,7 @@ class Stored:
     versions: list[MemoryVersion]
 
 
-class ExampleProvider:
+class ExampleProvider(NoOptionalFeatures):
     name = "example"
 
     def __init__(self, clock: Clock) -> None:

@@ -28,6 +28,10 @@ from governed_memory.usage import Usage, UsageQuery
 class ReviewingExampleProvider(ExampleProvider):
     name = "example-reviewing"
 
+    @property
+    def review(self) -> ReviewingExampleProvider:
+        return self
+
     def capabilities(self) -> Capabilities:
         return attrs.evolve(super().capabilities(), review=True, usage=True)
 

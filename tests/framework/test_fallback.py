@@ -35,6 +35,24 @@ class Switchable:
     def capabilities(self) -> Any:
         return self._inner.capabilities()
 
+    # Every optional feature is this object's own (its attributes fall through to the
+    # wrapped provider, through the switch above).
+    @property
+    def review(self) -> Any:
+        return self
+
+    @property
+    def indexing(self) -> Any:
+        return self
+
+    @property
+    def outbox(self) -> Any:
+        return self
+
+    @property
+    def replay(self) -> Any:
+        return self
+
     async def start(self) -> None:
         await self._inner.start()
 

@@ -36,6 +36,10 @@ class UnreadableOutbox:
         self.closed += 1
         await self._inner.close()
 
+    @property
+    def outbox(self) -> UnreadableOutbox:
+        return self
+
     async def pending_events(self, limit: int) -> Sequence[MemoryEvent]:
         raise RuntimeError("database disk image is malformed")
 

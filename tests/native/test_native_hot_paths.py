@@ -129,7 +129,7 @@ async def test_a_batched_snapshot_lost_in_a_crash_is_reported_lost(
     await provider.start()
     try:
         with pytest.raises(SnapshotLostError) as lost:
-            await provider.replay(ReplayRequest(snapshot_id=result.snapshot_id,
+            await provider.replay_snapshot(ReplayRequest(snapshot_id=result.snapshot_id,
                                                 scopes=(USER_SCOPE,)),
                                   make_ctx(clock))
         assert lost.value.code == "snapshot_lost"

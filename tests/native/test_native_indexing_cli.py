@@ -21,6 +21,7 @@ from governed_memory.cli.main import cli
 from governed_memory.clock import ManualClock
 from governed_memory.plugins import PluginManager
 from governed_memory.profiles import loads_profile
+from governed_memory.provider_kit import NoOptionalFeatures
 from governed_memory_native import build_native_provider
 from indexing_support import ControlledEmbedder, settings
 from native_support import make_ctx, note
@@ -160,7 +161,7 @@ def test_reindex_reembeds_for_a_new_embedder(monkeypatch: pytest.MonkeyPatch,
 def test_a_provider_without_vectors_is_refused(monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
     def open_manager(db: Path | None, profile: str | None = None) -> GovernedMemoryManager:
-        class Plain:
+        class Plain(NoOptionalFeatures):
             name = "plain"
 
             def capabilities(self) -> Capabilities:

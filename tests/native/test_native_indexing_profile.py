@@ -51,7 +51,7 @@ def test_profile_configures_embedder_mode_and_ranking(mode: str) -> None:
     parts = build_components(spec, _plugins(), clock=None)  # type: ignore[arg-type]
     provider = parts.provider
     assert isinstance(provider, NativeMemoryProvider)
-    indexing = provider.indexing
+    indexing = provider.indexing_settings
     assert indexing.mode is IndexingMode(mode)
     assert indexing.embedder is not None
     assert (indexing.embedder.identity.id, indexing.embedder.identity.dimension) == (

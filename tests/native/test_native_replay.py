@@ -209,7 +209,7 @@ async def test_a_locked_database_still_answers(tmp_path: Path, clock: ManualCloc
             assert again.snapshot_id is not None
         else:
             assert result.snapshot_id is not None
-            replayed = await provider.replay(
+            replayed = await provider.replay_snapshot(
                 ReplayRequest(snapshot_id=result.snapshot_id,
                               scopes=(USER_SCOPE,)), make_ctx(clock))
             assert [hit.record.id for hit in replayed.hits] == [record.id]

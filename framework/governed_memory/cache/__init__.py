@@ -3,9 +3,11 @@
 ``CachedMemoryProvider(inner, store, ...)`` caches ``search`` and invalidates on every
 write; ``InMemoryCacheStore`` is the bounded process-local store, and the Redis store
 lives in ``governed_memory_redis``. ``attach_cache_events(provider, bus)`` sends the
-cache events of a provider's caches to a host's bus; ``SnapshotRecordingProvider`` is
-what a provider implements so that a hit gets a retrieval snapshot of its own. See
-``docs/search-cache.md``.
+cache events of a provider's caches to a host's bus. A hit gets a retrieval snapshot of
+its own, recorded through the provider's ``replay`` accessor
+(``governed_memory.replay.SnapshotReplay.record_snapshot``): an answer served from the
+cache was computed by an earlier search, and replaying the later one must not report
+the earlier operation. See ``docs/search-cache.md``.
 """
 
 from governed_memory.cache.codec import CacheDecodeError, CachedSearch
@@ -25,7 +27,6 @@ from governed_memory.cache.provider import (
 )
 from governed_memory.cache.rules import is_cacheable
 from governed_memory.cache.signals import EVENT_TYPES, METER_NAME, OUTCOMES
-from governed_memory.cache.snapshots import SnapshotRecordingProvider
 from governed_memory.cache.store import (
     CacheStore,
     CacheStoreError,
@@ -54,7 +55,6 @@ __all__ = [
     "ErasingCacheStore",
     "InMemoryCacheStore",
     "Lookup",
-    "SnapshotRecordingProvider",
     "attach_cache_events",
     "default_provider_revision",
     "entry_suffix",

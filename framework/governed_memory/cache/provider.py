@@ -39,13 +39,12 @@ from governed_memory.cache.codec import (
     encode_entry,
     valid_until,
 )
-from governed_memory.cache.forwarding import OutboxForwarding, variant_for
+from governed_memory.cache.forwarding import ForwardedFeatures, ReviewForwarding, UsageForwarding
 from governed_memory.cache.keys import EPOCH, revision_names, search_digest, tenant_tag
 from governed_memory.cache.memo import DEFAULT_MEMO_ENTRIES, DecodedMemo
 from governed_memory.cache.quarantine import HoldSnapshot, Quarantine
 from governed_memory.cache.rules import is_cacheable
 from governed_memory.cache.signals import CacheSignals
-from governed_memory.cache.snapshots import SnapshotRecordingProvider
 from governed_memory.cache.store import (
     CacheStore,
     CacheStoreError,
@@ -74,6 +73,7 @@ from governed_memory.records import (
     Page,
     SearchResult,
 )
+from governed_memory.replay import SnapshotReplay
 from governed_memory.requests import (
     AddRequest,
     DeleteAllRequest,
@@ -108,18 +108,16 @@ this deadline instead of a lookup's."""
 per process)."""
 
 
-class CachedMemoryProvider(OutboxForwarding):
+class CachedMemoryProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
     """Wraps ``inner`` (any provider) with a search cache kept in ``store``.
 
     Only ``search`` is cached. ``get``, ``list``, ``history``, ``usage`` and replay go
     straight to ``inner``; writes (``add``, ``update``, ``delete``, ``approve``,
     ``reject`` and maintenance) run on ``inner`` and then invalidate.
 
-    The instance has exactly the optional operations ``inner`` has (review, usage, the
-    indexing outbox, replay, snapshot retention; see :mod:`governed_memory.cache.forwarding`),
-    plus the event outbox's two methods, gated by the ``event_outbox`` capability,
-    each forwarded with its own signature: ``CachedMemoryProvider(inner, store)``
-    returns an instance of a subclass that mixes in the ones that apply.
+    Its optional-feature accessors answer with what ``inner`` offers: indexing, the
+    event outbox and replay are ``inner``'s own; ``review`` is the wrapper itself, so
+    approving and rejecting invalidate (see :mod:`governed_memory.cache.forwarding`).
 
     ``provider_revision`` should change whenever ``inner`` could rank differently
     (a new version, another configuration); it is part of every key.
@@ -130,11 +128,6 @@ class CachedMemoryProvider(OutboxForwarding):
     """
 
     _inner: MemoryProvider
-
-    def __new__(cls, inner: MemoryProvider, store: CacheStore, *args: Any,
-                **kwargs: Any) -> CachedMemoryProvider:
-        instance: CachedMemoryProvider = super().__new__(variant_for(cls, inner))
-        return instance
 
     def __init__(
         self,
@@ -181,8 +174,7 @@ class CachedMemoryProvider(OutboxForwarding):
         self._retry_task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self._memo = DecodedMemo(decoded_memo_entries)
-        self._recorder: SnapshotRecordingProvider | None = (
-            inner if isinstance(inner, SnapshotRecordingProvider) else None)
+        self._recorder: SnapshotReplay | None = inner.replay
 
     @property
     def inner(self) -> MemoryProvider:

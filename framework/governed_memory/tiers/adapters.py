@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from governed_memory.capabilities import Capabilities
 from governed_memory.operation_context import OperationContext
+from governed_memory.provider_kit import NoOptionalFeatures
 from governed_memory.tiers.requests import (
     AppendTurnRequest,
     ClearTurnsRequest,
@@ -32,7 +33,7 @@ def _capabilities(durable: bool) -> Capabilities:
     return Capabilities(durable=durable, transactional=True, usage=False, review=False)
 
 
-class TurnTier:
+class TurnTier(NoOptionalFeatures):
     def __init__(self, store: TurnStore) -> None:
         self.store = store
         self.name = f"turns:{store.name}"
@@ -63,7 +64,7 @@ class TurnTier:
         return Cleared(scope.scope_hash, removed)
 
 
-class WorkingTier:
+class WorkingTier(NoOptionalFeatures):
     def __init__(self, store: WorkingStateStore) -> None:
         self.store = store
         self.name = f"working:{store.name}"
@@ -88,7 +89,7 @@ class WorkingTier:
         return Cleared(request.scope.scope_hash, 1 if removed else 0)
 
 
-class ContextLedger:
+class ContextLedger(NoOptionalFeatures):
     """The "provider" of ``record_context``: it stores nothing. The record exists for
     its decision and its event, which say which memory versions a prompt received."""
 
