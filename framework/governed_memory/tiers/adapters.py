@@ -1,30 +1,17 @@
-"""Tier stores presented to the activity port as providers.
+"""Tier stores presented to the activity port as targets.
 
-The port calls ``getattr(provider, operation.value)(request, ctx)``; these adapters
-give each tier store exactly those methods, so a turn append or a working-state update
-is validated, decided, traced, verified and recorded by the same code as a memory
-write, with nothing tier-specific in the port beyond checking the result's scope.
+Each tier request sends itself to one of these (``send``), reaching the store it holds,
+so a turn append or a working-state update is validated, decided, traced, checked and
+recorded by the same code as a memory write, with nothing tier-specific in the port.
+An adapter only names its store and says what it promises; it offers none of a
+provider's optional features.
 """
 
 from __future__ import annotations
 
 from governed_memory.capabilities import Capabilities
-from governed_memory.operation_context import OperationContext
 from governed_memory.provider_kit import NoOptionalFeatures
-from governed_memory.tiers.requests import (
-    AppendTurnRequest,
-    ClearTurnsRequest,
-    ClearWorkingStateRequest,
-    EraseUserTurnsRequest,
-    ListTurnsRequest,
-    ReadWorkingStateRequest,
-    RecentTurnsRequest,
-    RecordContextRequest,
-    RecordExtractionRequest,
-    UpdateWorkingStateRequest,
-)
-from governed_memory.tiers.results import Cleared, ContextRecord, WorkingState, WorkingStateRead
-from governed_memory.tiers.turns import Turn, TurnPage, TurnStore
+from governed_memory.tiers.turns import TurnStore
 from governed_memory.tiers.working import WorkingStateStore
 
 
@@ -42,27 +29,6 @@ class TurnTier(NoOptionalFeatures):
     def capabilities(self) -> Capabilities:
         return _capabilities(bool(getattr(self.store, "durable", False)))
 
-    async def append_turn(self, request: AppendTurnRequest, ctx: OperationContext) -> Turn:
-        return await self.store.append(request.scope, request.turn, ctx.now)
-
-    async def recent_turns(self, request: RecentTurnsRequest,
-                           ctx: OperationContext) -> TurnPage:
-        turns = await self.store.recent(request.scope, request.limit)
-        return TurnPage(request.scope.scope_hash, tuple(turns)[-request.limit:])
-
-    async def list_turns(self, request: ListTurnsRequest, ctx: OperationContext) -> TurnPage:
-        turns = await self.store.after(request.scope, request.after_seq, request.limit)
-        return TurnPage(request.scope.scope_hash, tuple(turns)[:request.limit])
-
-    async def clear_turns(self, request: ClearTurnsRequest, ctx: OperationContext) -> Cleared:
-        return Cleared(request.scope.scope_hash, await self.store.clear(request.scope))
-
-    async def erase_user_turns(self, request: EraseUserTurnsRequest,
-                               ctx: OperationContext) -> Cleared:
-        (scope,) = request.target_scopes()
-        removed = await self.store.delete_user(request.tenant_id, request.user_id)
-        return Cleared(scope.scope_hash, removed)
-
 
 class WorkingTier(NoOptionalFeatures):
     def __init__(self, store: WorkingStateStore) -> None:
@@ -73,36 +39,14 @@ class WorkingTier(NoOptionalFeatures):
     def capabilities(self) -> Capabilities:
         return _capabilities(bool(getattr(self.store, "durable", False)))
 
-    async def read_working_state(self, request: ReadWorkingStateRequest,
-                                 ctx: OperationContext) -> WorkingStateRead:
-        state = await self.store.read(request.scope, ctx.now)
-        return WorkingStateRead(request.scope.scope_hash, state)
-
-    async def update_working_state(self, request: UpdateWorkingStateRequest,
-                                   ctx: OperationContext) -> WorkingState:
-        return await self.store.update(request.scope, request.changes, ttl_s=request.ttl_s,
-                                       replace=request.replace, now=ctx.now)
-
-    async def clear_working_state(self, request: ClearWorkingStateRequest,
-                                  ctx: OperationContext) -> Cleared:
-        removed = await self.store.clear(request.scope)
-        return Cleared(request.scope.scope_hash, 1 if removed else 0)
-
 
 class ContextLedger(NoOptionalFeatures):
-    """The "provider" of ``record_context``: it stores nothing. The record exists for
-    its decision and its event, which say which memory versions a prompt received."""
+    """The target of ``record_context`` and ``record_extraction``: it stores nothing.
+    The record exists for its decision and its event, which say which memory versions
+    a prompt received (or an extraction stored)."""
 
     name = "context"
     revision = "1"
 
     def capabilities(self) -> Capabilities:
         return _capabilities(False)
-
-    async def record_context(self, request: RecordContextRequest,
-                             ctx: OperationContext) -> ContextRecord:
-        return ContextRecord(request.injected, request.degraded, request.window_turn_ids)
-
-    async def record_extraction(self, request: RecordExtractionRequest,
-                                ctx: OperationContext) -> ContextRecord:
-        return ContextRecord(request.injected, request.degraded, request.window_turn_ids)

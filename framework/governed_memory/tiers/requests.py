@@ -73,7 +73,7 @@ class AppendTurnRequest(_TierRequest[Turn]):
         self.turn.validate()
 
     async def send(self, target: TurnTier, ctx: OperationContext) -> Turn:
-        return await target.append_turn(self, ctx)
+        return await target.store.append(self.scope, self.turn, ctx.now)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -88,7 +88,8 @@ class RecentTurnsRequest(_TierRequest[TurnPage]):
         _limit(self.limit, MAX_RECENT_TURNS)
 
     async def send(self, target: TurnTier, ctx: OperationContext) -> TurnPage:
-        return await target.recent_turns(self, ctx)
+        turns = await target.store.recent(self.scope, self.limit)
+        return TurnPage(self.scope.scope_hash, tuple(turns)[-self.limit:])
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -110,7 +111,8 @@ class ListTurnsRequest(_TierRequest[TurnPage]):
         _limit(self.limit, MAX_TURN_PAGE)
 
     async def send(self, target: TurnTier, ctx: OperationContext) -> TurnPage:
-        return await target.list_turns(self, ctx)
+        turns = await target.store.after(self.scope, self.after_seq, self.limit)
+        return TurnPage(self.scope.scope_hash, tuple(turns)[:self.limit])
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -123,7 +125,7 @@ class ClearTurnsRequest(_TierRequest[Cleared]):
         _need(self.scope, "session_id", "clearing turns")
 
     async def send(self, target: TurnTier, ctx: OperationContext) -> Cleared:
-        return await target.clear_turns(self, ctx)
+        return Cleared(self.scope.scope_hash, await target.store.clear(self.scope))
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -136,7 +138,8 @@ class ReadWorkingStateRequest(_TierRequest[WorkingStateRead]):
         _need(self.scope, "run_id", "working state")
 
     async def send(self, target: WorkingTier, ctx: OperationContext) -> WorkingStateRead:
-        return await target.read_working_state(self, ctx)
+        state = await target.store.read(self.scope, ctx.now)
+        return WorkingStateRead(self.scope.scope_hash, state)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -156,7 +159,8 @@ class UpdateWorkingStateRequest(_TierRequest[WorkingState]):
             raise MemoryValidationError("replace must be true or false", field="replace")
 
     async def send(self, target: WorkingTier, ctx: OperationContext) -> WorkingState:
-        return await target.update_working_state(self, ctx)
+        return await target.store.update(self.scope, self.changes, ttl_s=self.ttl_s,
+                                         replace=self.replace, now=ctx.now)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -169,7 +173,8 @@ class ClearWorkingStateRequest(_TierRequest[Cleared]):
         _need(self.scope, "run_id", "working state")
 
     async def send(self, target: WorkingTier, ctx: OperationContext) -> Cleared:
-        return await target.clear_working_state(self, ctx)
+        removed = await target.store.clear(self.scope)
+        return Cleared(self.scope.scope_hash, 1 if removed else 0)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -204,7 +209,7 @@ class RecordContextRequest(_TierRequest[ContextRecord]):
             check_identifier(item, f"degraded[{i}]")
 
     async def send(self, target: ContextLedger, ctx: OperationContext) -> ContextRecord:
-        return await target.record_context(self, ctx)
+        return ContextRecord(self.injected, self.degraded, self.window_turn_ids)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -215,7 +220,7 @@ class RecordExtractionRequest(RecordContextRequest):
     operation: ClassVar[Operation] = Operation.RECORD_EXTRACTION
 
     async def send(self, target: ContextLedger, ctx: OperationContext) -> ContextRecord:
-        return await target.record_extraction(self, ctx)
+        return ContextRecord(self.injected, self.degraded, self.window_turn_ids)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -240,7 +245,9 @@ class EraseUserTurnsRequest(_TierRequest[Cleared]):
         check_identifier(self.user_id, "user_id")
 
     async def send(self, target: TurnTier, ctx: OperationContext) -> Cleared:
-        return await target.erase_user_turns(self, ctx)
+        (scope,) = self.target_scopes()
+        removed = await target.store.delete_user(self.tenant_id, self.user_id)
+        return Cleared(scope.scope_hash, removed)
 
 
 TierRequest = (
