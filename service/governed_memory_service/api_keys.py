@@ -1,0 +1,245 @@
+"""API keys: a small SQLite store holding only a hash of each key's secret.
+
+A key looks like ``gmk_<key id>_<secret>``. The key id is public (it names the key in
+``list`` and ``revoke`` and in logs); the secret is 32 random bytes from ``secrets``,
+shown once by :meth:`ApiKeyStore.create` and never stored, logged or put in an event.
+The store keeps ``sha256(secret)``: a slow password hash (bcrypt, argon2) exists to
+stop guessing of low-entropy human passwords, and a 256-bit random secret cannot be
+guessed, so a fast hash loses nothing and keeps every request cheap. The comparison is
+``hmac.compare_digest``, and an unknown key id is compared against a dummy digest, so
+timing tells nothing about which key ids exist.
+
+The store is its own SQLite file (not the memory database): credentials then never
+travel with a memory backup or export, an erasure of memories never touches them, and
+the memory provider can be PostgreSQL or in-memory while keys stay put.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+
+import aiosqlite
+import attrs
+from governed_memory import Permission, Principal, PrincipalKind
+
+__all__ = ["KEY_PREFIX", "ApiKey", "ApiKeyStore", "IssuedKey", "default_key_store_path"]
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "gmk_"
+_KEY_ID_HEX = 16
+_DUMMY_DIGEST = hashlib.sha256(b"governed-memory: no such key").hexdigest()
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY,
+    secret_sha256 TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT,
+    permissions TEXT NOT NULL,
+    label TEXT,
+    created_at REAL NOT NULL,
+    revoked_at REAL
+)
+"""
+
+
+def default_key_store_path() -> Path:
+    """``$GOVERNED_MEMORY_HOME/keys.db``, else ``./.governed-memory/keys.db``: beside
+    the CLI's default memory database, in its own file."""
+    home = os.environ.get("GOVERNED_MEMORY_HOME")
+    return (Path(home) if home else Path(".governed-memory")) / "keys.db"
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen(kw_only=True)
+class ApiKey:
+    """What the store knows about a key: its identity and bindings, never its secret."""
+
+    key_id: str
+    principal_id: str
+    kind: PrincipalKind
+    tenant_id: str
+    user_id: str | None
+    permissions: tuple[Permission, ...]
+    label: str | None
+    created_at: float
+    revoked_at: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def principal(self) -> Principal:
+        """The principal a request made with this key acts as."""
+        return Principal(self.principal_id, self.kind, tenant_id=self.tenant_id,
+                         user_id=self.user_id, permissions=list(self.permissions))
+
+
+@attrs.frozen(kw_only=True)
+class IssuedKey:
+    """A key just created: the only value that ever holds the full key string.
+
+    ``repr`` hides the secret so that logging the value by mistake leaks nothing.
+    """
+
+    key: ApiKey
+    token: str = attrs.field(repr=False)
+
+
+class ApiKeyStore:
+    """Create, list, revoke and verify API keys in one SQLite file.
+
+    Also a :class:`~governed_memory_service.authentication.CredentialVerifier`: hand it
+    to a ``BearerAuthenticator``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._db: aiosqlite.Connection | None = None
+        self._opening: asyncio.Lock | None = None
+
+    async def open(self) -> None:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._db is not None:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(self.path)
+            try:
+                await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute(_SCHEMA)
+                await db.commit()
+            except BaseException:
+                await db.close()
+                raise
+            self._db = db
+
+    async def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            await db.close()
+
+    async def __aenter__(self) -> ApiKeyStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def _conn(self) -> aiosqlite.Connection:
+        if self._db is None:
+            await self.open()
+        assert self._db is not None
+        return self._db
+
+    # -- administration -----------------------------------------------------------------
+
+    async def create(self, *, tenant_id: str, kind: PrincipalKind | str,
+                     permissions: Iterable[Permission | str],
+                     user_id: str | None = None, principal_id: str | None = None,
+                     label: str | None = None) -> IssuedKey:
+        """Issue a key bound to a tenant, an identity and permissions.
+
+        ``principal_id`` defaults to ``<kind>:<user_id>`` for a user-bound key and
+        ``<kind>:<key id>`` otherwise. The bindings are checked by building the
+        principal now, so a key that could never authenticate is never issued.
+        """
+        key_id = secrets.token_hex(_KEY_ID_HEX // 2)
+        secret = secrets.token_urlsafe(32)
+        kind = PrincipalKind(kind)
+        perms = tuple(sorted({Permission(p) for p in permissions}, key=lambda p: p.value))
+        key = ApiKey(key_id=key_id,
+                     principal_id=principal_id or f"{kind.value}:{user_id or key_id}",
+                     kind=kind, tenant_id=tenant_id, user_id=user_id, permissions=perms,
+                     label=label, created_at=time.time())
+        key.principal()  # raises MemoryValidationError naming the bad binding
+        db = await self._conn()
+        await db.execute(
+            "INSERT INTO api_keys (key_id, secret_sha256, principal_id, kind, tenant_id,"
+            " user_id, permissions, label, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key.key_id, _digest(secret), key.principal_id, kind.value, tenant_id, user_id,
+             json.dumps([p.value for p in perms]), label, key.created_at))
+        await db.commit()
+        log.info("api key %s created for tenant %s", key_id, tenant_id)
+        return IssuedKey(key=key, token=f"{KEY_PREFIX}{key_id}_{secret}")
+
+    async def list(self, *, tenant_id: str | None = None,
+                   include_revoked: bool = True) -> tuple[ApiKey, ...]:
+        sql = ("SELECT key_id, principal_id, kind, tenant_id, user_id, permissions, label,"
+               " created_at, revoked_at FROM api_keys")
+        clauses, args = [], []
+        if tenant_id is not None:
+            clauses.append("tenant_id = ?")
+            args.append(tenant_id)
+        if not include_revoked:
+            clauses.append("revoked_at IS NULL")
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        db = await self._conn()
+        async with db.execute(sql + " ORDER BY created_at, key_id", args) as cursor:
+            rows = await cursor.fetchall()
+        return tuple(_key_from_row(tuple(row)) for row in rows)
+
+    async def revoke(self, key_id: str) -> bool:
+        """Revoke a key at once; ``False`` if no active key has that id."""
+        db = await self._conn()
+        cursor = await db.execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
+            (time.time(), key_id))
+        await db.commit()
+        revoked = cursor.rowcount == 1
+        if revoked:
+            log.info("api key %s revoked", key_id)
+        return revoked
+
+    # -- verification (CredentialVerifier) ----------------------------------------------
+
+    def accepts(self, token: str) -> bool:
+        return token.startswith(KEY_PREFIX)
+
+    async def verify(self, token: str) -> Principal | None:
+        key_id, sep, secret = token.removeprefix(KEY_PREFIX).partition("_")
+        if not sep or len(key_id) != _KEY_ID_HEX or not secret:
+            return None
+        db = await self._conn()
+        async with db.execute(
+                "SELECT key_id, principal_id, kind, tenant_id, user_id, permissions, label,"
+                " created_at, revoked_at, secret_sha256 FROM api_keys WHERE key_id = ?",
+                (key_id,)) as cursor:
+            row = await cursor.fetchone()
+        stored = str(row[9]) if row is not None else _DUMMY_DIGEST
+        matches = hmac.compare_digest(_digest(secret).encode(), stored.encode())
+        if row is None or not matches:
+            return None
+        key = _key_from_row(tuple(row[:9]))
+        return key.principal() if key.active else None
+
+
+def _key_from_row(row: tuple[object, ...]) -> ApiKey:
+    (key_id, principal_id, kind, tenant_id, user_id, permissions, label, created_at,
+     revoked_at) = row
+    return ApiKey(key_id=str(key_id), principal_id=str(principal_id),
+                  kind=PrincipalKind(str(kind)), tenant_id=str(tenant_id),
+                  user_id=None if user_id is None else str(user_id),
+                  permissions=tuple(Permission(p) for p in json.loads(str(permissions))),
+                  label=None if label is None else str(label),
+                  created_at=float(str(created_at)),
+                  revoked_at=None if revoked_at is None else float(str(revoked_at)))

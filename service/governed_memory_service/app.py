@@ -1,0 +1,81 @@
+"""The Starlette application: the memory routes, health and readiness, the OpenAPI
+document, and problem documents for everything that goes wrong."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from governed_memory import GovernedMemoryManager
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from governed_memory_service.authentication import Authenticator
+from governed_memory_service.openapi import openapi_document
+from governed_memory_service.problems import PROBLEM_JSON, TYPE_PREFIX
+from governed_memory_service.routes import ENDPOINTS, MemoryRoutes
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
+
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
+"""Room for the largest valid record (64 KiB content, 16 KiB metadata and provenance)
+as JSON with escapes, and little more: the limit is checked as bytes arrive."""
+
+
+def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               manage_lifespan: bool = False) -> Starlette:
+    """The HTTP API over ``manager``, with principals from ``authenticator``.
+
+    ``manage_lifespan=True`` starts the manager on the server's startup and closes it
+    on shutdown (for a server that owns its manager); by default the caller owns it.
+    """
+    if max_body_bytes < 1:
+        raise ValueError("max_body_bytes must be positive")
+    handlers = MemoryRoutes(manager, authenticator, max_body_bytes)
+    document = openapi_document()
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            health = await manager.health()
+            ok, provider = health.ok, health.provider
+        except Exception:
+            ok, provider = False, "unknown"
+        # No detail: it may count records, and readiness needs no credentials.
+        return JSONResponse({"status": "ready" if ok else "unavailable",
+                             "provider": provider}, status_code=200 if ok else 503)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    async def http_problem(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+        return JSONResponse({"type": TYPE_PREFIX + code, "title": "No such route"
+                             if status == 404 else "HTTP error", "status": status,
+                             "detail": f"HTTP {status}", "code": code},
+                            status_code=status, media_type=PROBLEM_JSON,
+                            headers=getattr(exc, "headers", None))
+
+    routes = [Route(e.path, handlers.handler(e), methods=[e.method], name=e.operation_id)
+              for e in ENDPOINTS]
+    routes += [Route("/healthz", healthz, methods=["GET"]),
+               Route("/readyz", readyz, methods=["GET"]),
+               Route("/openapi.json", openapi, methods=["GET"])]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_lifespan:
+            async with manager:
+                yield
+        else:
+            yield
+
+    return Starlette(routes=routes, lifespan=lifespan,
+                     exception_handlers={HTTPException: http_problem})

@@ -1,0 +1,85 @@
+"""The JSON bodies of the write and search routes, as typed values.
+
+They are structured with the library's strict converter: an unknown key, ``"1"`` for
+a number or a string for an array is refused with the path of the offending field,
+and the server never guesses what a client meant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+from cattrs.errors import BaseValidationError
+from cattrs.v import transform_error
+from governed_memory import MemoryType, Provenance, Visibility
+from governed_memory.converter import converter
+from governed_memory.errors import MemoryValidationError
+
+__all__ = ["AddBody", "SearchBody", "UpdateBody", "parse_body"]
+
+B = TypeVar("B")
+
+
+@attrs.frozen(kw_only=True)
+class AddBody:
+    """``POST .../memories``: the record to add (its scope is in the path and query)."""
+
+    content: str
+    memory_type: MemoryType = MemoryType.NOTE
+    key: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    provenance: Provenance | None = None
+    visibility: Visibility = Visibility.PRIVATE
+    importance: float = 0.5
+    entity_ids: tuple[str, ...] = ()
+    valid_from: float | None = None
+    invalid_at: float | None = None
+    supersedes: str | None = None
+    expires_at: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class UpdateBody:
+    """``PATCH .../memories/{id}``: only the fields given change; the revision to
+    compare against travels in ``If-Match``, not here."""
+
+    content: str | None = None
+    memory_type: MemoryType | None = None
+    metadata: Mapping[str, Any] | None = None
+    importance: float | None = None
+    visibility: Visibility | None = None
+    entity_ids: tuple[str, ...] | None = None
+    expires_at: float | None = None
+    clear_expires_at: bool = False
+    invalid_at: float | None = None
+    superseded_by: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SearchBody:
+    """``POST .../memories/search``: the query travels in the body so that it never
+    lands in an access log or a proxy's URL cache."""
+
+    query: str
+    limit: int | None = None
+    memory_types: tuple[MemoryType, ...] = ()
+    metadata_filter: Mapping[str, Any] | None = None
+    entity_ids: tuple[str, ...] = ()
+
+
+def parse_body(data: object, kind: type[B]) -> B:
+    """Structure ``data``; a refusal names the first bad field as ``body.<path>``."""
+    if not isinstance(data, dict):
+        raise MemoryValidationError("the body must be a JSON object", field="body")
+    try:
+        return converter.structure(data, kind)
+    except MemoryValidationError:
+        raise
+    except BaseValidationError as exc:
+        messages = transform_error(exc, path="body")
+        field = messages[0].rpartition(" @ ")[2] if messages else "body"
+        raise MemoryValidationError("; ".join(messages), field=field) from None
+    except (TypeError, ValueError) as exc:
+        raise MemoryValidationError(f"body: {exc}", field="body") from None

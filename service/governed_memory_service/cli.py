@@ -1,0 +1,97 @@
+"""``python -m governed_memory_service keys create|list|revoke``.
+
+The framework's ``governed-memory`` command has no plugin point for subcommands, and
+the framework must never import the service, so key administration is this module's
+own command until such a point exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+from governed_memory import Permission, PrincipalKind
+from governed_memory.errors import MemoryValidationError
+
+from governed_memory_service.api_keys import ApiKeyStore, default_key_store_path
+
+__all__ = ["main"]
+
+_db_option = click.option("--keys-db", "keys_db", type=click.Path(path_type=Path),
+                          default=None, help="the key store (default "
+                          "$GOVERNED_MEMORY_HOME/keys.db, else ./.governed-memory/keys.db)")
+
+
+@click.group()
+def main() -> None:
+    """The governed memory service."""
+
+
+@main.group()
+def keys() -> None:
+    """API keys: create (the secret is printed once), list, revoke."""
+
+
+@keys.command("create")
+@_db_option
+@click.option("--tenant", required=True)
+@click.option("--kind", type=click.Choice([k.value for k in PrincipalKind]), default="user")
+@click.option("--user", "user_id", default=None, help="bind the key to this user")
+@click.option("--principal", "principal_id", default=None)
+@click.option("--permission", "permissions", multiple=True, required=True,
+              type=click.Choice([p.value for p in Permission]))
+@click.option("--label", default=None)
+def create(keys_db: Path | None, tenant: str, kind: str, user_id: str | None,
+           principal_id: str | None, permissions: tuple[str, ...], label: str | None) -> None:
+    """Create a key; its secret is printed once and cannot be shown again."""
+
+    async def run() -> str:
+        async with ApiKeyStore(keys_db or default_key_store_path()) as store:
+            issued = await store.create(tenant_id=tenant, kind=kind, user_id=user_id,
+                                        principal_id=principal_id, permissions=permissions,
+                                        label=label)
+        return json.dumps({"key_id": issued.key.key_id, "token": issued.token,
+                           "principal_id": issued.key.principal_id})
+
+    try:
+        click.echo(asyncio.run(run()))
+    except MemoryValidationError as exc:
+        raise click.UsageError(f"{exc.field}: {exc}") from None
+    click.echo("store the token now: only its hash is kept", err=True)
+
+
+@keys.command("list")
+@_db_option
+@click.option("--tenant", default=None)
+def list_keys(keys_db: Path | None, tenant: str | None) -> None:
+    """Every key's id and bindings (never a secret), one JSON object a line."""
+
+    async def run() -> list[str]:
+        async with ApiKeyStore(keys_db or default_key_store_path()) as store:
+            found = await store.list(tenant_id=tenant)
+        return [json.dumps({"key_id": k.key_id, "principal_id": k.principal_id,
+                            "kind": k.kind.value, "tenant_id": k.tenant_id,
+                            "user_id": k.user_id,
+                            "permissions": [p.value for p in k.permissions],
+                            "label": k.label, "created_at": k.created_at,
+                            "revoked_at": k.revoked_at}) for k in found]
+
+    for line in asyncio.run(run()):
+        click.echo(line)
+
+
+@keys.command("revoke")
+@_db_option
+@click.argument("key_id")
+def revoke(keys_db: Path | None, key_id: str) -> None:
+    """Revoke a key at once."""
+
+    async def run() -> bool:
+        async with ApiKeyStore(keys_db or default_key_store_path()) as store:
+            return await store.revoke(key_id)
+
+    if not asyncio.run(run()):
+        raise click.ClickException(f"no active key {key_id}")
+    click.echo(f"revoked {key_id}")

@@ -1,0 +1,289 @@
+"""Remote clients with the manager's surface: ``add/get/list/search/update/delete/
+history`` taking a scope and the same keyword arguments, returning the same value
+objects and raising the same typed errors.
+
+An application moves from in-process to remote by changing how it builds the object;
+the principal is no argument here, since the credential the client holds *is* the
+principal (the server derives it, never the caller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import attrs
+import httpx
+from governed_memory import (
+    DeleteResult,
+    MemoryRecord,
+    MemoryType,
+    MemoryVersion,
+    Page,
+    Provenance,
+    Scope,
+    SearchResult,
+    Visibility,
+)
+from governed_memory.converter import structure, unstructure
+from governed_memory.errors import GovernedMemoryError
+
+from governed_memory_service.bodies import AddBody, SearchBody, UpdateBody
+from governed_memory_service.problems import error_from_problem
+
+__all__ = ["AsyncMemoryClient", "Call", "MemoryClient"]
+
+T = TypeVar("T")
+
+
+@attrs.frozen(kw_only=True)
+class Call:
+    """One HTTP request, built once and sent by either client."""
+
+    method: str
+    path: str
+    params: tuple[tuple[str, str], ...] = ()
+    body: Any = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def _scope_params(scope: Scope) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in scope.dimensions().items() if k != "tenant_id"]
+
+
+def _base(scope: Scope) -> str:
+    return f"/v1/tenants/{quote(scope.tenant_id, safe='')}/memories"
+
+
+def _record(scope: Scope, record_id: str) -> str:
+    return f"{_base(scope)}/{quote(record_id, safe='')}"
+
+
+def _body(value: Any) -> dict[str, Any]:
+    """Only the fields set away from their defaults, so the server's defaults apply."""
+    data: dict[str, Any] = unstructure(value)
+    defaults = {f.name: f.default for f in attrs.fields(type(value))}
+    return {k: v for k, v in data.items()
+            if k not in defaults or defaults[k] is attrs.NOTHING
+            or unstructure(defaults[k]) != v}
+
+
+def _write_headers(idempotency_key: str | None = None,
+                   expected_revision: str | None = None) -> dict[str, str]:
+    headers = {}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    if expected_revision is not None:
+        headers["If-Match"] = f'"{expected_revision}"'
+    return headers
+
+
+class _Calls:
+    """The request each operation makes: shared by the async and the sync client."""
+
+    @staticmethod
+    def add(scope: Scope, content: str, *, memory_type: MemoryType | str = MemoryType.NOTE,
+            key: str | None = None, metadata: Mapping[str, Any] | None = None,
+            provenance: Provenance | Mapping[str, str] | None = None,
+            visibility: Visibility | str = Visibility.PRIVATE, importance: float = 0.5,
+            entity_ids: Iterable[str] = (), valid_from: float | None = None,
+            invalid_at: float | None = None, supersedes: str | None = None,
+            expires_at: float | None = None, idempotency_key: str | None = None) -> Call:
+        if isinstance(provenance, Mapping):
+            provenance = Provenance(**provenance)
+        body = AddBody(content=content, memory_type=MemoryType(memory_type), key=key,
+                       metadata=metadata, provenance=provenance,
+                       visibility=Visibility(visibility), importance=importance,
+                       entity_ids=tuple(entity_ids), valid_from=valid_from,
+                       invalid_at=invalid_at, supersedes=supersedes, expires_at=expires_at)
+        return Call(method="POST", path=_base(scope), params=tuple(_scope_params(scope)),
+                    body=_body(body), headers=_write_headers(idempotency_key))
+
+    @staticmethod
+    def get(scope: Scope, record_id: str) -> Call:
+        return Call(method="GET", path=_record(scope, record_id),
+                    params=tuple(_scope_params(scope)))
+
+    @staticmethod
+    def list(scope: Scope, *, limit: int = 20, cursor: str | None = None,
+             memory_types: Iterable[MemoryType | str] | None = None) -> Call:
+        params = [*_scope_params(scope), ("limit", str(limit))]
+        if cursor is not None:
+            params.append(("cursor", cursor))
+        params += [("memory_type", MemoryType(t).value) for t in memory_types or ()]
+        return Call(method="GET", path=_base(scope), params=tuple(params))
+
+    @staticmethod
+    def search(scope: Scope, query: str, *, limit: int | None = None,
+               memory_types: Iterable[MemoryType | str] | None = None,
+               metadata_filter: Mapping[str, Any] | None = None,
+               entity_ids: Iterable[str] = ()) -> Call:
+        body = SearchBody(query=query, limit=limit,
+                          memory_types=tuple(MemoryType(t) for t in memory_types or ()),
+                          metadata_filter=metadata_filter, entity_ids=tuple(entity_ids))
+        return Call(method="POST", path=_base(scope) + "/search",
+                    params=tuple(_scope_params(scope)), body=_body(body))
+
+    @staticmethod
+    def update(scope: Scope, record_id: str, *, expected_revision: str | None = None,
+               content: str | None = None, memory_type: MemoryType | str | None = None,
+               metadata: Mapping[str, Any] | None = None, importance: float | None = None,
+               visibility: Visibility | str | None = None,
+               entity_ids: Iterable[str] | None = None, expires_at: float | None = None,
+               clear_expires_at: bool = False, invalid_at: float | None = None,
+               idempotency_key: str | None = None,
+               superseded_by: str | None = None) -> Call:
+        body = UpdateBody(
+            content=content,
+            memory_type=None if memory_type is None else MemoryType(memory_type),
+            metadata=metadata, importance=importance,
+            visibility=None if visibility is None else Visibility(visibility),
+            entity_ids=None if entity_ids is None else tuple(entity_ids),
+            expires_at=expires_at, clear_expires_at=clear_expires_at,
+            invalid_at=invalid_at, superseded_by=superseded_by)
+        return Call(method="PATCH", path=_record(scope, record_id),
+                    params=tuple(_scope_params(scope)), body=_body(body),
+                    headers=_write_headers(idempotency_key, expected_revision))
+
+    @staticmethod
+    def delete(scope: Scope, record_id: str, *, expected_revision: str | None = None,
+               hard: bool = False, idempotency_key: str | None = None) -> Call:
+        params = _scope_params(scope)
+        if hard:
+            params.append(("hard", "true"))
+        return Call(method="DELETE", path=_record(scope, record_id), params=tuple(params),
+                    headers=_write_headers(idempotency_key, expected_revision))
+
+    @staticmethod
+    def history(scope: Scope, record_id: str) -> Call:
+        return Call(method="GET", path=_record(scope, record_id) + "/history",
+                    params=tuple(_scope_params(scope)))
+
+
+def _decode(response: httpx.Response, kind: type[T]) -> T:
+    """The value the response carries, or the typed error its problem names."""
+    if response.is_success:
+        return structure(response.json(), kind)
+    raise _error(response)
+
+
+def _error(response: httpx.Response) -> GovernedMemoryError:
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = {}
+    return error_from_problem(response.status_code,
+                              problem if isinstance(problem, dict) else {})
+
+
+def _versions(response: httpx.Response) -> tuple[MemoryVersion, ...]:
+    if not response.is_success:
+        raise _error(response)
+    data = response.json()
+    return structure(data.get("versions") if isinstance(data, dict) else data,
+                     tuple[MemoryVersion, ...])
+
+
+def _headers(credential: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {credential}", "Accept": "application/json"}
+
+
+class AsyncMemoryClient:
+    """The HTTP API over httpx, async. ``credential`` is an API key or a JWT; pass
+    ``transport=httpx.ASGITransport(app)`` to call an app in process."""
+
+    def __init__(self, base_url: str, credential: str, *,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 timeout_s: float = 30.0) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url, transport=transport,
+                                       headers=_headers(credential), timeout=timeout_s)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:  # never the credential
+        return f"AsyncMemoryClient({str(self._http.base_url)!r})"
+
+    async def _send(self, call: Call) -> httpx.Response:
+        return await self._http.request(call.method, call.path, params=list(call.params),
+                                        json=call.body, headers=dict(call.headers))
+
+    async def add(self, scope: Scope, content: str, **kwargs: Any) -> MemoryRecord:
+        return _decode(await self._send(_Calls.add(scope, content, **kwargs)), MemoryRecord)
+
+    async def get(self, scope: Scope, record_id: str) -> MemoryRecord:
+        return _decode(await self._send(_Calls.get(scope, record_id)), MemoryRecord)
+
+    async def list(self, scope: Scope, **kwargs: Any) -> Page[MemoryRecord]:
+        return _decode(await self._send(_Calls.list(scope, **kwargs)),
+                       Page[MemoryRecord])
+
+    async def search(self, scope: Scope, query: str, **kwargs: Any) -> SearchResult:
+        return _decode(await self._send(_Calls.search(scope, query, **kwargs)), SearchResult)
+
+    async def update(self, scope: Scope, record_id: str, **kwargs: Any) -> MemoryRecord:
+        return _decode(await self._send(_Calls.update(scope, record_id, **kwargs)),
+                       MemoryRecord)
+
+    async def delete(self, scope: Scope, record_id: str, **kwargs: Any) -> DeleteResult:
+        return _decode(await self._send(_Calls.delete(scope, record_id, **kwargs)),
+                       DeleteResult)
+
+    async def history(self, scope: Scope, record_id: str) -> tuple[MemoryVersion, ...]:
+        return _versions(await self._send(_Calls.history(scope, record_id)))
+
+
+class MemoryClient:
+    """The same surface, synchronous, over ``httpx.Client`` (no event loop of its own:
+    for scripts and threaded applications)."""
+
+    def __init__(self, base_url: str, credential: str, *,
+                 transport: httpx.BaseTransport | None = None,
+                 timeout_s: float = 30.0) -> None:
+        self._http = httpx.Client(base_url=base_url, transport=transport,
+                                  headers=_headers(credential), timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:  # never the credential
+        return f"MemoryClient({str(self._http.base_url)!r})"
+
+    def _send(self, call: Call) -> httpx.Response:
+        return self._http.request(call.method, call.path, params=list(call.params),
+                                  json=call.body, headers=dict(call.headers))
+
+    def add(self, scope: Scope, content: str, **kwargs: Any) -> MemoryRecord:
+        return _decode(self._send(_Calls.add(scope, content, **kwargs)), MemoryRecord)
+
+    def get(self, scope: Scope, record_id: str) -> MemoryRecord:
+        return _decode(self._send(_Calls.get(scope, record_id)), MemoryRecord)
+
+    def list(self, scope: Scope, **kwargs: Any) -> Page[MemoryRecord]:
+        return _decode(self._send(_Calls.list(scope, **kwargs)),
+                       Page[MemoryRecord])
+
+    def search(self, scope: Scope, query: str, **kwargs: Any) -> SearchResult:
+        return _decode(self._send(_Calls.search(scope, query, **kwargs)), SearchResult)
+
+    def update(self, scope: Scope, record_id: str, **kwargs: Any) -> MemoryRecord:
+        return _decode(self._send(_Calls.update(scope, record_id, **kwargs)), MemoryRecord)
+
+    def delete(self, scope: Scope, record_id: str, **kwargs: Any) -> DeleteResult:
+        return _decode(self._send(_Calls.delete(scope, record_id, **kwargs)), DeleteResult)
+
+    def history(self, scope: Scope, record_id: str) -> tuple[MemoryVersion, ...]:
+        return _versions(self._send(_Calls.history(scope, record_id)))

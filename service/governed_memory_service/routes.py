@@ -1,0 +1,235 @@
+"""The REST routes: one handler per governed operation, each a thin translation.
+
+A handler authenticates, reads the scope from the path and query, structures the body,
+calls the manager with the principal and turns the result into JSON. Governance stays
+in the manager: a scope of another tenant or user is refused by the library's scope
+rule, and the answer is the manager's own error, so the service can never say more
+about what exists than the manager does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+from governed_memory import GovernedMemoryManager, MemoryConflictError, Principal, Scope
+from governed_memory.converter import unstructure
+from governed_memory.errors import GovernedMemoryError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from governed_memory_service.authentication import Authenticator
+from governed_memory_service.bodies import AddBody, SearchBody, UpdateBody, parse_body
+from governed_memory_service.errors import AuthenticationError, PreconditionFailedError
+from governed_memory_service.http_input import (
+    SCOPE_QUERY,
+    boolean,
+    etag,
+    expected_revision,
+    idempotency_key,
+    integer,
+    query_values,
+    read_json,
+    scope_of,
+    single,
+)
+from governed_memory_service.problems import PROBLEM_JSON, problem_for
+
+__all__ = ["ENDPOINTS", "Endpoint", "MemoryRoutes", "problem_response"]
+
+log = logging.getLogger(__name__)
+
+MEMORIES = "/v1/tenants/{tenant}/memories"
+RECORD = MEMORIES + "/{record_id}"
+
+
+@attrs.frozen(kw_only=True)
+class Endpoint:
+    """One route as the app mounts it and the OpenAPI document describes it."""
+
+    path: str
+    method: str
+    operation_id: str
+    summary: str
+    query: tuple[str, ...] = SCOPE_QUERY
+    body: type[Any] | None = None
+    status: int = 200
+    headers_in: tuple[str, ...] = ()
+    etag: bool = False
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(path=MEMORIES, method="POST", operation_id="add", body=AddBody, status=201,
+             summary="Add a memory to the scope", headers_in=("Idempotency-Key",), etag=True),
+    Endpoint(path=MEMORIES, method="GET", operation_id="list",
+             query=(*SCOPE_QUERY, "limit", "cursor", "memory_type"),
+             summary="List the scope's memories, a cursor page at a time"),
+    Endpoint(path=MEMORIES + "/search", method="POST", operation_id="search",
+             body=SearchBody, summary="Search the scope's memories"),
+    Endpoint(path=RECORD, method="GET", operation_id="get", etag=True,
+             summary="Get one memory; its ETag is the record revision"),
+    Endpoint(path=RECORD, method="PATCH", operation_id="update", body=UpdateBody,
+             headers_in=("If-Match", "Idempotency-Key"), etag=True,
+             summary="Update a memory (compare-and-set with If-Match)"),
+    Endpoint(path=RECORD, method="DELETE", operation_id="delete",
+             query=(*SCOPE_QUERY, "hard"), headers_in=("If-Match", "Idempotency-Key"),
+             summary="Delete a memory (soft: a tombstone version; hard=true: erase it)"),
+    Endpoint(path=RECORD + "/history", method="GET", operation_id="history",
+             summary="Every version of a memory, oldest first"),
+)
+
+
+def problem_response(error: GovernedMemoryError) -> Response:
+    problem = problem_for(error)
+    headers: dict[str, str] = {}
+    if isinstance(error, AuthenticationError):
+        challenge = 'Bearer realm="governed-memory"'
+        if error.credentials_given:
+            challenge += ', error="invalid_token"'
+        headers["WWW-Authenticate"] = challenge
+    return JSONResponse(problem, status_code=problem["status"], headers=headers,
+                        media_type=PROBLEM_JSON)
+
+
+Handler = Callable[[Request, Principal], Awaitable[Response]]
+
+
+class MemoryRoutes:
+    """The handlers, bound to one manager, authenticator and body limit."""
+
+    def __init__(self, manager: GovernedMemoryManager, authenticator: Authenticator,
+                 max_body_bytes: int) -> None:
+        self.manager = manager
+        self.authenticator = authenticator
+        self.max_body_bytes = max_body_bytes
+
+    def handler(self, endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
+        """The ASGI endpoint for ``endpoint``: authentication first (so an
+        unauthenticated caller learns nothing from body or scope checks), then the
+        handler, with every library error rendered as a problem."""
+        inner: Handler = getattr(self, endpoint.operation_id)
+
+        async def endpoint_fn(request: Request) -> Response:
+            try:
+                principal = await self.authenticator.authenticate(
+                    request.headers.get("authorization"))
+                return await inner(request, principal)
+            except GovernedMemoryError as error:
+                return problem_response(error)
+            except Exception as exc:
+                # The type only: an exception's message might quote a request.
+                log.error("%s failed unexpectedly: %s", endpoint.operation_id,
+                          type(exc).__name__)
+                problem = {"type": "about:blank", "title": "Internal error", "status": 500,
+                           "detail": "the service failed; nothing more is said",
+                           "code": "internal"}
+                return JSONResponse(problem, status_code=500, media_type=PROBLEM_JSON)
+
+        endpoint_fn.__name__ = endpoint.operation_id
+        return endpoint_fn
+
+    def _query(self, request: Request, operation_id: str) -> dict[str, list[str]]:
+        allowed = next(e.query for e in ENDPOINTS if e.operation_id == operation_id)
+        return query_values(request, allowed)
+
+    async def _body(self, request: Request, kind: type[Any]) -> Any:
+        return parse_body(await read_json(request, self.max_body_bytes), kind)
+
+    # -- operations ---------------------------------------------------------------------
+
+    async def add(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "add"))
+        body: AddBody = await self._body(request, AddBody)
+        record = await self.manager.add(
+            principal, scope, body.content, memory_type=body.memory_type, key=body.key,
+            metadata=body.metadata, provenance=body.provenance, visibility=body.visibility,
+            importance=body.importance, entity_ids=body.entity_ids,
+            valid_from=body.valid_from, invalid_at=body.invalid_at,
+            supersedes=body.supersedes, expires_at=body.expires_at,
+            idempotency_key=idempotency_key(request))
+        location = str(request.url_for("get", tenant=scope.tenant_id, record_id=record.id))
+        return JSONResponse(unstructure(record), status_code=201,
+                            headers={**etag(record.revision), "Location": location})
+
+    async def list(self, request: Request, principal: Principal) -> Response:
+        values = self._query(request, "list")
+        limit = integer(values, "limit")
+        page = await self.manager.list(
+            principal, scope_of(request, values), limit=20 if limit is None else limit,
+            cursor=single(values, "cursor"), memory_types=values.get("memory_type"))
+        return JSONResponse(unstructure(page))
+
+    async def search(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "search"))
+        body: SearchBody = await self._body(request, SearchBody)
+        result = await self.manager.search(
+            principal, scope, body.query, limit=body.limit, memory_types=body.memory_types,
+            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids)
+        return JSONResponse(unstructure(result))
+
+    async def get(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "get"))
+        record = await self.manager.get(principal, scope, request.path_params["record_id"])
+        return JSONResponse(unstructure(record), headers=etag(record.revision))
+
+    async def update(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "update"))
+        record_id = request.path_params["record_id"]
+        expected = expected_revision(request)
+        body: UpdateBody = await self._body(request, UpdateBody)
+        try:
+            record = await self.manager.update(
+                principal, scope, record_id, expected_revision=expected,
+                content=body.content, memory_type=body.memory_type, metadata=body.metadata,
+                importance=body.importance, visibility=body.visibility,
+                entity_ids=body.entity_ids, expires_at=body.expires_at,
+                clear_expires_at=body.clear_expires_at, invalid_at=body.invalid_at,
+                idempotency_key=idempotency_key(request), superseded_by=body.superseded_by)
+        except MemoryConflictError as conflict:
+            raise await self._precondition(principal, scope, record_id, conflict,
+                                          expected) from None
+        return JSONResponse(unstructure(record), headers=etag(record.revision))
+
+    async def delete(self, request: Request, principal: Principal) -> Response:
+        values = self._query(request, "delete")
+        scope = scope_of(request, values)
+        record_id = request.path_params["record_id"]
+        expected = expected_revision(request)
+        try:
+            result = await self.manager.delete(
+                principal, scope, record_id,
+                expected_revision=expected, hard=boolean(values, "hard"),
+                idempotency_key=idempotency_key(request))
+        except MemoryConflictError as conflict:
+            raise await self._precondition(principal, scope, record_id, conflict,
+                                          expected) from None
+        return JSONResponse(unstructure(result), headers=etag(result.revision))
+
+    async def history(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "history"))
+        versions = await self.manager.history(principal, scope,
+                                              request.path_params["record_id"])
+        return JSONResponse({"versions": unstructure(versions)})
+
+    async def _precondition(self, principal: Principal, scope: Scope, record_id: str,
+                            conflict: MemoryConflictError,
+                            expected: str | None) -> GovernedMemoryError:
+        """412 when the conflict is the ``If-Match`` revision being stale.
+
+        The library's conflict also covers a reused idempotency key, so the record is
+        re-read (a governed read by the same principal, so it reveals nothing the
+        caller could not read anyway): if its revision is not the one named, the
+        precondition failed; otherwise the conflict was something else and stays 409.
+        """
+        if expected is None:
+            return conflict
+        try:
+            current = await self.manager.lookup(principal, scope, record_id)
+        except GovernedMemoryError:
+            return conflict
+        if current is None or current.revision != expected:
+            return PreconditionFailedError("the record's revision is not the one If-Match "
+                                           "names; re-read it and retry")
+        return conflict

@@ -1,0 +1,38 @@
+"""What the service tests share: the running service and its credentials."""
+
+from __future__ import annotations
+
+import attrs
+import httpx
+from governed_memory import GovernedMemoryManager, Permission
+from governed_memory.events import InMemoryEventSink
+from governed_memory_service import (
+    ApiKeyStore,
+    AsyncMemoryClient,
+    JwtSettings,
+)
+
+JWT_SECRET = "a-test-hmac-secret-" + "s" * 64
+JWT = JwtSettings(issuer="https://issuer.test", audience="governed-memory",
+                  key=JWT_SECRET, algorithms=("HS256",))
+ALL = [Permission.READ, Permission.WRITE, Permission.DELETE]
+
+
+@attrs.frozen(kw_only=True)
+class Service:
+    manager: GovernedMemoryManager
+    sink: InMemoryEventSink
+    keys: ApiKeyStore
+    app: object
+    alice: str
+    bob_other_tenant: str
+    reader: str
+
+    def client(self, credential: str) -> AsyncMemoryClient:
+        return AsyncMemoryClient("http://service.test", credential,
+                                 transport=httpx.ASGITransport(app=self.app))  # type: ignore[arg-type]
+
+    def http(self, credential: str | None = None) -> httpx.AsyncClient:
+        headers = {} if credential is None else {"Authorization": f"Bearer {credential}"}
+        return httpx.AsyncClient(base_url="http://service.test", headers=headers,
+                                 transport=httpx.ASGITransport(app=self.app))  # type: ignore[arg-type]
