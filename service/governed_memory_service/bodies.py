@@ -17,7 +17,7 @@ from governed_memory import MemoryType, Provenance, Visibility
 from governed_memory.converter import converter
 from governed_memory.errors import MemoryValidationError
 
-__all__ = ["AddBody", "SearchBody", "UpdateBody", "parse_body"]
+__all__ = ["AddBody", "MultiSearchBody", "ScopeBody", "SearchBody", "UpdateBody", "parse_body"]
 
 B = TypeVar("B")
 
@@ -62,6 +62,37 @@ class SearchBody:
     """``POST .../memories/search``: the query travels in the body so that it never
     lands in an access log or a proxy's URL cache."""
 
+    query: str
+    limit: int | None = None
+    memory_types: tuple[MemoryType, ...] = ()
+    metadata_filter: Mapping[str, Any] | None = None
+    entity_ids: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ScopeBody:
+    """One exact scope of a multi-scope search: the dimensions below the tenant (which
+    is the path's, so one request can never name two tenants). ``{}`` is the
+    tenant-wide scope; an absent dimension is absent, never a wildcard."""
+
+    workspace_id: str | None = None
+    project_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    agent_id: str | None = None
+    domain_pack: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MultiSearchBody:
+    """``POST .../memories/multi-search``: one search over several exact scopes.
+
+    The scopes travel in the body as a list of objects rather than in the query: a
+    query string has no unambiguous way to group dimensions into scopes, and a list of
+    objects keeps each scope exact (the manager authorizes every one of them)."""
+
+    scopes: tuple[ScopeBody, ...]
     query: str
     limit: int | None = None
     memory_types: tuple[MemoryType, ...] = ()

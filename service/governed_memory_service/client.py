@@ -1,6 +1,7 @@
 """Remote clients with the manager's surface: ``add/get/list/search/update/delete/
-history`` taking a scope and the same keyword arguments, returning the same value
-objects and raising the same typed errors.
+history``, ``delete_all/delete_user/purge_expired``, the review queue
+(``list_pending/approve/reject``) and ``replay``, taking the same scopes and keyword
+arguments, returning the same value objects and raising the same typed errors.
 
 An application moves from in-process to remote by changing how it builds the object;
 the principal is no argument here, since the credential the client holds *is* the
@@ -9,7 +10,7 @@ principal (the server derives it, never the caller).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ import attrs
 import httpx
 from governed_memory import (
     DeleteResult,
+    ErasureReceipt,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -27,9 +29,17 @@ from governed_memory import (
     Visibility,
 )
 from governed_memory.converter import structure, unstructure
-from governed_memory.errors import GovernedMemoryError
+from governed_memory.errors import GovernedMemoryError, MemoryValidationError
+from governed_memory.records import CleanupPage
+from governed_memory.replay import ReplayResult
 
-from governed_memory_service.bodies import AddBody, SearchBody, UpdateBody
+from governed_memory_service.bodies import (
+    AddBody,
+    MultiSearchBody,
+    ScopeBody,
+    SearchBody,
+    UpdateBody,
+)
 from governed_memory_service.problems import error_from_problem
 
 __all__ = ["AsyncMemoryClient", "Call", "MemoryClient"]
@@ -58,6 +68,23 @@ def _base(scope: Scope) -> str:
 
 def _record(scope: Scope, record_id: str) -> str:
     return f"{_base(scope)}/{quote(record_id, safe='')}"
+
+
+def _tenant(tenant_id: str) -> str:
+    return f"/v1/tenants/{quote(tenant_id, safe='')}"
+
+
+def _review(scope: Scope, record_id: str, decision: str) -> str:
+    return f"{_tenant(scope.tenant_id)}/review/{quote(record_id, safe='')}/{decision}"
+
+
+def _paging(limit: int, cursor: str | None) -> list[tuple[str, str]]:
+    return [("limit", str(limit))] + ([] if cursor is None else [("cursor", cursor)])
+
+
+def _scope_body(scope: Scope) -> ScopeBody:
+    dimensions = {k: v for k, v in scope.dimensions().items() if k != "tenant_id"}
+    return ScopeBody(**dimensions)
 
 
 def _body(value: Any) -> dict[str, Any]:
@@ -115,15 +142,32 @@ class _Calls:
         return Call(method="GET", path=_base(scope), params=tuple(params))
 
     @staticmethod
-    def search(scope: Scope, query: str, *, limit: int | None = None,
+    def search(scopes: Scope | Sequence[Scope], query: str, *, limit: int | None = None,
                memory_types: Iterable[MemoryType | str] | None = None,
                metadata_filter: Mapping[str, Any] | None = None,
                entity_ids: Iterable[str] = ()) -> Call:
-        body = SearchBody(query=query, limit=limit,
-                          memory_types=tuple(MemoryType(t) for t in memory_types or ()),
-                          metadata_filter=metadata_filter, entity_ids=tuple(entity_ids))
-        return Call(method="POST", path=_base(scope) + "/search",
-                    params=tuple(_scope_params(scope)), body=_body(body))
+        """One scope goes to ``.../search`` (its dimensions in the query, like every
+        other route); several go to ``.../multi-search`` as a list in the body."""
+        types = tuple(MemoryType(t) for t in memory_types or ())
+        if isinstance(scopes, Scope):
+            body = SearchBody(query=query, limit=limit, memory_types=types,
+                              metadata_filter=metadata_filter, entity_ids=tuple(entity_ids))
+            return Call(method="POST", path=_base(scopes) + "/search",
+                        params=tuple(_scope_params(scopes)), body=_body(body))
+        listed = tuple(scopes)
+        tenants = {scope.tenant_id for scope in listed}
+        if len(tenants) != 1:
+            # The URL names one tenant; scopes of several cannot be encoded, and
+            # guessing one of them would send the others' names somewhere else.
+            raise MemoryValidationError("a search request names the scopes of exactly one "
+                                        "tenant", field="scopes")
+        multi = MultiSearchBody(scopes=tuple(_scope_body(s) for s in listed), query=query,
+                                limit=limit, memory_types=types,
+                                metadata_filter=metadata_filter,
+                                entity_ids=tuple(entity_ids))
+        data = _body(multi)
+        data["scopes"] = [_body(scope) for scope in multi.scopes]
+        return Call(method="POST", path=_base(listed[0]) + "/multi-search", body=data)
 
     @staticmethod
     def update(scope: Scope, record_id: str, *, expected_revision: str | None = None,
@@ -161,6 +205,44 @@ class _Calls:
                     params=tuple(_scope_params(scope)))
 
 
+    @staticmethod
+    def delete_all(scope: Scope) -> Call:
+        return Call(method="DELETE", path=_base(scope), params=tuple(_scope_params(scope)))
+
+    @staticmethod
+    def delete_user(tenant_id: str, user_id: str) -> Call:
+        return Call(method="DELETE",
+                    path=f"{_tenant(tenant_id)}/users/{quote(user_id, safe='')}")
+
+    @staticmethod
+    def purge_expired(scope: Scope, *, limit: int = 100, after: str | None = None) -> Call:
+        return Call(method="POST", path=_base(scope) + "/purge-expired",
+                    params=(*_scope_params(scope), *_paging(limit, after)))
+
+    @staticmethod
+    def list_pending(scope: Scope, *, limit: int = 20, cursor: str | None = None) -> Call:
+        return Call(method="GET", path=_tenant(scope.tenant_id) + "/review",
+                    params=(*_scope_params(scope), *_paging(limit, cursor)))
+
+    @staticmethod
+    def approve(scope: Scope, record_id: str, *, expected_revision: str | None = None,
+                idempotency_key: str | None = None) -> Call:
+        return Call(method="POST", path=_review(scope, record_id, "approve"),
+                    params=tuple(_scope_params(scope)),
+                    headers=_write_headers(idempotency_key, expected_revision))
+
+    @staticmethod
+    def reject(scope: Scope, record_id: str, *, expected_revision: str | None = None,
+               idempotency_key: str | None = None) -> Call:
+        return Call(method="POST", path=_review(scope, record_id, "reject"),
+                    params=tuple(_scope_params(scope)),
+                    headers=_write_headers(idempotency_key, expected_revision))
+
+    @staticmethod
+    def replay(snapshot_id: str) -> Call:
+        return Call(method="GET", path=f"/v1/snapshots/{quote(snapshot_id, safe='')}/replay")
+
+
 def _decode(response: httpx.Response, kind: type[T]) -> T:
     """The value the response carries, or the typed error its problem names."""
     if response.is_success:
@@ -183,6 +265,12 @@ def _versions(response: httpx.Response) -> tuple[MemoryVersion, ...]:
     data = response.json()
     return structure(data.get("versions") if isinstance(data, dict) else data,
                      tuple[MemoryVersion, ...])
+
+
+def _deleted_count(response: httpx.Response) -> int:
+    if not response.is_success:
+        raise _error(response)
+    return structure(response.json().get("deleted"), int)
 
 
 def _headers(credential: str) -> dict[str, str]:
@@ -225,8 +313,10 @@ class AsyncMemoryClient:
         return _decode(await self._send(_Calls.list(scope, **kwargs)),
                        Page[MemoryRecord])
 
-    async def search(self, scope: Scope, query: str, **kwargs: Any) -> SearchResult:
-        return _decode(await self._send(_Calls.search(scope, query, **kwargs)), SearchResult)
+    async def search(self, scopes: Scope | Sequence[Scope], query: str,
+                     **kwargs: Any) -> SearchResult:
+        return _decode(await self._send(_Calls.search(scopes, query, **kwargs)),
+                       SearchResult)
 
     async def update(self, scope: Scope, record_id: str, **kwargs: Any) -> MemoryRecord:
         return _decode(await self._send(_Calls.update(scope, record_id, **kwargs)),
@@ -238,6 +328,31 @@ class AsyncMemoryClient:
 
     async def history(self, scope: Scope, record_id: str) -> tuple[MemoryVersion, ...]:
         return _versions(await self._send(_Calls.history(scope, record_id)))
+
+    async def delete_all(self, scope: Scope) -> int:
+        return _deleted_count(await self._send(_Calls.delete_all(scope)))
+
+    async def delete_user(self, tenant_id: str, user_id: str) -> ErasureReceipt:
+        return _decode(await self._send(_Calls.delete_user(tenant_id, user_id)),
+                       ErasureReceipt)
+
+    async def purge_expired(self, scope: Scope, **kwargs: Any) -> CleanupPage:
+        return _decode(await self._send(_Calls.purge_expired(scope, **kwargs)), CleanupPage)
+
+    async def list_pending(self, scope: Scope, **kwargs: Any) -> Page[MemoryRecord]:
+        return _decode(await self._send(_Calls.list_pending(scope, **kwargs)),
+                       Page[MemoryRecord])
+
+    async def approve(self, scope: Scope, record_id: str, **kwargs: Any) -> MemoryRecord:
+        return _decode(await self._send(_Calls.approve(scope, record_id, **kwargs)),
+                       MemoryRecord)
+
+    async def reject(self, scope: Scope, record_id: str, **kwargs: Any) -> DeleteResult:
+        return _decode(await self._send(_Calls.reject(scope, record_id, **kwargs)),
+                       DeleteResult)
+
+    async def replay(self, snapshot_id: str) -> ReplayResult:
+        return _decode(await self._send(_Calls.replay(snapshot_id)), ReplayResult)
 
 
 class MemoryClient:
@@ -276,8 +391,9 @@ class MemoryClient:
         return _decode(self._send(_Calls.list(scope, **kwargs)),
                        Page[MemoryRecord])
 
-    def search(self, scope: Scope, query: str, **kwargs: Any) -> SearchResult:
-        return _decode(self._send(_Calls.search(scope, query, **kwargs)), SearchResult)
+    def search(self, scopes: Scope | Sequence[Scope], query: str,
+               **kwargs: Any) -> SearchResult:
+        return _decode(self._send(_Calls.search(scopes, query, **kwargs)), SearchResult)
 
     def update(self, scope: Scope, record_id: str, **kwargs: Any) -> MemoryRecord:
         return _decode(self._send(_Calls.update(scope, record_id, **kwargs)), MemoryRecord)
@@ -287,3 +403,24 @@ class MemoryClient:
 
     def history(self, scope: Scope, record_id: str) -> tuple[MemoryVersion, ...]:
         return _versions(self._send(_Calls.history(scope, record_id)))
+
+    def delete_all(self, scope: Scope) -> int:
+        return _deleted_count(self._send(_Calls.delete_all(scope)))
+
+    def delete_user(self, tenant_id: str, user_id: str) -> ErasureReceipt:
+        return _decode(self._send(_Calls.delete_user(tenant_id, user_id)), ErasureReceipt)
+
+    def purge_expired(self, scope: Scope, **kwargs: Any) -> CleanupPage:
+        return _decode(self._send(_Calls.purge_expired(scope, **kwargs)), CleanupPage)
+
+    def list_pending(self, scope: Scope, **kwargs: Any) -> Page[MemoryRecord]:
+        return _decode(self._send(_Calls.list_pending(scope, **kwargs)), Page[MemoryRecord])
+
+    def approve(self, scope: Scope, record_id: str, **kwargs: Any) -> MemoryRecord:
+        return _decode(self._send(_Calls.approve(scope, record_id, **kwargs)), MemoryRecord)
+
+    def reject(self, scope: Scope, record_id: str, **kwargs: Any) -> DeleteResult:
+        return _decode(self._send(_Calls.reject(scope, record_id, **kwargs)), DeleteResult)
+
+    def replay(self, snapshot_id: str) -> ReplayResult:
+        return _decode(self._send(_Calls.replay(snapshot_id)), ReplayResult)

@@ -8,18 +8,20 @@ Every refusal is a library error naming the field (``body``, ``query.limit``,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import attrs
 from governed_memory import Scope
 from governed_memory.errors import MemoryValidationError
 from governed_memory.scope import DIMENSIONS
 from starlette.requests import Request
 
+from governed_memory_service.bodies import ScopeBody
 from governed_memory_service.errors import PayloadTooLargeError, PreconditionFailedError
 
 __all__ = ["SCOPE_QUERY", "etag", "expected_revision", "idempotency_key", "query_values",
-           "read_json", "scope_of"]
+           "read_json", "scope_of", "scopes_of"]
 
 SCOPE_QUERY: tuple[str, ...] = tuple(d for d in DIMENSIONS if d != "tenant_id")
 """The scope dimensions a query string may carry; the tenant is the path's."""
@@ -81,6 +83,28 @@ def scope_of(request: Request, values: dict[str, list[str]]) -> Scope:
         if value is not None:
             dimensions[name] = value
     return Scope.from_dimensions(dimensions)
+
+
+def scopes_of(request: Request, bodies: Sequence[ScopeBody]) -> tuple[Scope, ...]:
+    """The exact scopes of a multi-scope search, each under the path's tenant.
+
+    An empty list is refused here rather than searched as nothing, and a bad dimension
+    is named by its place in the body (``body.scopes[1].user_id``).
+    """
+    if not bodies:
+        raise MemoryValidationError("scopes must name at least one scope",
+                                    field="body.scopes")
+    tenant = request.path_params["tenant"]
+    scopes = []
+    for index, body in enumerate(bodies):
+        dimensions = {k: v for k, v in attrs.asdict(body).items() if v is not None}
+        try:
+            scopes.append(Scope.from_dimensions({"tenant_id": tenant, **dimensions}))
+        except MemoryValidationError as exc:
+            name = (exc.field or "").removeprefix("scope.").removeprefix("scope")
+            field = f"body.scopes[{index}]" + (f".{name}" if name else "")
+            raise MemoryValidationError(str(exc), field=field) from None
+    return tuple(scopes)
 
 
 def integer(values: dict[str, list[str]], name: str) -> int | None:

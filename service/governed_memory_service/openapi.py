@@ -4,6 +4,7 @@ route cannot exist without being described."""
 from __future__ import annotations
 
 import enum
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -23,7 +24,7 @@ OPERATIONAL_PATHS: dict[str, str] = {
 }
 
 _QUERY_DESCRIPTIONS = {
-    "limit": ("integer", "page size, 1-100 (default 20)"),
+    "limit": ("integer", "page size or sweep bound (default 20; purge-expired 100)"),
     "cursor": ("string", "the previous page's next_cursor"),
     "memory_type": ("string", "only these memory types (repeat the parameter)"),
     "hard": ("boolean", "true erases the record and its history"),
@@ -62,13 +63,19 @@ def schema_of(kind: Any) -> dict[str, Any]:
     return {}
 
 
+_PATH_DESCRIPTIONS = {
+    "tenant": "the scope's tenant_id",
+    "record_id": "the memory's id",
+    "user_id": "the data subject to erase",
+    "snapshot_id": "a search result's snapshot_id (looked up in the credential's tenant)",
+}
+
+
 def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
-        {"name": "tenant", "in": "path", "required": True, "schema": {"type": "string"},
-         "description": "the scope's tenant_id"}]
-    if "{record_id}" in endpoint.path:
-        params.append({"name": "record_id", "in": "path", "required": True,
-                       "schema": {"type": "string"}})
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"},
+         "description": _PATH_DESCRIPTIONS.get(name, name)}
+        for name in re.findall(r"{(\w+)}", endpoint.path)]
     for name in endpoint.query:
         kind, description = _QUERY_DESCRIPTIONS.get(
             name, ("string", f"scope dimension {name}"))

@@ -21,7 +21,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from governed_memory_service.authentication import Authenticator
-from governed_memory_service.bodies import AddBody, SearchBody, UpdateBody, parse_body
+from governed_memory_service.bodies import (
+    AddBody,
+    MultiSearchBody,
+    SearchBody,
+    UpdateBody,
+    parse_body,
+)
 from governed_memory_service.errors import AuthenticationError, PreconditionFailedError
 from governed_memory_service.http_input import (
     SCOPE_QUERY,
@@ -33,6 +39,7 @@ from governed_memory_service.http_input import (
     query_values,
     read_json,
     scope_of,
+    scopes_of,
     single,
 )
 from governed_memory_service.problems import PROBLEM_JSON, problem_for
@@ -43,6 +50,10 @@ log = logging.getLogger(__name__)
 
 MEMORIES = "/v1/tenants/{tenant}/memories"
 RECORD = MEMORIES + "/{record_id}"
+REVIEW = "/v1/tenants/{tenant}/review"
+USER = "/v1/tenants/{tenant}/users/{user_id}"
+SNAPSHOT = "/v1/snapshots/{snapshot_id}"
+PAGING = ("limit", "cursor")
 
 
 @attrs.frozen(kw_only=True)
@@ -78,6 +89,28 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              summary="Delete a memory (soft: a tombstone version; hard=true: erase it)"),
     Endpoint(path=RECORD + "/history", method="GET", operation_id="history",
              summary="Every version of a memory, oldest first"),
+    Endpoint(path=MEMORIES + "/multi-search", method="POST", operation_id="multi_search",
+             query=(), body=MultiSearchBody,
+             summary="Search several exact scopes of the tenant in one request"),
+    Endpoint(path=MEMORIES, method="DELETE", operation_id="delete_all",
+             summary="Erase every memory of exactly this scope (memory:admin)"),
+    Endpoint(path=MEMORIES + "/purge-expired", method="POST", operation_id="purge_expired",
+             query=(*SCOPE_QUERY, *PAGING),
+             summary="Erase the scope's expired memories, a bounded sweep per call; "
+                     "continue with next_cursor"),
+    Endpoint(path=USER, method="DELETE", operation_id="delete_user", query=(),
+             summary="Erase a data subject across the tenant; returns the erasure receipt"),
+    Endpoint(path=REVIEW, method="GET", operation_id="list_pending",
+             query=(*SCOPE_QUERY, *PAGING),
+             summary="The scope's review queue (memory:review), oldest first"),
+    Endpoint(path=REVIEW + "/{record_id}/approve", method="POST", operation_id="approve",
+             headers_in=("If-Match", "Idempotency-Key"), etag=True,
+             summary="Approve a memory held for review: it becomes active"),
+    Endpoint(path=REVIEW + "/{record_id}/reject", method="POST", operation_id="reject",
+             headers_in=("If-Match", "Idempotency-Key"),
+             summary="Reject a memory held for review: it is erased with its history"),
+    Endpoint(path=SNAPSHOT + "/replay", method="GET", operation_id="replay", query=(),
+             summary="Replay a past search by its snapshot_id (the credential's tenant)"),
 )
 
 
@@ -213,6 +246,73 @@ class MemoryRoutes:
                                               request.path_params["record_id"])
         return JSONResponse({"versions": unstructure(versions)})
 
+    async def multi_search(self, request: Request, principal: Principal) -> Response:
+        self._query(request, "multi_search")  # takes no query: refuse any
+        body: MultiSearchBody = await self._body(request, MultiSearchBody)
+        scopes = scopes_of(request, body.scopes)
+        result = await self.manager.search(
+            principal, scopes, body.query, limit=body.limit, memory_types=body.memory_types,
+            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids)
+        return JSONResponse(unstructure(result))
+
+    async def delete_all(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "delete_all"))
+        deleted = await self.manager.delete_all(principal, scope)
+        return JSONResponse({"deleted": deleted})
+
+    async def purge_expired(self, request: Request, principal: Principal) -> Response:
+        values = self._query(request, "purge_expired")
+        limit = integer(values, "limit")
+        page = await self.manager.purge_expired(
+            principal, scope_of(request, values), limit=100 if limit is None else limit,
+            after=single(values, "cursor"))
+        return JSONResponse(unstructure(page))
+
+    async def delete_user(self, request: Request, principal: Principal) -> Response:
+        self._query(request, "delete_user")
+        receipt = await self.manager.delete_user(principal, request.path_params["tenant"],
+                                                 request.path_params["user_id"])
+        return JSONResponse(unstructure(receipt))
+
+    async def list_pending(self, request: Request, principal: Principal) -> Response:
+        values = self._query(request, "list_pending")
+        limit = integer(values, "limit")
+        page = await self.manager.list_pending(
+            principal, scope_of(request, values), limit=20 if limit is None else limit,
+            cursor=single(values, "cursor"))
+        return JSONResponse(unstructure(page))
+
+    async def approve(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "approve"))
+        record_id = request.path_params["record_id"]
+        expected = expected_revision(request)
+        try:
+            record = await self.manager.approve(principal, scope, record_id,
+                                                expected_revision=expected,
+                                                idempotency_key=idempotency_key(request))
+        except MemoryConflictError as conflict:
+            raise await self._precondition(principal, scope, record_id, conflict,
+                                          expected) from None
+        return JSONResponse(unstructure(record), headers=etag(record.revision))
+
+    async def reject(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "reject"))
+        record_id = request.path_params["record_id"]
+        expected = expected_revision(request)
+        try:
+            result = await self.manager.reject(principal, scope, record_id,
+                                               expected_revision=expected,
+                                               idempotency_key=idempotency_key(request))
+        except MemoryConflictError as conflict:
+            raise await self._precondition(principal, scope, record_id, conflict,
+                                          expected) from None
+        return JSONResponse(unstructure(result))
+
+    async def replay(self, request: Request, principal: Principal) -> Response:
+        self._query(request, "replay")
+        result = await self.manager.replay(principal, request.path_params["snapshot_id"])
+        return JSONResponse(unstructure(result))
+
     async def _precondition(self, principal: Principal, scope: Scope, record_id: str,
                             conflict: MemoryConflictError,
                             expected: str | None) -> GovernedMemoryError:
@@ -222,6 +322,9 @@ class MemoryRoutes:
         re-read (a governed read by the same principal, so it reveals nothing the
         caller could not read anyway): if its revision is not the one named, the
         precondition failed; otherwise the conflict was something else and stays 409.
+        A record held for review is invisible to reads, so a conflicting review
+        decision with ``If-Match`` whose record cannot be read is a 412 too: the
+        revision named is not one the caller can see now.
         """
         if expected is None:
             return conflict

@@ -19,10 +19,16 @@ from service_support import JWT, JWT_SECRET, Service
 
 ALICE = Scope("acme", user_id="alice")
 BODIES = {"add": {"content": "x"}, "search": {"query": "plan"}, "update": {"content": "x"}}
+RECORD_FAMILY = [e for e in ENDPOINTS if e.operation_id in
+                 ("add", "list", "search", "get", "update", "delete", "history")]
+"""The routes of one record scope; the other long-term routes (review, erasure, replay,
+multi-scope search) are checked against the manager's own refusal, which is not always
+a 403, in test_long_term_routes.py."""
 
 
 def _path(template: str, record_id: str = "01ABCDEF") -> str:
-    return template.replace("{tenant}", "acme").replace("{record_id}", record_id)
+    return (template.replace("{tenant}", "acme").replace("{record_id}", record_id)
+            .replace("{user_id}", "alice").replace("{snapshot_id}", "snap_x"))
 
 
 def token(**overrides: object) -> str:
@@ -68,7 +74,8 @@ async def test_unknown_revoked_and_wrong_secret_keys_look_the_same(service: Serv
     assert bodies[0][0] == 401
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=[e.operation_id for e in ENDPOINTS])
+@pytest.mark.parametrize("endpoint", RECORD_FAMILY,
+                         ids=[e.operation_id for e in RECORD_FAMILY])
 async def test_another_tenants_key_gets_the_managers_refusal(service: Service,
                                                              endpoint: object) -> None:
     record = await service.manager.add(
