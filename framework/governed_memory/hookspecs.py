@@ -116,6 +116,19 @@ def register_language_models(register: Callable[..., None]) -> None:
     """
 
 
+@hookspec
+def register_cli_commands(register: Callable[..., None]) -> None:
+    """Register subcommands of the ``governed-memory`` command:
+    ``register(name, command, description="")`` with a ``click.Command`` (or group).
+
+    The command line loads plugins only when it is asked for a command it does not
+    build in, so a plugin command costs nothing to the built-in ones or to ``--help``;
+    a name that is a built-in command is refused when plugin commands load. Import
+    heavy or optional dependencies inside the command's function, never at module
+    level: loading plugins for any other purpose must not need them.
+    """
+
+
 def _spec_names() -> frozenset[str]:
     return frozenset(name for name, value in globals().items()
                      if name.startswith("register_") and callable(value))

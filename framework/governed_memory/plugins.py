@@ -80,6 +80,8 @@ class PluginManager:
         self.turn_stores: _Registry[Any] = _Registry("turn store")
         self.working_state_stores: _Registry[Any] = _Registry("working-state store")
         self.language_models: _Registry[Any] = _Registry("language model")
+        self.cli_commands: _Registry[Any] = _Registry("CLI command")
+        """``click.Command`` objects from ``register_cli_commands``."""
         self.profiles: list[tuple[str, Any]] = []
         """(plugin name, what it registered) from ``register_memory_profiles``."""
         self.packs: list[tuple[str, Any]] = []
@@ -130,6 +132,7 @@ class PluginManager:
             ("register_turn_stores", self.turn_stores),
             ("register_working_state_stores", self.working_state_stores),
             ("register_language_models", self.language_models),
+            ("register_cli_commands", self.cli_commands),
         ):
             for impl in self._implementations(hook_name):
                 impl.function(register=registry.register_from(impl.plugin_name))

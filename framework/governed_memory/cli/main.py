@@ -24,6 +24,7 @@ from governed_memory.cli.common import (
 from governed_memory.cli.conformance import conformance
 from governed_memory.cli.demo import demo
 from governed_memory.cli.indexing import COMMANDS as INDEXING_COMMANDS
+from governed_memory.cli.plugin_commands import PluginCommandGroup, commands
 from governed_memory.cli.policies import policies
 from governed_memory.cli.profiles import profiles
 from governed_memory.cli.review import approve, reject, review
@@ -35,7 +36,9 @@ from governed_memory.records import ErasureReceipt, MemoryType
 TYPES = click.Choice([t.value for t in MemoryType])
 
 
-@click.group()
+@click.group(cls=PluginCommandGroup,
+             epilog="Plugins add more commands (the service extra: serve, keys); "
+                    "`governed-memory commands` lists them.")
 @click.version_option(__version__, prog_name="governed-memory")
 def cli() -> None:
     """Scoped, governed memory for LLM chat and agents."""
@@ -46,6 +49,7 @@ for _command in (profiles, policies, approve, reject, review, *INDEXING_COMMANDS
     cli.add_command(_command)
 cli.add_command(conformance)
 cli.add_command(audit)
+cli.add_command(commands)
 
 
 @cli.group()
