@@ -1,8 +1,8 @@
-"""``python -m governed_memory_service keys create|list|revoke``.
+"""``governed-memory keys create|list|revoke`` (through the ``service`` plugin's
+``register_cli_commands``) and the same commands, with ``serve``, as
+``python -m governed_memory_service``.
 
-The framework's ``governed-memory`` command has no plugin point for subcommands, and
-the framework must never import the service, so key administration is this module's
-own command until such a point exists.
+The framework never imports the service: it finds these commands through the hook.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from governed_memory import Permission, PrincipalKind
 from governed_memory.errors import MemoryValidationError
 
 from governed_memory_service.api_keys import ApiKeyStore, default_key_store_path
+from governed_memory_service.serve import serve
 
 __all__ = ["main"]
 
@@ -95,3 +96,6 @@ def revoke(keys_db: Path | None, key_id: str) -> None:
     if not asyncio.run(run()):
         raise click.ClickException(f"no active key {key_id}")
     click.echo(f"revoked {key_id}")
+
+
+main.add_command(serve)

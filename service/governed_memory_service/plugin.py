@@ -1,0 +1,23 @@
+"""The service's ``governed_memory`` plugin (entry point ``service``): adds
+``governed-memory serve`` and ``governed-memory keys`` to the framework's command.
+
+Nothing from the ``service`` extra is imported here or by the command modules at import
+time: every ``PluginManager.load()`` imports this module, with or without the extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from governed_memory import hookimpl
+
+PLUGIN_NAME = "service"
+
+
+@hookimpl
+def register_cli_commands(register: Callable[..., None]) -> None:
+    from governed_memory_service.cli import keys
+    from governed_memory_service.serve import serve
+
+    register("serve", serve, description="Run the HTTP API (graceful on SIGTERM).")
+    register("keys", keys, description="API keys of the service: create, list, revoke.")

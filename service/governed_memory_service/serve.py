@@ -1,0 +1,139 @@
+"""``governed-memory serve``: the HTTP API under uvicorn, with a graceful SIGTERM.
+
+The manager comes from a profile the way the data commands build theirs (the same
+``--db`` override and the same audit trail under the database's directory), so what a
+served request does is what ``governed-memory add`` would have done. The app owns the
+manager's lifespan: uvicorn's shutdown stops accepting, lets requests in flight finish
+(at most ``--shutdown-timeout`` seconds), and only then runs the lifespan shutdown that
+closes the manager; an acknowledged write was committed before its response was sent,
+so none is lost. uvicorn re-raises the captured signal once it is done, which would
+turn a clean stop into death by SIGTERM; the command keeps its own handler installed so
+that a requested stop exits 0.
+
+Starlette, uvicorn and PyJWT (the ``service`` extra) are imported inside the command
+only, so loading plugins never needs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import attrs
+import click
+
+EXTRA_HINT = "pip install 'governed-memory[service]'"
+_EXTRA_MODULES = ("starlette", "uvicorn", "jwt", "httpx")
+
+
+@attrs.frozen(kw_only=True)
+class ServeOptions:
+    profile: str
+    db: Path | None
+    keys: Path | None
+    host: str
+    port: int
+    shutdown_timeout: int
+
+
+def require_service_extra() -> None:
+    """Exit non-zero naming the extra when one of its libraries is missing."""
+    import importlib
+
+    for module in _EXTRA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            click.echo(f"error (configuration): `governed-memory serve` needs the service "
+                       f"extra ({module} is not installed): {EXTRA_HINT}", err=True)
+            sys.exit(7)
+
+
+def build_manager(profile: str, db: Path | None) -> Any:
+    """The manager ``profile`` builds: a registered ``id@version`` or a TOML file.
+
+    The CLI's data commands take a reference only; a file goes through the same
+    loader as ``governed-memory profiles validate`` and then the same construction.
+    """
+    from governed_memory.cli.common import cli_sinks
+    from governed_memory.manager import GovernedMemoryManager
+    from governed_memory.plugins import PluginManager
+    from governed_memory.profiles import ProfileRegistry, load_profile
+
+    plugins = PluginManager.load()
+    path = Path(profile)
+    if profile.endswith(".toml") or path.is_file():
+        spec = load_profile(path)
+    else:
+        spec = ProfileRegistry.from_plugins(plugins).get(profile)
+    overrides = None if db is None else {"path": str(db)}
+    return GovernedMemoryManager.from_profile(spec, plugins=plugins,
+                                              sinks=cli_sinks(spec, plugins, db),
+                                              provider_config_overrides=overrides)
+
+
+async def _serve(options: ServeOptions) -> bool:
+    """Serve until told to stop; ``False`` when the server never started."""
+    import uvicorn
+
+    from governed_memory_service.api_keys import ApiKeyStore, default_key_store_path
+    from governed_memory_service.app import create_app
+    from governed_memory_service.authentication import BearerAuthenticator
+
+    manager = build_manager(options.profile, options.db)
+    async with ApiKeyStore(options.keys or default_key_store_path()) as keys:
+        app = create_app(manager, BearerAuthenticator(keys), manage_lifespan=True)
+        config = uvicorn.Config(app, host=options.host, port=options.port, lifespan="on",
+                                timeout_graceful_shutdown=options.shutdown_timeout,
+                                log_level="info")
+        server = uvicorn.Server(config)
+        await server.serve()
+        return bool(server.started)
+
+
+def _stop_requested(signum: int, frame: FrameType | None) -> None:
+    """Replaces the default SIGTERM and SIGINT actions while serving: uvicorn handles
+    the signal itself and re-raises it on the way out, where it must not kill the
+    process (or raise KeyboardInterrupt) after a clean stop."""
+
+
+@click.command("serve")
+@click.option("--profile", required=True, metavar="ID@VERSION|FILE",
+              help="the profile that builds the manager: a registered reference or a "
+                   "TOML file")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SQLite database file (overrides the profile provider's path)")
+@click.option("--keys", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="the API key store (default $GOVERNED_MEMORY_HOME/keys.db, else "
+                   "./.governed-memory/keys.db)")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--shutdown-timeout", type=click.IntRange(min=0), default=30,
+              show_default=True,
+              help="seconds requests in flight get to finish after SIGTERM")
+def serve(profile: str, db: Path | None, keys: Path | None, host: str, port: int,
+          shutdown_timeout: int) -> None:
+    """Run the HTTP API; SIGTERM (or Ctrl-C) stops it gracefully (exit 0)."""
+    require_service_extra()
+    from governed_memory.cli.common import EXIT_CODES
+    from governed_memory.errors import GovernedMemoryError
+
+    options = ServeOptions(profile=profile, db=db, keys=keys, host=host, port=port,
+                           shutdown_timeout=shutdown_timeout)
+    previous = {sig: signal.signal(sig, _stop_requested)
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        started = asyncio.run(_serve(options))
+    except GovernedMemoryError as exc:
+        click.echo(f"error ({exc.code}): {exc}", err=True)
+        sys.exit(EXIT_CODES.get(exc.code, 1))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not started:
+        click.echo("error: the server did not start", err=True)
+        sys.exit(1)

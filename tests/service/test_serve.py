@@ -1,0 +1,242 @@
+"""``governed-memory serve`` as a real process on a loopback port: writes through the
+client are acknowledged, SIGTERM exits 0 after letting a request in flight finish, and
+the database reopened afterwards holds every acknowledged write.
+
+The command reaches ``governed-memory`` through the service plugin's
+``register_cli_commands``, installed here as a real entry point (a ``.dist-info`` on
+``PYTHONPATH``): pyproject does not register it yet, because the package's
+``__init__`` still imports the extra eagerly and would break plugin loading without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+import httpx
+import pytest
+from governed_memory import Permission, Scope
+from governed_memory_service import ApiKeyStore, AsyncMemoryClient
+from service_support import ALL
+
+SCOPE = Scope("acme", project_id="support", user_id="alice")
+QUERY = "project_id=support&user_id=alice"
+
+
+def _plugin_site(root: Path) -> Path:
+    """A directory that, on ``PYTHONPATH``, registers the service plugin's entry point."""
+    site = root / "site"
+    dist = site / "governed_memory_service_entry-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: governed-memory-service-"
+                                   "entry\nVersion: 1.0\n", encoding="utf-8")
+    (dist / "entry_points.txt").write_text(
+        "[governed_memory]\nservice = governed_memory_service.plugin\n", encoding="utf-8")
+    return site
+
+
+def _env(root: Path) -> dict[str, str]:
+    path = os.pathsep.join([str(_plugin_site(root)),
+                            *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, "PYTHONPATH": path, "GOVERNED_MEMORY_HOME": str(root)}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@attrs.frozen(kw_only=True)
+class Served:
+    process: subprocess.Popen[str]
+    url: str
+    port: int
+    token: str
+    db: Path
+    home: Path
+
+
+def _token(keys: Path, permissions: list[Permission]) -> str:
+    async def create() -> str:
+        async with ApiKeyStore(keys) as store:
+            issued = await store.create(tenant_id="acme", kind="user", user_id="alice",
+                                        permissions=permissions)
+            return issued.token
+
+    return asyncio.run(create())
+
+
+def _wait_until_up(process: subprocess.Popen[str], url: str) -> None:
+    # Bounded polling for start-up (no assertion on how long it takes).
+    for _ in range(600):
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited {process.returncode}: "
+                                 f"{process.stderr.read() if process.stderr else ''}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("serve did not come up")
+
+
+GOVERNED_MEMORY = (sys.executable, "-m", "governed_memory.cli.main")
+PROFILE_FILE = (Path(__file__).resolve().parents[2] / "profiles" / "governed_memory_profiles"
+                / "local-1.0.0.toml")
+
+
+@contextmanager
+def _serving(tmp_path: Path, command: tuple[str, ...] = GOVERNED_MEMORY,
+             profile: str = "local@1.0.0") -> Iterator[Served]:
+    db, keys = tmp_path / "memory.db", tmp_path / "keys.db"
+    token = _token(keys, ALL)
+    port = _free_port()
+    env = _env(tmp_path)
+    process = subprocess.Popen(
+        [*command, "serve", "--profile", profile, "--db", str(db), "--keys", str(keys),
+         "--port", str(port), "--shutdown-timeout", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(process, url)
+        yield Served(process=process, url=url, port=port, token=token, db=db, home=tmp_path)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with _serving(tmp_path) as running:
+        yield running
+
+
+def _stop(served: Served) -> int:
+    served.process.send_signal(signal.SIGTERM)
+    served.process.communicate(timeout=120)
+    return served.process.returncode
+
+
+def _stored_contents(db: Path) -> set[str]:
+    """Every content in the scope, read by a fresh manager over the same database."""
+    from governed_memory import GovernedMemoryManager
+    from governed_memory.cli.common import operator
+
+    async def read() -> set[str]:
+        manager = GovernedMemoryManager.from_plugins("native",
+                                                     {"backend": "sqlite", "path": str(db)})
+        async with manager:
+            found: set[str] = set()
+            cursor: str | None = None
+            while True:
+                page = await manager.list(operator("acme"), SCOPE, limit=100, cursor=cursor)
+                found |= {record.content for record in page.items}
+                if page.next_cursor is None:
+                    return found
+                cursor = page.next_cursor
+
+    return asyncio.run(read())
+
+
+def test_acknowledged_writes_survive_sigterm_and_the_exit_is_clean(served: Served) -> None:
+    async def write() -> set[str]:
+        async with AsyncMemoryClient(served.url, served.token) as client:
+            records = await asyncio.gather(*(client.add(SCOPE, f"memory {i}")
+                                             for i in range(20)))
+            return {record.content for record in records}
+
+    acknowledged = asyncio.run(write())
+    assert len(acknowledged) == 20
+    assert _stop(served) == 0
+    assert acknowledged <= _stored_contents(served.db)
+
+
+def test_a_request_in_flight_when_sigterm_arrives_completes(served: Served) -> None:
+    body = json.dumps({"content": "written while the server stops"}).encode()
+    head = (f"POST /v1/tenants/acme/memories?{QUERY} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{served.port}\r\n"
+            f"Authorization: Bearer {served.token}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            "Expect: 100-continue\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", served.port), timeout=60) as conn:
+        conn.sendall(head)
+        # The server answers 100 Continue when the app first asks for the body: from
+        # here on the request is being handled, and SIGTERM arrives in the middle of it.
+        interim = conn.recv(1024)
+        assert interim.startswith(b"HTTP/1.1 100"), interim
+        served.process.send_signal(signal.SIGTERM)
+        conn.sendall(body)
+        # A stopping server answers with ``Connection: close``: read to the end.
+        response = b""
+        while chunk := conn.recv(65536):
+            response += chunk
+    assert response.startswith(b"HTTP/1.1 201"), response[:200]
+    served.process.communicate(timeout=120)
+    assert served.process.returncode == 0
+    assert "written while the server stops" in _stored_contents(served.db)
+
+
+def test_serve_without_the_service_extra_names_the_extra(tmp_path: Path) -> None:
+    # uvicorn made unimportable in a real child process: the command must say which
+    # extra to install and exit non-zero, not fail with a traceback.
+    script = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'uvicorn' or name.startswith('uvicorn.'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from governed_memory.cli.main import cli\n"
+        "cli(['serve', '--profile', 'local@1.0.0', '--db', sys.argv[1]])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "m.db")],
+                            capture_output=True, text=True, timeout=120,
+                            env=_env(tmp_path))
+    assert result.returncode != 0
+    assert "governed-memory[service]" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_and_keys_are_governed_memory_subcommands(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    keys = str(tmp_path / "keys.db")
+    listed = subprocess.run([sys.executable, "-m", "governed_memory.cli.main", "commands"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert {line.split()[0] for line in listed.stdout.splitlines()} >= {"serve", "keys"}
+    created = subprocess.run(
+        [sys.executable, "-m", "governed_memory.cli.main", "keys", "create", "--keys-db",
+         keys, "--tenant", "acme", "--user", "alice", "--permission", "memory:read"],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert created.returncode == 0, created.stderr
+    key_id = json.loads(created.stdout.splitlines()[0])["key_id"]
+    shown = subprocess.run([sys.executable, "-m", "governed_memory.cli.main", "keys", "list",
+                            "--keys-db", keys], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert key_id in shown.stdout
+
+
+def test_a_profile_file_and_the_module_entry_serve_too(tmp_path: Path) -> None:
+    module = (sys.executable, "-m", "governed_memory_service")
+    with _serving(tmp_path, module, str(PROFILE_FILE)) as served:
+        async def write() -> str:
+            async with AsyncMemoryClient(served.url, served.token) as client:
+                return (await client.add(SCOPE, "from a profile file")).content
+
+        assert asyncio.run(write()) == "from a profile file"
+        assert _stop(served) == 0
+    assert "from a profile file" in _stored_contents(served.db)
