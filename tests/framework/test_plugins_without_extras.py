@@ -1,6 +1,7 @@
 """The main job must run after a plain ``pip install -e .``: loading every built-in
 plugin may not import an optional extra (httpx, mem0ai, onnxruntime, redis, psycopg,
-the OpenTelemetry SDK). A subprocess makes each of them unimportable and runs the demo."""
+the OpenTelemetry SDK, the service's Starlette, uvicorn and PyJWT). A subprocess makes
+each of them unimportable and runs the demo."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 import textwrap
 
 EXTRAS = ("httpx", "mem0", "onnxruntime", "tokenizers", "faiss", "qdrant_client",
-          "redis", "psycopg", "psycopg_pool", "opentelemetry.sdk")
+          "redis", "psycopg", "psycopg_pool", "opentelemetry.sdk",
+          "starlette", "uvicorn", "jwt")
 
 
 def test_every_builtin_plugin_loads_and_the_demo_runs_without_the_extras(tmp_path) -> None:
@@ -20,7 +22,7 @@ def test_every_builtin_plugin_loads_and_the_demo_runs_without_the_extras(tmp_pat
         from governed_memory.plugins import PluginManager
         manager = PluginManager.load()
         names = set(manager.plugin_names)
-        assert {{"native", "mem0", "openai", "embedders", "redis"}} <= names, names
+        assert {{"native", "mem0", "openai", "embedders", "redis", "service"}} <= names, names
         from governed_memory.cli.main import main
         sys.argv = ["governed-memory", "demo", "--dir", {str(tmp_path)!r}]
         try:

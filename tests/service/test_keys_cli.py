@@ -25,7 +25,8 @@ def test_create_list_revoke(tmp_path: Path) -> None:
     assert listed.exit_code == 0
     assert issued["key_id"] in listed.stdout
     assert issued["token"] not in listed.stdout
-    secret = issued["token"].removeprefix("gmk_").partition("_")[2]  # ids are hex; secrets may hold "_"
+    # Key ids are hex; a secret may itself hold "_".
+    secret = issued["token"].removeprefix("gmk_").partition("_")[2]
     with sqlite3.connect(db) as conn:
         stored = "".join(str(v) for row in conn.execute("SELECT * FROM api_keys")
                          for v in row)
