@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from governed_memory import GovernedMemoryManager, MemoryConflictError, Principal, Scope
@@ -47,6 +47,8 @@ from governed_memory_service.problems import PROBLEM_JSON, problem_for
 __all__ = ["ENDPOINTS", "Endpoint", "MemoryRoutes", "problem_response"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MEMORIES = "/v1/tenants/{tenant}/memories"
 RECORD = MEMORIES + "/{record_id}"
@@ -113,6 +115,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              summary="Replay a past search by its snapshot_id (the credential's tenant)"),
 )
 
+_QUERY: dict[str, tuple[str, ...]] = {e.operation_id: e.query for e in ENDPOINTS}
+"""The query parameters each operation takes, looked up once per request."""
+
 
 def problem_response(error: GovernedMemoryError) -> Response:
     problem = problem_for(error)
@@ -164,8 +169,7 @@ class MemoryRoutes:
         return endpoint_fn
 
     def _query(self, request: Request, operation_id: str) -> dict[str, list[str]]:
-        allowed = next(e.query for e in ENDPOINTS if e.operation_id == operation_id)
-        return query_values(request, allowed)
+        return query_values(request, _QUERY[operation_id])
 
     async def _body(self, request: Request, kind: type[Any]) -> Any:
         return parse_body(await read_json(request, self.max_body_bytes), kind)
@@ -212,17 +216,14 @@ class MemoryRoutes:
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
         body: UpdateBody = await self._body(request, UpdateBody)
-        try:
-            record = await self.manager.update(
-                principal, scope, record_id, expected_revision=expected,
-                content=body.content, memory_type=body.memory_type, metadata=body.metadata,
-                importance=body.importance, visibility=body.visibility,
-                entity_ids=body.entity_ids, expires_at=body.expires_at,
-                clear_expires_at=body.clear_expires_at, invalid_at=body.invalid_at,
-                idempotency_key=idempotency_key(request), superseded_by=body.superseded_by)
-        except MemoryConflictError as conflict:
-            raise await self._precondition(principal, scope, record_id, conflict,
-                                          expected) from None
+        record = await self._compare_and_set(principal, scope, record_id, expected,
+                                             lambda: self.manager.update(
+            principal, scope, record_id, expected_revision=expected,
+            content=body.content, memory_type=body.memory_type, metadata=body.metadata,
+            importance=body.importance, visibility=body.visibility,
+            entity_ids=body.entity_ids, expires_at=body.expires_at,
+            clear_expires_at=body.clear_expires_at, invalid_at=body.invalid_at,
+            idempotency_key=idempotency_key(request), superseded_by=body.superseded_by))
         return JSONResponse(unstructure(record), headers=etag(record.revision))
 
     async def delete(self, request: Request, principal: Principal) -> Response:
@@ -230,14 +231,10 @@ class MemoryRoutes:
         scope = scope_of(request, values)
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
-        try:
-            result = await self.manager.delete(
-                principal, scope, record_id,
-                expected_revision=expected, hard=boolean(values, "hard"),
-                idempotency_key=idempotency_key(request))
-        except MemoryConflictError as conflict:
-            raise await self._precondition(principal, scope, record_id, conflict,
-                                          expected) from None
+        result = await self._compare_and_set(principal, scope, record_id, expected,
+                                             lambda: self.manager.delete(
+            principal, scope, record_id, expected_revision=expected,
+            hard=boolean(values, "hard"), idempotency_key=idempotency_key(request)))
         return JSONResponse(unstructure(result), headers=etag(result.revision))
 
     async def history(self, request: Request, principal: Principal) -> Response:
@@ -286,32 +283,36 @@ class MemoryRoutes:
         scope = scope_of(request, self._query(request, "approve"))
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
-        try:
-            record = await self.manager.approve(principal, scope, record_id,
-                                                expected_revision=expected,
-                                                idempotency_key=idempotency_key(request))
-        except MemoryConflictError as conflict:
-            raise await self._precondition(principal, scope, record_id, conflict,
-                                          expected) from None
+        record = await self._compare_and_set(principal, scope, record_id, expected,
+                                             lambda: self.manager.approve(
+            principal, scope, record_id, expected_revision=expected,
+            idempotency_key=idempotency_key(request)))
         return JSONResponse(unstructure(record), headers=etag(record.revision))
 
     async def reject(self, request: Request, principal: Principal) -> Response:
         scope = scope_of(request, self._query(request, "reject"))
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
-        try:
-            result = await self.manager.reject(principal, scope, record_id,
-                                               expected_revision=expected,
-                                               idempotency_key=idempotency_key(request))
-        except MemoryConflictError as conflict:
-            raise await self._precondition(principal, scope, record_id, conflict,
-                                          expected) from None
+        result = await self._compare_and_set(principal, scope, record_id, expected,
+                                             lambda: self.manager.reject(
+            principal, scope, record_id, expected_revision=expected,
+            idempotency_key=idempotency_key(request)))
         return JSONResponse(unstructure(result))
 
     async def replay(self, request: Request, principal: Principal) -> Response:
         self._query(request, "replay")
         result = await self.manager.replay(principal, request.path_params["snapshot_id"])
         return JSONResponse(unstructure(result))
+
+    async def _compare_and_set(self, principal: Principal, scope: Scope, record_id: str,
+                               expected: str | None, write: Callable[[], Awaitable[T]]) -> T:
+        """Run a write addressed to one record, its conflict answered as 412 when it is
+        the ``If-Match`` revision that is stale (see :meth:`_precondition`)."""
+        try:
+            return await write()
+        except MemoryConflictError as conflict:
+            raise await self._precondition(principal, scope, record_id, conflict,
+                                          expected) from None
 
     async def _precondition(self, principal: Principal, scope: Scope, record_id: str,
                             conflict: MemoryConflictError,
