@@ -6,7 +6,22 @@ the activity port, the profile loader and the conformance suite, never stored.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import attrs
+
+from governed_memory.errors import MemoryCapabilityUnsupportedError
+
+F = TypeVar("F")
+
+
+def offered(feature: F | None, provider: object, lacks: str) -> F:
+    """The object a provider's optional-feature accessor returned, or the one typed
+    refusal every caller gives when it is ``None`` ("provider <name> <lacks>")."""
+    if feature is None:
+        raise MemoryCapabilityUnsupportedError(
+            f"provider {getattr(provider, 'name', type(provider).__name__)} {lacks}")
+    return feature
 
 
 @attrs.frozen(slots=True)

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import attrs
 
-from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
+from governed_memory.capabilities import offered
+from governed_memory.errors import MemoryValidationError
 from governed_memory.indexing import (
     HasIndexing,
     IndexingProvider,
@@ -62,12 +63,7 @@ class StoreRequest(Request[ResultT]):
 
 
 def _indexing(target: HasIndexing) -> IndexingProvider:
-    indexing = target.indexing
-    if indexing is None:
-        raise MemoryCapabilityUnsupportedError(
-            f"provider {getattr(target, 'name', type(target).__name__)} keeps no "
-            "vectors (no indexing outbox)")
-    return indexing
+    return offered(target.indexing, target, "keeps no vectors (no indexing outbox)")
 
 
 def _job_ids(value: Sequence[str] | None) -> tuple[str, ...] | None:

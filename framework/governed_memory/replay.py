@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import attrs
 
+from governed_memory.capabilities import offered
 from governed_memory.errors import (
-    MemoryCapabilityUnsupportedError,
     MemoryNotFoundError,
     MemoryValidationError,
 )
@@ -196,12 +196,7 @@ class SnapshotReplay(Protocol):
 
 def snapshots_of(target: HasReplay) -> SnapshotReplay:
     """The target's snapshot store, or ``MemoryCapabilityUnsupportedError``."""
-    replay = target.replay
-    if replay is None:
-        raise MemoryCapabilityUnsupportedError(
-            f"provider {getattr(target, 'name', type(target).__name__)} stores no "
-            "retrieval snapshots (no replay)")
-    return replay
+    return offered(target.replay, target, "stores no retrieval snapshots (no replay)")
 
 
 class HasReplay(Protocol):

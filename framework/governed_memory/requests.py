@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 
+from governed_memory.capabilities import offered
 from governed_memory.errors import (
-    MemoryCapabilityUnsupportedError,
     MemoryNotFoundError,
     MemoryStorageError,
     MemoryValidationError,
@@ -176,12 +176,7 @@ class _Request(Request[ResultT]):
 
 
 def _reviewer(target: MemoryProvider) -> ReviewingProvider:
-    review = target.review
-    if review is None:
-        raise MemoryCapabilityUnsupportedError(
-            f"provider {getattr(target, 'name', type(target).__name__)} does not support "
-            "review (capability 'review')")
-    return review
+    return offered(target.review, target, "does not support review (capability 'review')")
 
 
 def _owned(record: MemoryRecord, allowed: Set[str]) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from governed_memory.capabilities import offered
 from governed_memory.errors import MemoryCapabilityUnsupportedError
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider, ReviewingProvider
@@ -69,11 +70,8 @@ class ReviewForwarding(_Forwarding):
         return self if self._inner.review is not None else None
 
     def _reviewer(self) -> ReviewingProvider:
-        review = self._inner.review
-        if review is None:
-            raise MemoryCapabilityUnsupportedError(
-                f"provider {self.name} does not support review (capability 'review')")
-        return review
+        return offered(self._inner.review, self,
+                       "does not support review (capability 'review')")
 
     async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord:
         review = self._reviewer()
