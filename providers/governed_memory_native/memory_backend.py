@@ -68,6 +68,11 @@ class MemoryBackend(UnitsFromTransactions):
         self._reads = _MemoryTransaction(self._state, Journal(None))
         """Every read unit's transaction: it holds nothing of its own (no journal), so
         one serves them all and a read builds no repositories."""
+        self._journal = Journal(None)
+        self._writes = _MemoryTransaction(self._state, self._journal)
+        """Every write unit's transaction: writes are serialised by the lock, so one set
+        of repositories serves them all, each unit logging into an undo list of its own
+        (a write through it outside a unit is refused)."""
         self._lock = asyncio.Lock()
         self._open = False
         self._reader: ThreadPoolExecutor | None = None
@@ -117,12 +122,15 @@ class MemoryBackend(UnitsFromTransactions):
         self._require_open()
         async with self._lock:
             undo: list[Callable[[], None]] = []
+            self._journal.begin(undo)
             try:
-                yield _MemoryTransaction(self._state, Journal(undo))
+                yield self._writes
             except BaseException:
                 for action in reversed(undo):
                     action()
                 raise
+            finally:
+                self._journal.begin(None)
 
     def _require_open(self) -> None:
         if not self._open:

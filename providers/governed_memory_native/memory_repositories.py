@@ -153,6 +153,10 @@ class Journal:
     def __init__(self, undo: list[Callable[[], None]] | None) -> None:
         self._undo = undo
 
+    def begin(self, undo: list[Callable[[], None]] | None) -> None:
+        """Start logging into ``undo`` (``None``: stop; a write after that is refused)."""
+        self._undo = undo
+
     def set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         previous = table.get(key, _MISSING)
         self.log(lambda: _restore(table, key, previous))

@@ -380,16 +380,9 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
-        after = (decode_cursor(request.cursor, "pending", scope_hash)
-                 if request.cursor is not None else None)
-
-        async def unit(tx: ReadTransaction) -> Sequence[MemoryRecord]:
-            return await tx.records.pending(scope_hash, after, request.limit, ctx.now)
-
-        items = tuple(self._owned(row) for row in await self._backend.run_read(unit))
-        cursor = (encode_cursor("pending", scope_hash, items[-1].id)
-                  if len(items) == request.limit else None)
-        return Page(items=items, next_cursor=cursor)
+        return await self._id_page(
+            "pending", scope_hash, request.cursor, request.limit,
+            lambda tx, after: tx.records.pending(scope_hash, after, request.limit, ctx.now))
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
         request.validate()
@@ -615,17 +608,26 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
-        after = (decode_cursor(request.cursor, "list", scope_hash)
-                 if request.cursor is not None else None)
+        return await self._id_page(
+            "list", scope_hash, request.cursor, request.limit,
+            lambda tx, after: tx.records.visible(scope_hash, after, request.limit,
+                                                 request.memory_types, ctx.now))
+
+    async def _id_page(self, kind: str, scope_hash: str, cursor: str | None, limit: int,
+                       read: Callable[[ReadTransaction, str | None],
+                                      Awaitable[Sequence[MemoryRecord]]],
+                       ) -> Page[MemoryRecord]:
+        """One page of a scope's records by id in one read unit, its cursor bound to the
+        page's kind and scope (a cursor of another listing or scope is refused)."""
+        after = decode_cursor(cursor, kind, scope_hash) if cursor is not None else None
 
         async def unit(tx: ReadTransaction) -> Sequence[MemoryRecord]:
-            return await tx.records.visible(scope_hash, after, request.limit,
-                                         request.memory_types, ctx.now)
+            return await read(tx, after)
 
         items = tuple(self._owned(row) for row in await self._backend.run_read(unit))
-        cursor = (encode_cursor("list", scope_hash, items[-1].id)
-                  if len(items) == request.limit else None)
-        return Page(items=items, next_cursor=cursor)
+        next_cursor = (encode_cursor(kind, scope_hash, items[-1].id)
+                       if len(items) == limit else None)
+        return Page(items=items, next_cursor=next_cursor)
 
     async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
         """Hard filters in storage, lexical and vector candidates, fusion, a snapshot.
