@@ -65,6 +65,16 @@ def _record(content: str, scope: Any = USER_SCOPE) -> MemoryRecord:
         created_at=NOW - 10, updated_at=NOW - 10, index_state=IndexState.INDEXED)
 
 
+async def _insert_all(backend: SqliteBackend, records: list[Any]) -> None:
+    """Store ``records`` in one write unit, as a batch of adds would."""
+
+    async def insert(tx: Any) -> None:
+        for record in records:
+            await tx.records.insert(record)
+
+    await backend.run_write(insert)
+
+
 def _exhaustive(path: Path, tokens: tuple[str, ...], limit: int) -> list[tuple[str, float]]:
     """BM25 top ``limit`` over the active records of USER_SCOPE, from the rows alone."""
     conn = sqlite3.connect(path)
@@ -201,12 +211,7 @@ async def test_a_full_delta_without_a_merger_indexes_directly(tmp_path: Path) ->
     rng = random.Random(2)
     try:
         records = [_record(_text(rng)) for _ in range(10)]
-
-        async def insert(tx: Any) -> None:
-            for record in records:
-                await tx.records.insert(record)
-
-        await backend.run_write(insert)
+        await _insert_all(backend, records)
         counts = table_counts(path)
         assert counts["lexical_delta"] == 3 and counts["lexical_postings"] > 0
         await _assert_exact(backend, path)
@@ -436,12 +441,7 @@ async def test_a_merge_cancelled_at_each_statement_rolls_back(tmp_path: Path) ->
     rng = random.Random(5)
     try:
         records = [_record(_text(rng)) for _ in range(12)]
-
-        async def insert(tx: Any) -> None:
-            for record in records:
-                await tx.records.insert(record)
-
-        await backend.run_write(insert)
+        await _insert_all(backend, records)
         await backend.merge_lexical_delta([1])
         for record in records[:3]:  # tombstones, and delta rows for the new words
             changed = attrs.evolve(record, content=_text(rng), version=2,
@@ -582,11 +582,7 @@ async def test_the_live_count_reads_the_partial_expiry_index(tmp_path: Path) -> 
             records.append(attrs.evolve(_record(f"note {number}"), status=status,
                                         expires_at=expires))
 
-        async def insert(tx: Any) -> None:
-            for record in records:
-                await tx.records.insert(record)
-
-        await backend.run_write(insert)
+        await _insert_all(backend, records)
         for now in (NOW - 10, NOW, NOW + 10):
             expected = sum(1 for r in records if r.status is not RecordStatus.DELETED
                            and (r.expires_at is None or r.expires_at > now))
