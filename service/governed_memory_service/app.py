@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from governed_memory import GovernedMemoryManager
+from governed_memory.tiers import MemoryTiers
+from governed_memory.turncontext import MemoryContextBuilder
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -27,15 +29,29 @@ as JSON with escapes, and little more: the limit is checked as bytes arrive."""
 
 def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-               manage_lifespan: bool = False) -> Starlette:
+               manage_lifespan: bool = False, tiers: MemoryTiers | None = None,
+               builder: MemoryContextBuilder | None = None) -> Starlette:
     """The HTTP API over ``manager``, with principals from ``authenticator``.
 
-    ``manage_lifespan=True`` starts the manager on the server's startup and closes it
-    on shutdown (for a server that owns its manager); by default the caller owns it.
+    ``tiers`` default to the ones the manager's profile declares (``[stores.turns]``,
+    ``[stores.working_state]``) and ``builder`` to a context builder over them with the
+    profile's ``[context]`` budgets and no language model. ``manage_lifespan=True``
+    starts the manager and the tiers' stores on the server's startup and closes them on
+    shutdown (for a server that owns its manager); by default the caller owns them.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
-    handlers = MemoryRoutes(manager, authenticator, max_body_bytes)
+    built_here = tiers is None
+    if tiers is None:
+        tiers = MemoryTiers.from_manager(manager)
+    elif tiers.long_term_or_none is not manager:
+        raise ValueError("the tiers' long-term tier must be the app's manager")
+    if builder is None:
+        builder = MemoryContextBuilder(tiers)
+    elif builder.tiers is not tiers:
+        raise ValueError("the context builder must build over the app's tiers")
+    handlers = MemoryRoutes(manager, authenticator, max_body_bytes, tiers=tiers,
+                            builder=builder)
     document = openapi_document()
 
     async def healthz(request: Request) -> Response:
@@ -72,7 +88,15 @@ def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if manage_lifespan:
-            async with manager:
+            async with tiers:
+                yield
+        elif built_here:
+            # The caller owns the manager, but the tier stores were built here.
+            stores = [s for s in (tiers.turn_store, tiers.working_store) if s is not None]
+            async with contextlib.AsyncExitStack() as stack:
+                for store in stores:
+                    await store.start()
+                    stack.push_async_callback(store.close)
                 yield
         else:
             yield

@@ -16,8 +16,10 @@ from cattrs.v import transform_error
 from governed_memory import MemoryType, Provenance, Visibility
 from governed_memory.converter import converter
 from governed_memory.errors import MemoryValidationError
+from governed_memory.tiers import Role, ToolCall
 
-__all__ = ["AddBody", "MultiSearchBody", "ScopeBody", "SearchBody", "UpdateBody", "parse_body"]
+__all__ = ["AddBody", "ContextBody", "MultiSearchBody", "ScopeBody", "SearchBody", "TurnBody",
+           "UpdateBody", "WorkingStateBody", "parse_body"]
 
 B = TypeVar("B")
 
@@ -98,6 +100,38 @@ class MultiSearchBody:
     memory_types: tuple[MemoryType, ...] = ()
     metadata_filter: Mapping[str, Any] | None = None
     entity_ids: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class TurnBody:
+    """``POST .../turns``: one conversation turn; ``turn_id`` makes the append
+    idempotent (the same id twice stores the turn once)."""
+
+    role: Role
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    metadata: Mapping[str, Any] | None = None
+    turn_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WorkingStateBody:
+    """``PATCH .../working-state``: keys merged into the run's state, or the whole
+    state with ``replace``; every write moves the expiry ``ttl_seconds`` on."""
+
+    state: Mapping[str, Any]
+    ttl_seconds: float | None = None
+    replace: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ContextBody:
+    """``POST .../context``: the turn's question and the entities already in focus."""
+
+    question: str
+    anchor_entity_ids: tuple[str, ...] = ()
 
 
 def parse_body(data: object, kind: type[B]) -> B:

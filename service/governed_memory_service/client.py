@@ -1,7 +1,10 @@
 """Remote clients with the manager's surface: ``add/get/list/search/update/delete/
 history``, ``delete_all/delete_user/purge_expired``, the review queue
-(``list_pending/approve/reject``) and ``replay``, taking the same scopes and keyword
-arguments, returning the same value objects and raising the same typed errors.
+(``list_pending/approve/reject``) and ``replay``; the tiers' ``append/recent/
+turns_after/clear``, ``working_state/update_working_state/clear_working`` and the
+per-turn ``build_context``. Each takes the same scopes and keyword arguments as the
+manager, ``MemoryTiers`` or ``MemoryContextBuilder``, returns the same value objects and
+raises the same typed errors.
 
 An application moves from in-process to remote by changing how it builds the object;
 the principal is no argument here, since the credential the client holds *is* the
@@ -32,13 +35,18 @@ from governed_memory.converter import structure, unstructure
 from governed_memory.errors import GovernedMemoryError, MemoryValidationError
 from governed_memory.records import CleanupPage
 from governed_memory.replay import ReplayResult
+from governed_memory.tiers import Turn, TurnDraft, WorkingState
+from governed_memory.turncontext import MemoryContext
 
 from governed_memory_service.bodies import (
     AddBody,
+    ContextBody,
     MultiSearchBody,
     ScopeBody,
     SearchBody,
+    TurnBody,
     UpdateBody,
+    WorkingStateBody,
 )
 from governed_memory_service.problems import error_from_problem
 
@@ -242,6 +250,59 @@ class _Calls:
     def replay(snapshot_id: str) -> Call:
         return Call(method="GET", path=f"/v1/snapshots/{quote(snapshot_id, safe='')}/replay")
 
+    # -- the tiers and the per-turn context ---------------------------------------------
+
+    @staticmethod
+    def append(scope: Scope, turn: TurnDraft) -> Call:
+        body = TurnBody(role=turn.role, content=turn.content, name=turn.name,
+                        tool_call_id=turn.tool_call_id, tool_calls=turn.tool_calls,
+                        metadata=dict(turn.metadata) or None, turn_id=turn.turn_id)
+        return Call(method="POST", path=_tenant(scope.tenant_id) + "/turns",
+                    params=tuple(_scope_params(scope)), body=_body(body))
+
+    @staticmethod
+    def recent(scope: Scope, *, limit: int | None = None) -> Call:
+        params = _scope_params(scope) + ([] if limit is None else [("limit", str(limit))])
+        return Call(method="GET", path=_tenant(scope.tenant_id) + "/turns",
+                    params=tuple(params))
+
+    @staticmethod
+    def turns_after(scope: Scope, after_seq: int, *, limit: int = 50) -> Call:
+        return Call(method="GET", path=_tenant(scope.tenant_id) + "/turns",
+                    params=(*_scope_params(scope), ("after_seq", str(after_seq)),
+                            ("limit", str(limit))))
+
+    @staticmethod
+    def clear(scope: Scope) -> Call:
+        return Call(method="DELETE", path=_tenant(scope.tenant_id) + "/turns",
+                    params=tuple(_scope_params(scope)))
+
+    @staticmethod
+    def working_state(scope: Scope) -> Call:
+        return Call(method="GET", path=_tenant(scope.tenant_id) + "/working-state",
+                    params=tuple(_scope_params(scope)))
+
+    @staticmethod
+    def update_working_state(scope: Scope, state: Mapping[str, Any], *,
+                             ttl_seconds: float | None = None, replace: bool = False) -> Call:
+        body = WorkingStateBody(state=state, ttl_seconds=ttl_seconds, replace=replace)
+        data = _body(body)
+        data["state"] = dict(state)  # the state is data, sent whole even when empty
+        return Call(method="PATCH", path=_tenant(scope.tenant_id) + "/working-state",
+                    params=tuple(_scope_params(scope)), body=data)
+
+    @staticmethod
+    def clear_working(scope: Scope) -> Call:
+        return Call(method="DELETE", path=_tenant(scope.tenant_id) + "/working-state",
+                    params=tuple(_scope_params(scope)))
+
+    @staticmethod
+    def build_context(scope: Scope, question: str, *,
+                      anchor_entity_ids: Iterable[str] = ()) -> Call:
+        body = ContextBody(question=question, anchor_entity_ids=tuple(anchor_entity_ids))
+        return Call(method="POST", path=_tenant(scope.tenant_id) + "/context",
+                    params=tuple(_scope_params(scope)), body=_body(body))
+
 
 def _decode(response: httpx.Response, kind: type[T]) -> T:
     """The value the response carries, or the typed error its problem names."""
@@ -259,18 +320,12 @@ def _error(response: httpx.Response) -> GovernedMemoryError:
                               problem if isinstance(problem, dict) else {})
 
 
-def _versions(response: httpx.Response) -> tuple[MemoryVersion, ...]:
+def _field(response: httpx.Response, name: str, kind: type[T]) -> T:
+    """One named field of a JSON object response (``{"deleted": 3}``), or the error."""
     if not response.is_success:
         raise _error(response)
     data = response.json()
-    return structure(data.get("versions") if isinstance(data, dict) else data,
-                     tuple[MemoryVersion, ...])
-
-
-def _deleted_count(response: httpx.Response) -> int:
-    if not response.is_success:
-        raise _error(response)
-    return structure(response.json().get("deleted"), int)
+    return structure(data.get(name) if isinstance(data, dict) else None, kind)
 
 
 def _headers(credential: str) -> dict[str, str]:
@@ -327,10 +382,11 @@ class AsyncMemoryClient:
                        DeleteResult)
 
     async def history(self, scope: Scope, record_id: str) -> tuple[MemoryVersion, ...]:
-        return _versions(await self._send(_Calls.history(scope, record_id)))
+        return _field(await self._send(_Calls.history(scope, record_id)), "versions",
+                      tuple[MemoryVersion, ...])
 
     async def delete_all(self, scope: Scope) -> int:
-        return _deleted_count(await self._send(_Calls.delete_all(scope)))
+        return _field(await self._send(_Calls.delete_all(scope)), "deleted", int)
 
     async def delete_user(self, tenant_id: str, user_id: str) -> ErasureReceipt:
         return _decode(await self._send(_Calls.delete_user(tenant_id, user_id)),
@@ -353,6 +409,38 @@ class AsyncMemoryClient:
 
     async def replay(self, snapshot_id: str) -> ReplayResult:
         return _decode(await self._send(_Calls.replay(snapshot_id)), ReplayResult)
+
+    async def append(self, scope: Scope, turn: TurnDraft) -> Turn:
+        return _decode(await self._send(_Calls.append(scope, turn)), Turn)
+
+    async def recent(self, scope: Scope, **kwargs: Any) -> tuple[Turn, ...]:
+        return _field(await self._send(_Calls.recent(scope, **kwargs)), "turns",
+                      tuple[Turn, ...])
+
+    async def turns_after(self, scope: Scope, after_seq: int,
+                          **kwargs: Any) -> tuple[Turn, ...]:
+        return _field(await self._send(_Calls.turns_after(scope, after_seq, **kwargs)),
+                      "turns", tuple[Turn, ...])
+
+    async def clear(self, scope: Scope) -> int:
+        return _field(await self._send(_Calls.clear(scope)), "removed", int)
+
+    async def working_state(self, scope: Scope) -> WorkingState | None:
+        return _field(await self._send(_Calls.working_state(scope)), "working_state",
+                      WorkingState | None)  # type: ignore[arg-type]
+
+    async def update_working_state(self, scope: Scope, state: Mapping[str, Any],
+                                   **kwargs: Any) -> WorkingState:
+        return _decode(await self._send(_Calls.update_working_state(scope, state, **kwargs)),
+                       WorkingState)
+
+    async def clear_working(self, scope: Scope) -> bool:
+        return _field(await self._send(_Calls.clear_working(scope)), "removed", bool)
+
+    async def build_context(self, scope: Scope, question: str,
+                            **kwargs: Any) -> MemoryContext:
+        return _decode(await self._send(_Calls.build_context(scope, question, **kwargs)),
+                       MemoryContext)
 
 
 class MemoryClient:
@@ -402,10 +490,11 @@ class MemoryClient:
         return _decode(self._send(_Calls.delete(scope, record_id, **kwargs)), DeleteResult)
 
     def history(self, scope: Scope, record_id: str) -> tuple[MemoryVersion, ...]:
-        return _versions(self._send(_Calls.history(scope, record_id)))
+        return _field(self._send(_Calls.history(scope, record_id)), "versions",
+                      tuple[MemoryVersion, ...])
 
     def delete_all(self, scope: Scope) -> int:
-        return _deleted_count(self._send(_Calls.delete_all(scope)))
+        return _field(self._send(_Calls.delete_all(scope)), "deleted", int)
 
     def delete_user(self, tenant_id: str, user_id: str) -> ErasureReceipt:
         return _decode(self._send(_Calls.delete_user(tenant_id, user_id)), ErasureReceipt)
@@ -424,3 +513,33 @@ class MemoryClient:
 
     def replay(self, snapshot_id: str) -> ReplayResult:
         return _decode(self._send(_Calls.replay(snapshot_id)), ReplayResult)
+
+    def append(self, scope: Scope, turn: TurnDraft) -> Turn:
+        return _decode(self._send(_Calls.append(scope, turn)), Turn)
+
+    def recent(self, scope: Scope, **kwargs: Any) -> tuple[Turn, ...]:
+        return _field(self._send(_Calls.recent(scope, **kwargs)), "turns",
+                      tuple[Turn, ...])
+
+    def turns_after(self, scope: Scope, after_seq: int, **kwargs: Any) -> tuple[Turn, ...]:
+        return _field(self._send(_Calls.turns_after(scope, after_seq, **kwargs)), "turns",
+                      tuple[Turn, ...])
+
+    def clear(self, scope: Scope) -> int:
+        return _field(self._send(_Calls.clear(scope)), "removed", int)
+
+    def working_state(self, scope: Scope) -> WorkingState | None:
+        return _field(self._send(_Calls.working_state(scope)), "working_state",
+                      WorkingState | None)  # type: ignore[arg-type]
+
+    def update_working_state(self, scope: Scope, state: Mapping[str, Any],
+                             **kwargs: Any) -> WorkingState:
+        return _decode(self._send(_Calls.update_working_state(scope, state, **kwargs)),
+                       WorkingState)
+
+    def clear_working(self, scope: Scope) -> bool:
+        return _field(self._send(_Calls.clear_working(scope)), "removed", bool)
+
+    def build_context(self, scope: Scope, question: str, **kwargs: Any) -> MemoryContext:
+        return _decode(self._send(_Calls.build_context(scope, question, **kwargs)),
+                       MemoryContext)

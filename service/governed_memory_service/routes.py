@@ -13,10 +13,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import attrs
 from governed_memory import GovernedMemoryManager, MemoryConflictError, Principal, Scope
 from governed_memory.converter import unstructure
 from governed_memory.errors import GovernedMemoryError
+from governed_memory.tiers import MemoryTiers
+from governed_memory.turncontext import MemoryContextBuilder
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -28,6 +29,7 @@ from governed_memory_service.bodies import (
     UpdateBody,
     parse_body,
 )
+from governed_memory_service.endpoint import Endpoint
 from governed_memory_service.errors import AuthenticationError, PreconditionFailedError
 from governed_memory_service.http_input import (
     SCOPE_QUERY,
@@ -43,8 +45,9 @@ from governed_memory_service.http_input import (
     single,
 )
 from governed_memory_service.problems import PROBLEM_JSON, problem_for
+from governed_memory_service.tier_routes import TIER_ENDPOINTS, TierRoutes
 
-__all__ = ["ENDPOINTS", "Endpoint", "MemoryRoutes", "problem_response"]
+__all__ = ["ENDPOINTS", "LONG_TERM_ENDPOINTS", "Endpoint", "MemoryRoutes", "problem_response"]
 
 log = logging.getLogger(__name__)
 
@@ -58,22 +61,7 @@ SNAPSHOT = "/v1/snapshots/{snapshot_id}"
 PAGING = ("limit", "cursor")
 
 
-@attrs.frozen(kw_only=True)
-class Endpoint:
-    """One route as the app mounts it and the OpenAPI document describes it."""
-
-    path: str
-    method: str
-    operation_id: str
-    summary: str
-    query: tuple[str, ...] = SCOPE_QUERY
-    body: type[Any] | None = None
-    status: int = 200
-    headers_in: tuple[str, ...] = ()
-    etag: bool = False
-
-
-ENDPOINTS: tuple[Endpoint, ...] = (
+LONG_TERM_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(path=MEMORIES, method="POST", operation_id="add", body=AddBody, status=201,
              summary="Add a memory to the scope", headers_in=("Idempotency-Key",), etag=True),
     Endpoint(path=MEMORIES, method="GET", operation_id="list",
@@ -115,6 +103,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              summary="Replay a past search by its snapshot_id (the credential's tenant)"),
 )
 
+ENDPOINTS: tuple[Endpoint, ...] = LONG_TERM_ENDPOINTS + TIER_ENDPOINTS
+"""Every route the app mounts, long-term memories first, then the tiers."""
+
 _QUERY: dict[str, tuple[str, ...]] = {e.operation_id: e.query for e in ENDPOINTS}
 """The query parameters each operation takes, looked up once per request."""
 
@@ -134,14 +125,18 @@ def problem_response(error: GovernedMemoryError) -> Response:
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 
-class MemoryRoutes:
-    """The handlers, bound to one manager, authenticator and body limit."""
+class MemoryRoutes(TierRoutes):
+    """The handlers, bound to one manager (and the tiers and context builder over it),
+    authenticator and body limit."""
 
     def __init__(self, manager: GovernedMemoryManager, authenticator: Authenticator,
-                 max_body_bytes: int) -> None:
+                 max_body_bytes: int, *, tiers: MemoryTiers,
+                 builder: MemoryContextBuilder) -> None:
         self.manager = manager
         self.authenticator = authenticator
         self.max_body_bytes = max_body_bytes
+        self.tiers = tiers
+        self.builder = builder
 
     def handler(self, endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         """The ASGI endpoint for ``endpoint``: authentication first (so an

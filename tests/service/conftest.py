@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from governed_memory import GovernedMemoryManager, Permission
 from governed_memory.events import InMemoryEventSink
+from governed_memory.tiers import InMemoryTurnStore, InMemoryWorkingStateStore, MemoryTiers
 from governed_memory_service import ApiKeyStore, BearerAuthenticator, JwtVerifier, create_app
 from service_support import ALL, JWT, Service
 
@@ -27,7 +28,10 @@ async def service(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         reader = await keys.create(tenant_id="acme", kind="user", user_id="alice",
                                    principal_id="user:alice-reader",
                                    permissions=[Permission.READ])
+        tiers = MemoryTiers(long_term=manager, turns=InMemoryTurnStore(),
+                            working=InMemoryWorkingStateStore())
         app = create_app(manager, BearerAuthenticator(keys, JwtVerifier(JWT)),
-                         max_body_bytes=4096)
-        yield Service(manager=manager, sink=sink, keys=keys, app=app, alice=alice.token,
+                         max_body_bytes=4096, tiers=tiers)
+        yield Service(manager=manager, sink=sink, keys=keys, app=app, tiers=tiers,
+                      alice=alice.token,
                       bob_other_tenant=bob.token, reader=reader.token)

@@ -6,6 +6,7 @@ import attrs
 import httpx
 from governed_memory import GovernedMemoryManager, Permission
 from governed_memory.events import InMemoryEventSink
+from governed_memory.tiers import MemoryTiers
 from governed_memory_service import (
     ApiKeyStore,
     AsyncMemoryClient,
@@ -24,6 +25,7 @@ class Service:
     sink: InMemoryEventSink
     keys: ApiKeyStore
     app: object
+    tiers: MemoryTiers
     alice: str
     bob_other_tenant: str
     reader: str

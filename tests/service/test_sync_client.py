@@ -12,7 +12,19 @@ import httpx
 import pytest
 from anyio.from_thread import BlockingPortal
 from governed_memory import GovernedMemoryManager, MemoryNotFoundError, Permission, Scope
-from governed_memory_service import ApiKeyStore, BearerAuthenticator, MemoryClient, create_app
+from governed_memory.tiers import (
+    InMemoryTurnStore,
+    InMemoryWorkingStateStore,
+    MemoryTiers,
+    TurnDraft,
+)
+from governed_memory_service import (
+    ApiKeyStore,
+    AsyncMemoryClient,
+    BearerAuthenticator,
+    MemoryClient,
+    create_app,
+)
 from governed_memory_service.errors import PreconditionFailedError
 
 
@@ -48,7 +60,9 @@ def remote(tmp_path: Path) -> Iterator[MemoryClient]:
             issued = portal.call(lambda: keys.create(
                 tenant_id="acme", kind="user", user_id="alice",
                 permissions=[Permission.READ, Permission.WRITE, Permission.DELETE]))
-            app = create_app(manager, BearerAuthenticator(keys))
+            tiers = MemoryTiers(long_term=manager, turns=InMemoryTurnStore(),
+                                working=InMemoryWorkingStateStore())
+            app = create_app(manager, BearerAuthenticator(keys), tiers=tiers)
             with MemoryClient("http://service.test", issued.token,
                               transport=PortalTransport(portal, app)) as client:
                 yield client
@@ -75,3 +89,27 @@ def test_the_sync_client_has_the_same_surface(remote: MemoryClient) -> None:
     with pytest.raises(MemoryNotFoundError):
         remote.get(scope, record.id)
     assert "gmk_" not in repr(remote)
+
+
+def test_the_sync_client_reaches_the_tiers_and_the_context(remote: MemoryClient) -> None:
+    session = Scope("acme", user_id="alice", session_id="s1")
+    run = Scope("acme", user_id="alice", run_id="r1")
+    remote.add(Scope("acme", user_id="alice"), "Alice lives in Lisbon")
+    assert remote.append(session, TurnDraft.user("where do I live?")).seq == 1
+    assert [t.content for t in remote.recent(session)] == ["where do I live?"]
+    assert [t.seq for t in remote.turns_after(session, 0)] == [1]
+    assert dict(remote.update_working_state(run, {"step": 1}).state) == {"step": 1}
+    state = remote.working_state(run)
+    assert state is not None and state.revision == 1
+    context = remote.build_context(session, "what is Lisbon like?")
+    assert "Lisbon" in context.memory_block
+    assert remote.clear_working(run) and remote.clear(session) == 1
+
+
+def test_both_clients_have_the_same_operations() -> None:
+    def operations(kind: type) -> set[str]:
+        return {n for n in vars(kind) if not n.startswith("_")} - {"aclose", "close"}
+
+    assert operations(AsyncMemoryClient) == operations(MemoryClient)
+    assert {"add", "search", "append", "update_working_state", "build_context",
+            "delete_user", "replay"} <= operations(MemoryClient)
