@@ -11,6 +11,7 @@ from governed_memory.tiers import MemoryTiers
 from governed_memory.turncontext import MemoryContextBuilder
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -19,6 +20,7 @@ from governed_memory_service.authentication import Authenticator
 from governed_memory_service.openapi import openapi_document
 from governed_memory_service.problems import PROBLEM_JSON, TYPE_PREFIX
 from governed_memory_service.routes import ENDPOINTS, MemoryRoutes
+from governed_memory_service.tracing import TraceContextMiddleware
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
 
@@ -102,4 +104,5 @@ def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
             yield
 
     return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(TraceContextMiddleware)],
                      exception_handlers={HTTPException: http_problem})
