@@ -8,13 +8,16 @@ the token choose its own algorithm would accept forged tokens.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 import jwt
 from governed_memory import Permission, Principal, PrincipalKind
-from governed_memory.errors import MemoryValidationError
+from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
+from governed_memory.profiles.spec import JwtClaimsSection, JwtSection
 
 __all__ = ["ClaimsMapping", "JwtSettings", "JwtVerifier"]
 
@@ -32,22 +35,14 @@ def _algorithms(values: tuple[str, ...]) -> tuple[str, ...]:
     return algorithms
 
 
-@attrs.frozen(kw_only=True)
-class ClaimsMapping:
-    """Which claims carry the principal's parts.
+ClaimsMapping = JwtClaimsSection
+"""Which claims carry the principal's parts: the profile's ``[auth.jwt.claims]``.
 
-    ``permissions`` may be a JSON array or an OAuth-style space-separated string
-    (``scope``); names that are not ``memory:*`` permissions are ignored, since a token
-    is often minted for several services. A token without ``kind`` is a ``user``
-    principal when it names a user and ``default_kind`` otherwise.
-    """
-
-    principal_id: str = "sub"
-    tenant: str = "tenant_id"
-    user: str = "user_id"
-    kind: str = "kind"
-    permissions: str = "permissions"
-    default_kind: PrincipalKind = PrincipalKind.SERVICE
+``permissions`` may be a JSON array or an OAuth-style space-separated string
+(``scope``); names that are not ``memory:*`` permissions are ignored, since a token is
+often minted for several services. A token without ``kind`` is a ``user`` principal
+when it names a user and ``default_kind`` otherwise.
+"""
 
 
 @attrs.frozen(kw_only=True)
@@ -60,6 +55,31 @@ class JwtSettings:
     algorithms: tuple[str, ...] = attrs.field(converter=_algorithms)
     leeway_s: float = 0.0
     claims: ClaimsMapping = attrs.Factory(ClaimsMapping)
+
+    @classmethod
+    def from_profile(cls, section: JwtSection, *,
+                     environ: Mapping[str, str] | None = None) -> JwtSettings:
+        """The settings a profile's ``[auth.jwt]`` declares, with the key read from
+        its file or environment variable now, so a missing key stops the server at
+        start, naming the setting, instead of refusing every token later."""
+        if section.key_file is not None:
+            path = Path(section.key_file).expanduser()
+            try:
+                key = path.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise MemoryConfigurationError(
+                    f"auth.jwt.key_file: cannot read {str(path)!r} "
+                    f"({type(exc).__name__})") from None
+            where = "auth.jwt.key_file"
+        else:
+            assert section.key_env is not None
+            key = (os.environ if environ is None else environ).get(section.key_env, "")
+            where = f"auth.jwt.key_env ({section.key_env})"
+        if not key:
+            raise MemoryConfigurationError(f"{where}: the key is empty or not set")
+        return cls(issuer=section.issuer, audience=section.audience, key=key,
+                   algorithms=section.algorithms, leeway_s=section.leeway_s,
+                   claims=section.claims)
 
 
 class JwtVerifier:

@@ -27,7 +27,7 @@ import attrs
 import click
 
 EXTRA_HINT = "pip install 'governed-memory[service]'"
-_EXTRA_MODULES = ("starlette", "uvicorn", "jwt", "httpx")
+_EXTRA_MODULES = ("starlette", "uvicorn", "jwt", "httpx", "mcp")
 
 
 @attrs.frozen(kw_only=True)
@@ -76,6 +76,17 @@ def build_manager(profile: str, db: Path | None) -> Any:
                                               provider_config_overrides=overrides)
 
 
+def authenticating_jwt(manager: Any) -> Any:
+    """The JWT verifier the manager's profile declares (``[auth.jwt]``), or ``None``;
+    its key is read here, so a missing one stops the server before it listens."""
+    from governed_memory_service.jwt_bearer import JwtSettings, JwtVerifier
+
+    spec = manager.profile_spec
+    if spec is None or spec.auth.jwt is None:
+        return None
+    return JwtVerifier(JwtSettings.from_profile(spec.auth.jwt))
+
+
 async def _serve(options: ServeOptions) -> bool:
     """Serve until told to stop; ``False`` when the server never started."""
     import uvicorn
@@ -85,8 +96,10 @@ async def _serve(options: ServeOptions) -> bool:
     from governed_memory_service.authentication import BearerAuthenticator
 
     manager = build_manager(options.profile, options.db)
+    jwt = authenticating_jwt(manager)
     async with ApiKeyStore(options.keys or default_key_store_path()) as keys:
-        app = create_app(manager, BearerAuthenticator(keys), manage_lifespan=True)
+        verifiers = (keys,) if jwt is None else (keys, jwt)
+        app = create_app(manager, BearerAuthenticator(*verifiers), manage_lifespan=True)
         config = uvicorn.Config(app, host=options.host, port=options.port, lifespan="on",
                                 timeout_graceful_shutdown=options.shutdown_timeout,
                                 log_level="info")

@@ -240,3 +240,79 @@ def test_a_profile_file_and_the_module_entry_serve_too(tmp_path: Path) -> None:
         assert asyncio.run(write()) == "from a profile file"
         assert _stop(served) == 0
     assert "from a profile file" in _stored_contents(served.db)
+
+
+JWT_PROFILE = """
+spec_version = 1
+id = "served"
+version = "1.0.0"
+
+[provider]
+name = "native"
+
+[provider.config]
+backend = "sqlite"
+
+[stores.turns]
+kind = "sqlite"
+
+[stores.turns.config]
+path = "{turns}"
+
+[auth.jwt]
+issuer = "https://id.test"
+audience = "governed-memory"
+algorithms = ["HS256"]
+key_env = "SERVED_JWT_KEY"
+
+[auth.jwt.claims]
+tenant = "org"
+user = "uid"
+"""
+
+
+def test_serve_verifies_jwts_as_the_profile_declares(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import jwt
+
+    secret = "served-secret-" + "k" * 40
+    profile = tmp_path / "served.toml"
+    profile.write_text(JWT_PROFILE.format(turns=tmp_path / "turns.db"), encoding="utf-8")
+    monkeypatch.setenv("SERVED_JWT_KEY", secret)
+    token = jwt.encode({"iss": "https://id.test", "aud": "governed-memory", "sub": "user:al",
+                        "org": "acme", "uid": "alice", "permissions": ["memory:read",
+                                                                       "memory:write"],
+                        "exp": int(time.time()) + 300}, secret, algorithm="HS256")
+    with _serving(tmp_path, profile=str(profile)) as served:
+        async def use() -> tuple[str, int]:
+            async with AsyncMemoryClient(served.url, token) as client:
+                record = await client.add(SCOPE, "through a profile's JWT settings")
+                from governed_memory.tiers import TurnDraft
+
+                session = Scope("acme", user_id="alice", session_id="s1")
+                turn = await client.append(session, TurnDraft.user("hello"))
+                return record.content, turn.seq
+
+        assert asyncio.run(use()) == ("through a profile's JWT settings", 1)
+        wrong = jwt.encode({"iss": "https://id.test", "aud": "governed-memory",
+                            "sub": "x", "org": "acme", "exp": int(time.time()) + 300},
+                           "another-" + secret, algorithm="HS256")
+        refused = httpx.get(f"{served.url}/v1/tenants/acme/memories",
+                            headers={"Authorization": f"Bearer {wrong}"}, timeout=30)
+        assert refused.status_code == 401
+        assert _stop(served) == 0
+
+
+def test_serve_with_the_profiles_jwt_key_unset_stops_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = tmp_path / "served.toml"
+    profile.write_text(JWT_PROFILE.format(turns=tmp_path / "turns.db"), encoding="utf-8")
+    monkeypatch.delenv("SERVED_JWT_KEY", raising=False)
+    result = subprocess.run(
+        [*GOVERNED_MEMORY, "serve", "--profile", str(profile), "--db",
+         str(tmp_path / "m.db"), "--keys", str(tmp_path / "keys.db"), "--port",
+         str(_free_port())], capture_output=True, text=True, env=_env(tmp_path),
+        timeout=120)
+    assert result.returncode != 0
+    assert "auth.jwt.key_env (SERVED_JWT_KEY)" in result.stderr
+    assert "Traceback" not in result.stderr

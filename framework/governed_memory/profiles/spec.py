@@ -29,7 +29,7 @@ from governed_memory.errors import MemoryConfigurationError, MemoryValidationErr
 from governed_memory.limits import MAX_PAGE_SIZE, check_json_safe
 from governed_memory.operation_context import ProfileRef
 from governed_memory.operations import Operation
-from governed_memory.principal import Permission
+from governed_memory.principal import Permission, PrincipalKind
 from governed_memory.profiles.versions import is_name, is_semver
 from governed_memory.records import MemoryType
 from governed_memory.requests import DedupMode
@@ -387,6 +387,76 @@ class ContextSection:
             _at_least_one(name, getattr(self, name))
 
 
+@attrs.frozen(slots=True)
+class JwtClaimsSection:
+    """Which verified claims carry the principal's parts (``[auth.jwt.claims]``)."""
+
+    principal_id: str = "sub"
+    tenant: str = "tenant_id"
+    user: str = "user_id"
+    kind: str = "kind"
+    permissions: str = "permissions"
+    default_kind: PrincipalKind = PrincipalKind.SERVICE
+
+    def __attrs_post_init__(self) -> None:
+        names = ("principal_id", "tenant", "user", "kind", "permissions")
+        for name in names:
+            if not getattr(self, name):
+                raise ProfileProblem(name, "must name a claim")
+        _unique("claims", tuple(getattr(self, name) for name in names))
+
+
+JWT_ALGORITHMS: Final = frozenset({"HS256", "HS384", "HS512", "RS256", "RS384", "RS512",
+                                   "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
+                                   "EdDSA"})
+"""The signature algorithms a profile may allow (never ``none``)."""
+
+
+@attrs.frozen(slots=True)
+class JwtSection:
+    """How ``governed-memory serve`` verifies bearer JWTs (``[auth.jwt]``).
+
+    The key itself is never in the profile (a profile's content is hashed into every
+    event's revision and shipped in packs): ``key_file`` names a PEM public key or a
+    file holding an HMAC secret, ``key_env`` an environment variable holding either;
+    exactly one of them.
+    """
+
+    issuer: str
+    audience: str
+    algorithms: tuple[str, ...]
+    key_file: str | None = None
+    key_env: str | None = None
+    leeway_s: float = 0.0
+    claims: JwtClaimsSection = attrs.field(factory=JwtClaimsSection)
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("issuer", "audience"):
+            if not getattr(self, name):
+                raise ProfileProblem(name, "must not be empty")
+        if not self.algorithms:
+            raise ProfileProblem("algorithms", "must allow at least one algorithm")
+        for index, algorithm in enumerate(self.algorithms):
+            if algorithm not in JWT_ALGORITHMS:
+                raise ProfileProblem(f"algorithms[{index}]", f"{algorithm!r} is not one of "
+                                     f"{', '.join(sorted(JWT_ALGORITHMS))}")
+        _unique("algorithms", self.algorithms)
+        if (self.key_file is None) == (self.key_env is None):
+            raise ProfileProblem("key_file", "give exactly one of key_file and key_env")
+        if not math.isfinite(self.leeway_s) or not 0 <= self.leeway_s <= 300:
+            raise ProfileProblem("leeway_s", f"must be between 0 and 300 seconds, got "
+                                             f"{self.leeway_s}")
+
+
+@attrs.frozen(slots=True)
+class AuthSection:
+    """How the service authenticates callers; read by ``governed-memory serve`` and
+    ``create_app`` only (an in-process manager takes its principal from the host).
+    API keys need no section: they live in the service's key store."""
+
+    jwt: JwtSection | None = None
+
+
 class FsyncPolicy(enum.StrEnum):
     """When the hash-chained trail flushes an entry to disk."""
 
@@ -585,6 +655,7 @@ class MemoryProfileSpec:
     cache: CacheSection = attrs.field(factory=CacheSection)
     fallback: FallbackSection = attrs.field(factory=FallbackSection)
     context: ContextSection = attrs.field(factory=ContextSection)
+    auth: AuthSection = attrs.field(factory=AuthSection)
     audit: AuditSection = attrs.field(factory=AuditSection)
     policies: PoliciesSection = attrs.field(factory=PoliciesSection)
     _revision: str = attrs.field(init=False, eq=False, repr=False)
@@ -657,6 +728,15 @@ class MemoryProfileSpec:
         return data
 
 
+_LATER_SECTIONS: Final = {"auth": AuthSection()}
+"""Sections added after profiles were published: hashed only when set away from their
+default, so every earlier profile keeps the revision its events and packs recorded."""
+
+
 def _revision_of(spec: MemoryProfileSpec) -> str:
-    text = canonical_json(spec.canonical())
+    data = spec.canonical()
+    for name, default in _LATER_SECTIONS.items():
+        if getattr(spec, name) == default:
+            del data[name]
+    text = canonical_json(data)
     return REVISION_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
