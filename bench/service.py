@@ -681,10 +681,26 @@ def notes(data: dict[str, Any]) -> list[str]:
                 found.append(f"{name}: the client processes used {s['client_cores']} "
                              f"cores of {s['procs']}: client-bound, the server may have "
                              "had more to give.")
+            if s["server_cores"] is not None and s["server_cores"] >= 0.9:
+                found.append(f"{name}: the server process used {s['server_cores']} cores "
+                             f"({s['server_cpu_ms_per_op']} ms CPU per operation): one "
+                             "Python process, whose event loop and storage threads share "
+                             "one GIL, was the ceiling.")
             if s["machine_busy"] is not None and s["machine_busy"] >= 0.9:
                 found.append(f"{name}: the machine was {round(100 * s['machine_busy'])} % "
                              f"busy (server {s['server_cores']} cores, clients "
                              f"{s['client_cores']}): CPU-bound on {os.cpu_count()} cores.")
+        single = find(sections, "http", "search", 1, 1)
+        if single and single["server_cores"] and single["throughput"]:
+            ceiling = round(1 / single["server_cores"], 2)
+            found.append(
+                f"{backend['backend']} search: one client already kept the server process "
+                f"{single['server_cores']} cores busy ({single['server_cpu_ms_per_op']} ms "
+                f"CPU a search), so a one-process server can give at most about "
+                f"{ceiling}x one client's {single['throughput']} ops/s; "
+                f"{SCALE_TARGET:g}x would need about "
+                f"{round(SCALE_TARGET * single['server_cores'], 1)} cores of server at that "
+                "CPU per search.")
         top = max((s["clients"] for s in sections), default=0)
         one_proc = find(sections, "http", "search", top, 1)
         many = next((s for s in sections if s["side"] == "http" and s["op"] == "search"
@@ -810,7 +826,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "backends": args.backends, "quick": args.quick,
             "postgres_dsn_host": POSTGRES_DSN.rsplit("@", 1)[-1],
             "load_min": min(loads), "load_max": max(loads),
-            "command": "python bench/service.py " + " ".join(sys.argv[1:])},
+            "command": " ".join(["python bench/service.py", *sys.argv[1:]])},
         "results": results,
     }
 
