@@ -220,11 +220,13 @@ class ApiKeyStore:
         if not sep or len(key_id) != _KEY_ID_HEX or not secret:
             return None
         db = await self._conn()
-        async with db.execute(
-                "SELECT key_id, principal_id, kind, tenant_id, user_id, permissions, label,"
-                " created_at, revoked_at, secret_sha256 FROM api_keys WHERE key_id = ?",
-                (key_id,)) as cursor:
-            row = await cursor.fetchone()
+        # One round trip to the store's thread (execute, fetch and close together): this
+        # runs on every request.
+        rows = list(await db.execute_fetchall(
+            "SELECT key_id, principal_id, kind, tenant_id, user_id, permissions, label,"
+            " created_at, revoked_at, secret_sha256 FROM api_keys WHERE key_id = ?",
+            (key_id,)))
+        row = rows[0] if rows else None
         stored = str(row[9]) if row is not None else _DUMMY_DIGEST
         matches = hmac.compare_digest(_digest(secret).encode(), stored.encode())
         if row is None or not matches:

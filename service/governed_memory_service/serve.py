@@ -38,6 +38,7 @@ class ServeOptions:
     host: str
     port: int
     shutdown_timeout: int
+    access_log: bool = False
 
 
 def require_service_extra() -> None:
@@ -102,7 +103,7 @@ async def _serve(options: ServeOptions) -> bool:
         app = create_app(manager, BearerAuthenticator(*verifiers), manage_lifespan=True)
         config = uvicorn.Config(app, host=options.host, port=options.port, lifespan="on",
                                 timeout_graceful_shutdown=options.shutdown_timeout,
-                                log_level="info")
+                                log_level="info", access_log=options.access_log)
         server = uvicorn.Server(config)
         await server.serve()
         return bool(server.started)
@@ -128,15 +129,18 @@ def _stop_requested(signum: int, frame: FrameType | None) -> None:
 @click.option("--shutdown-timeout", type=click.IntRange(min=0), default=30,
               show_default=True,
               help="seconds requests in flight get to finish after SIGTERM")
+@click.option("--access-log/--no-access-log", default=False, show_default=True,
+              help="a line per request on stderr; off by default, since a request's URL "
+                   "names the data subject (user_id and the other scope dimensions)")
 def serve(profile: str, db: Path | None, keys: Path | None, host: str, port: int,
-          shutdown_timeout: int) -> None:
+          shutdown_timeout: int, access_log: bool) -> None:
     """Run the HTTP API; SIGTERM (or Ctrl-C) stops it gracefully (exit 0)."""
     require_service_extra()
     from governed_memory.cli.common import EXIT_CODES
     from governed_memory.errors import GovernedMemoryError
 
     options = ServeOptions(profile=profile, db=db, keys=keys, host=host, port=port,
-                           shutdown_timeout=shutdown_timeout)
+                           shutdown_timeout=shutdown_timeout, access_log=access_log)
     previous = {sig: signal.signal(sig, _stop_requested)
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
