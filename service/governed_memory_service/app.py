@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from governed_memory_service.authentication import Authenticator
+from governed_memory_service.mcp_http import McpEndpoint
 from governed_memory_service.openapi import openapi_document
 from governed_memory_service.problems import PROBLEM_JSON, TYPE_PREFIX
 from governed_memory_service.routes import ENDPOINTS, MemoryRoutes
@@ -103,6 +104,8 @@ def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
         else:
             yield
 
-    return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(TraceContextMiddleware)],
+    # MCP (streamable HTTP) at /mcp, authenticated like the routes: see mcp_http.
+    mcp = McpEndpoint(manager, authenticator, max_body_bytes=max_body_bytes)
+    return Starlette(routes=routes, lifespan=mcp.around(lifespan),
+                     middleware=[Middleware(TraceContextMiddleware), mcp.middleware()],
                      exception_handlers={HTTPException: http_problem})

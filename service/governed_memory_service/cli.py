@@ -1,5 +1,5 @@
 """``governed-memory keys create|list|revoke`` (through the ``service`` plugin's
-``register_cli_commands``) and the same commands, with ``serve``, as
+``register_cli_commands``) and the same commands, with ``serve`` and ``mcp``, as
 ``python -m governed_memory_service``.
 
 The framework never imports the service: it finds these commands through the hook.
@@ -16,6 +16,7 @@ from governed_memory import Permission, PrincipalKind
 from governed_memory.errors import MemoryValidationError
 
 from governed_memory_service.api_keys import ApiKeyStore, default_key_store_path
+from governed_memory_service.mcp_stdio import mcp
 from governed_memory_service.serve import serve
 
 __all__ = ["main"]
@@ -99,3 +100,4 @@ def revoke(keys_db: Path | None, key_id: str) -> None:
 
 
 main.add_command(serve)
+main.add_command(mcp)

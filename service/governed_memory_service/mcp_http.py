@@ -1,0 +1,137 @@
+"""The MCP server over streamable HTTP, at ``/mcp`` on the service's own app.
+
+Every HTTP request to ``/mcp`` is authenticated by the app's :class:`Authenticator`
+(the ``Authorization: Bearer`` header, as for the REST routes) before the SDK sees it:
+no or bad credentials get the same ``401`` problem document. The principal travels
+with that request only: it is put in the request's ASGI scope, and a tool reads it from
+the request its call arrived in (the SDK hands each message's HTTP request to the
+tool's context). The SDK runs in stateless mode, so no MCP session outlives the request
+that opened it and nothing can carry one caller's principal into another's call.
+
+It is dispatched by a middleware rather than a route: ``/mcp`` speaks JSON-RPC, not
+the REST API that the routes table and the OpenAPI document describe.
+
+DNS-rebinding protection (the SDK's Host/Origin allow-list) is off: it guards local
+servers that trust whoever can reach them, while this endpoint trusts only a bearer
+credential, which a rebound browser page does not have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from governed_memory import GovernedMemoryManager, Principal
+from governed_memory.errors import GovernedMemoryError, MemoryUnavailableError
+from mcp.server.mcpserver import Context
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from governed_memory_service.authentication import Authenticator
+from governed_memory_service.errors import AuthenticationError
+from governed_memory_service.mcp_tools import build_mcp_server
+from governed_memory_service.routes import problem_response
+
+__all__ = ["MCP_PATH", "McpEndpoint"]
+
+MCP_PATH = "/mcp"
+PRINCIPAL_KEY = "governed_memory.principal"
+"""The ASGI scope key the authenticated principal of one request travels under."""
+
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+def request_principal(ctx: Context[Any, Any]) -> Principal:
+    """The principal of the HTTP request that carried this tool call."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    principal = scope.get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
+    if not isinstance(principal, Principal):
+        raise AuthenticationError()  # unreachable through McpEndpoint: it authenticates first
+    return principal
+
+
+class McpEndpoint:
+    """The MCP server of one app: its tools over ``manager``, its principals from
+    ``authenticator``; :meth:`middleware` routes ``/mcp`` to it and :meth:`around` runs
+    the SDK's session manager inside the app's lifespan."""
+
+    def __init__(self, manager: GovernedMemoryManager, authenticator: Authenticator, *,
+                 max_body_bytes: int, path: str = MCP_PATH) -> None:
+        self.path = path
+        self._authenticator = authenticator
+        self._max_body_bytes = max_body_bytes
+        self._server = build_mcp_server(manager, request_principal)
+        self._sessions: StreamableHTTPSessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Serve MCP requests while open. The SDK's session manager runs once, so each
+        run (each app startup) builds its own."""
+        self._server.streamable_http_app(
+            streamable_http_path=self.path, stateless_http=True, json_response=True,
+            max_request_body_size=self._max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        sessions = self._server.session_manager
+        async with sessions.run():
+            self._sessions = sessions
+            try:
+                yield
+            finally:
+                self._sessions = None
+
+    def around(self, lifespan: Lifespan) -> Lifespan:
+        """``lifespan`` with MCP running inside it: started after it (the manager is
+        open before a tool can run) and stopped before it."""
+
+        @contextlib.asynccontextmanager
+        async def combined(app: Starlette) -> AsyncIterator[None]:
+            async with lifespan(app), self.running():
+                yield
+
+        return combined
+
+    def middleware(self) -> Middleware:
+        return Middleware(_Dispatch, endpoint=self)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """One HTTP request to the MCP endpoint: authenticate, then hand it to the SDK."""
+        try:
+            principal = await self._authenticator.authenticate(
+                Headers(scope=scope).get("authorization"))
+        except GovernedMemoryError as error:
+            await problem_response(error)(scope, receive, send)
+            return
+        if self._sessions is None:
+            # The app was not started (an ASGI transport without lifespan events).
+            unavailable = MemoryUnavailableError("the MCP endpoint runs only while the app's "
+                                                 "lifespan is running")
+            await problem_response(unavailable)(scope, receive, send)
+            return
+        await self._sessions.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
+
+
+class _Dispatch:
+    """ASGI middleware: requests for the endpoint's path go to MCP, the rest on."""
+
+    def __init__(self, app: ASGIApp, endpoint: McpEndpoint) -> None:
+        self._app = app
+        self._endpoint = endpoint
+        self._paths = {endpoint.path, endpoint.path + "/"}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            root: str = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            if path in self._paths:
+                await self._endpoint.handle(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
