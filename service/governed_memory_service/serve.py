@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -45,11 +46,13 @@ def require_service_extra() -> None:
     """Exit non-zero naming the extra when one of its libraries is missing."""
     import importlib
 
+    command = click.get_current_context(silent=True)
+    name = command.info_name if command is not None and command.info_name else "serve"
     for module in _EXTRA_MODULES:
         try:
             importlib.import_module(module)
         except ImportError:
-            click.echo(f"error (configuration): `governed-memory serve` needs the service "
+            click.echo(f"error (configuration): `governed-memory {name}` needs the service "
                        f"extra ({module} is not installed): {EXTRA_HINT}", err=True)
             sys.exit(7)
 
@@ -109,6 +112,19 @@ async def _serve(options: ServeOptions) -> bool:
         return bool(server.started)
 
 
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when it is installed (the ``service`` extra brings it off
+    Windows): the server's per-request cost is mostly the event loop and the HTTP
+    parser, and uvicorn only picks uvloop itself when it creates the loop, which a
+    command that runs the server inside its own ``asyncio`` runner does not let it do."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
 def _stop_requested(signum: int, frame: FrameType | None) -> None:
     """Replaces the default SIGTERM and SIGINT actions while serving: uvicorn handles
     the signal itself and re-raises it on the way out, where it must not kill the
@@ -144,7 +160,8 @@ def serve(profile: str, db: Path | None, keys: Path | None, host: str, port: int
     previous = {sig: signal.signal(sig, _stop_requested)
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        started = asyncio.run(_serve(options))
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            started = runner.run(_serve(options))
     except GovernedMemoryError as exc:
         click.echo(f"error ({exc.code}): {exc}", err=True)
         sys.exit(EXIT_CODES.get(exc.code, 1))
