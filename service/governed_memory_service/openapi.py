@@ -118,6 +118,17 @@ def openapi_document() -> dict[str, Any]:
         paths[path] = {"get": {"operationId": path.strip("/").replace(".", "_"),
                                "summary": summary, "security": [],
                                "responses": {"200": {"description": "ok"}}}}
+    paths["/mcp"] = {"post": {
+        "operationId": "mcp",
+        "summary": "The MCP server over streamable HTTP (JSON-RPC 2.0 messages; tools "
+                   "remember, recall, update, forget, list_memories): see docs/service.md",
+        "requestBody": {"required": True, "content": {"application/json": {}}},
+        "responses": {"200": {"description": "a JSON-RPC response",
+                              "content": {"application/json": {}}},
+                      "401": {"description": "missing or invalid credentials",
+                              "content": {"application/problem+json": {"schema": {
+                                  "$ref": "#/components/schemas/Problem"}}}}},
+        "security": [{"bearer": []}]}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "governed-memory", "version": __version__},

@@ -37,7 +37,7 @@ TYPES = click.Choice([t.value for t in MemoryType])
 
 
 @click.group(cls=PluginCommandGroup,
-             epilog="Plugins add more commands (the service extra: serve, keys); "
+             epilog="Plugins add more commands (the service extra: serve, keys, mcp).\n\n"
                     "`governed-memory commands` lists them.")
 @click.version_option(__version__, prog_name="governed-memory")
 def cli() -> None:
