@@ -3,9 +3,7 @@ client are acknowledged, SIGTERM exits 0 after letting a request in flight finis
 the database reopened afterwards holds every acknowledged write.
 
 The command reaches ``governed-memory`` through the service plugin's
-``register_cli_commands``, installed here as a real entry point (a ``.dist-info`` on
-``PYTHONPATH``): pyproject does not register it yet, because the package's
-``__init__`` still imports the extra eagerly and would break plugin loading without it.
+``register_cli_commands``, registered by pyproject's ``service`` entry point.
 """
 
 from __future__ import annotations
@@ -33,22 +31,8 @@ SCOPE = Scope("acme", project_id="support", user_id="alice")
 QUERY = "project_id=support&user_id=alice"
 
 
-def _plugin_site(root: Path) -> Path:
-    """A directory that, on ``PYTHONPATH``, registers the service plugin's entry point."""
-    site = root / "site"
-    dist = site / "governed_memory_service_entry-1.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: governed-memory-service-"
-                                   "entry\nVersion: 1.0\n", encoding="utf-8")
-    (dist / "entry_points.txt").write_text(
-        "[governed_memory]\nservice = governed_memory_service.plugin\n", encoding="utf-8")
-    return site
-
-
 def _env(root: Path) -> dict[str, str]:
-    path = os.pathsep.join([str(_plugin_site(root)),
-                            *filter(None, [os.environ.get("PYTHONPATH")])])
-    return {**os.environ, "PYTHONPATH": path, "GOVERNED_MEMORY_HOME": str(root)}
+    return {**os.environ, "GOVERNED_MEMORY_HOME": str(root)}
 
 
 def _free_port() -> int:
