@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
+from governed_memory.binding import bind_principal, bind_scope
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.composition import compose_profile, provider_from_plugins, resolve_pack
@@ -357,6 +358,12 @@ class GovernedMemoryManager:
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
+    def bind(self, principal: Principal, scope: Scope) -> BoundMemory:
+        """One principal's memory in one exact scope: ``handle.add("...")``,
+        ``handle.search("...")`` and every other scoped operation without repeating
+        either (``handle.with_scope(...)`` for another scope of the same principal)."""
+        return BoundMemory(self, principal, scope)
+
     # -- helpers ------------------------------------------------------------------------
 
     async def _execute(self, operation: Operation, principal: Principal,
@@ -595,6 +602,61 @@ class GovernedMemoryManager:
             lambda: RejectRequest(scope=scope, record_id=record_id,
                                   expected_revision=expected_revision,
                                   idempotency_key=idempotency_key))
+
+
+class BoundMemory:
+    """The manager's scoped operations with the principal and the scope fixed.
+
+    Nothing is decided here: each method is the manager's own (the same arguments after
+    the scope, the same checks, events and errors), so a handle can never reach a scope
+    or a principal the manager would not. A handle is cheap; make one per request or
+    per turn.
+    """
+
+    __slots__ = ("_manager", "_principal", "_scope")
+
+    def __init__(self, manager: GovernedMemoryManager, principal: Principal,
+                 scope: Scope) -> None:
+        if not isinstance(principal, Principal):
+            raise MemoryValidationError("bind needs the authenticated Principal",
+                                        field="principal")
+        if not isinstance(scope, Scope):
+            raise MemoryValidationError("bind needs one exact Scope", field="scope")
+        self._manager, self._principal, self._scope = manager, principal, scope
+
+    @property
+    def manager(self) -> GovernedMemoryManager:
+        return self._manager
+
+    @property
+    def principal(self) -> Principal:
+        return self._principal
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    def with_scope(self, scope: Scope) -> BoundMemory:
+        """The same principal in another exact scope."""
+        return BoundMemory(self._manager, self._principal, scope)
+
+    def __repr__(self) -> str:
+        return f"BoundMemory(principal={self._principal.principal_id!r}, scope={self._scope!r})"
+
+    add = bind_scope(GovernedMemoryManager.add)
+    get = bind_scope(GovernedMemoryManager.get)
+    lookup = bind_scope(GovernedMemoryManager.lookup)
+    list = bind_scope(GovernedMemoryManager.list)
+    search = bind_scope(GovernedMemoryManager.search)
+    update = bind_scope(GovernedMemoryManager.update)
+    delete = bind_scope(GovernedMemoryManager.delete)
+    history = bind_scope(GovernedMemoryManager.history)
+    delete_all = bind_scope(GovernedMemoryManager.delete_all)
+    purge_expired = bind_scope(GovernedMemoryManager.purge_expired)
+    list_pending = bind_scope(GovernedMemoryManager.list_pending)
+    approve = bind_scope(GovernedMemoryManager.approve)
+    reject = bind_scope(GovernedMemoryManager.reject)
+    replay = bind_principal(GovernedMemoryManager.replay)
 
 
 async def build_request(port: ActivityPort, operation: Operation, principal: Principal,

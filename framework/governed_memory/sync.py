@@ -1,0 +1,153 @@
+"""``SyncMemoryManager``: the manager's surface for scripts and sync frameworks.
+
+It is a view of one ``GovernedMemoryManager``, not a second implementation: every
+method runs the async method of the same name on an event loop thread the facade owns
+(``governed_memory.binding``), so decisions, spans, events and errors are exactly the
+async manager's, and a keyword added there is here at once. ``bind`` gives the sync
+form of ``BoundMemory``.
+
+    with SyncMemoryManager.from_profile(spec) as memory:
+        alice = memory.bind(principal, Scope("acme", user_id="alice"))
+        alice.add("Alice prefers window seats", memory_type="preference")
+        hits = alice.search("seats").hits
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import ParamSpec
+
+from governed_memory.binding import EventLoopThread, blocking
+from governed_memory.capabilities import Capabilities
+from governed_memory.manager import BoundMemory, GovernedMemoryManager
+from governed_memory.principal import Principal
+from governed_memory.profiles.spec import MemoryProfileSpec
+from governed_memory.scope import Scope
+
+__all__ = ["SyncBoundMemory", "SyncMemoryManager"]
+
+P = ParamSpec("P")
+
+
+def _wrapping(factory: Callable[P, GovernedMemoryManager]
+              ) -> Callable[P, SyncMemoryManager]:
+    """A constructor of the async manager, returning the facade over what it built."""
+
+    def build(*args: P.args, **kwargs: P.kwargs) -> SyncMemoryManager:
+        return SyncMemoryManager(factory(*args, **kwargs))
+
+    build.__doc__ = factory.__doc__
+    return build
+
+
+class SyncMemoryManager:
+    """The manager's operations, blocking. Thread-safe: calls from several threads run
+    as concurrent tasks on the facade's one loop. Close it (or use ``with``) to close
+    the manager and stop the loop's thread."""
+
+    def __init__(self, manager: GovernedMemoryManager) -> None:
+        if not isinstance(manager, GovernedMemoryManager):
+            raise TypeError("SyncMemoryManager wraps a GovernedMemoryManager")
+        self._target = manager
+        self._loop = EventLoopThread("governed-memory-sync")
+
+    from_profile = staticmethod(_wrapping(GovernedMemoryManager.from_profile))
+    from_plugins = staticmethod(_wrapping(GovernedMemoryManager.from_plugins))
+    from_pack = staticmethod(_wrapping(GovernedMemoryManager.from_pack))
+
+    @property
+    def manager(self) -> GovernedMemoryManager:
+        """The async manager underneath (its coroutines belong to the facade's loop)."""
+        return self._target
+
+    def capabilities(self) -> Capabilities:
+        """What the provider behind this manager declares it can do."""
+        return self._target.capabilities()
+
+    @property
+    def profile_spec(self) -> MemoryProfileSpec | None:
+        return self._target.profile_spec
+
+    def bind(self, principal: Principal, scope: Scope) -> SyncBoundMemory:
+        return SyncBoundMemory(self._target.bind(principal, scope), self._loop)
+
+    def close(self) -> None:
+        """Close the manager, then stop the loop (idempotent)."""
+        if self._loop.closed:
+            return
+        try:
+            self._loop.run(self._target.close())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> SyncMemoryManager:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    start = blocking(GovernedMemoryManager.start)
+    health = blocking(GovernedMemoryManager.health)
+    deliver_events = blocking(GovernedMemoryManager.deliver_events)
+    add = blocking(GovernedMemoryManager.add)
+    get = blocking(GovernedMemoryManager.get)
+    lookup = blocking(GovernedMemoryManager.lookup)
+    list = blocking(GovernedMemoryManager.list)
+    search = blocking(GovernedMemoryManager.search)
+    replay = blocking(GovernedMemoryManager.replay)
+    update = blocking(GovernedMemoryManager.update)
+    delete = blocking(GovernedMemoryManager.delete)
+    history = blocking(GovernedMemoryManager.history)
+    delete_all = blocking(GovernedMemoryManager.delete_all)
+    delete_user = blocking(GovernedMemoryManager.delete_user)
+    purge_expired = blocking(GovernedMemoryManager.purge_expired)
+    outbox_status = blocking(GovernedMemoryManager.outbox_status)
+    process_index_jobs = blocking(GovernedMemoryManager.process_index_jobs)
+    retry_dead_jobs = blocking(GovernedMemoryManager.retry_dead_jobs)
+    reindex = blocking(GovernedMemoryManager.reindex)
+    purge_snapshots = blocking(GovernedMemoryManager.purge_snapshots)
+    list_pending = blocking(GovernedMemoryManager.list_pending)
+    approve = blocking(GovernedMemoryManager.approve)
+    reject = blocking(GovernedMemoryManager.reject)
+
+
+class SyncBoundMemory:
+    """``BoundMemory``, blocking, on its facade's loop."""
+
+    __slots__ = ("_loop", "_target")
+
+    def __init__(self, bound: BoundMemory, loop: EventLoopThread) -> None:
+        self._target = bound
+        self._loop = loop
+
+    @property
+    def principal(self) -> Principal:
+        return self._target.principal
+
+    @property
+    def scope(self) -> Scope:
+        return self._target.scope
+
+    def with_scope(self, scope: Scope) -> SyncBoundMemory:
+        return SyncBoundMemory(self._target.with_scope(scope), self._loop)
+
+    def __repr__(self) -> str:
+        return f"Sync{self._target!r}"
+
+    add = blocking(BoundMemory.add)
+    get = blocking(BoundMemory.get)
+    lookup = blocking(BoundMemory.lookup)
+    list = blocking(BoundMemory.list)
+    search = blocking(BoundMemory.search)
+    update = blocking(BoundMemory.update)
+    delete = blocking(BoundMemory.delete)
+    history = blocking(BoundMemory.history)
+    delete_all = blocking(BoundMemory.delete_all)
+    purge_expired = blocking(BoundMemory.purge_expired)
+    list_pending = blocking(BoundMemory.list_pending)
+    approve = blocking(BoundMemory.approve)
+    reject = blocking(BoundMemory.reject)
+    replay = blocking(BoundMemory.replay)
