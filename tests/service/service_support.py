@@ -20,6 +20,27 @@ ALL = [Permission.READ, Permission.WRITE, Permission.DELETE]
 
 
 @attrs.frozen(kw_only=True)
+class Credentials:
+    """The keys every service test holds: alice's (acme), bob's (another tenant) and a
+    read-only key of alice's."""
+
+    alice: str
+    bob_other_tenant: str
+    reader: str
+
+
+async def issue_credentials(keys: ApiKeyStore) -> Credentials:
+    alice = await keys.create(tenant_id="acme", kind="user", user_id="alice",
+                              permissions=ALL)
+    bob = await keys.create(tenant_id="globex", kind="user", user_id="bob",
+                            permissions=ALL)
+    reader = await keys.create(tenant_id="acme", kind="user", user_id="alice",
+                               principal_id="user:alice-reader",
+                               permissions=[Permission.READ])
+    return Credentials(alice=alice.token, bob_other_tenant=bob.token, reader=reader.token)
+
+
+@attrs.frozen(kw_only=True)
 class Service:
     manager: GovernedMemoryManager
     sink: InMemoryEventSink
