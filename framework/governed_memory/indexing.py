@@ -28,6 +28,7 @@ import attrs
 
 from governed_memory.canonical import canonical_json
 from governed_memory.embedding import Embedder, EmbedderIdentity
+from governed_memory.embedding_batch import BatchingEmbedder
 from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
 
 if TYPE_CHECKING:
@@ -259,7 +260,8 @@ def build_embedder(spec: MemoryProfileSpec, plugins: PluginManager) -> Embedder 
     if not isinstance(embedder, Embedder):
         raise MemoryConfigurationError(
             f"stores.embedder: the factory of {store.kind!r} built no embedder")
-    return embedder
+    # Concurrent writes (add_many, a busy server) share model calls.
+    return BatchingEmbedder(embedder)
 
 
 def _plain(value: Any) -> Any:

@@ -19,11 +19,16 @@ from typing import Any, TypeVar
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
+from governed_memory.batch import MAX_BATCH_ITEMS, AddItem, BatchAddResult, ItemOutcome
 from governed_memory.binding import bind_principal, bind_scope
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.composition import compose_profile, provider_from_plugins, resolve_pack
-from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
+from governed_memory.errors import (
+    GovernedMemoryError,
+    MemoryCapabilityUnsupportedError,
+    MemoryValidationError,
+)
 from governed_memory.events import EventBus, EventSink
 from governed_memory.indexing import ReindexPage, WorkerReport, WorkerSteps
 from governed_memory.lookup import LookupRequest
@@ -402,6 +407,47 @@ class GovernedMemoryManager:
             supersedes=supersedes, expires_at=expires_at, idempotency_key=idempotency_key,
         ))
 
+    async def add_many(self, principal: Principal, scope: Scope,
+                       items: Iterable[AddItem | str], *,
+                       concurrency: int = 32) -> BatchAddResult:
+        """Add many memories to one scope; each item is its own governed add.
+
+        Each is validated, decided by the policies, evented and idempotent on its own
+        ``idempotency_key``, exactly as :meth:`add`; an item that is refused (invalid,
+        denied, over a quota, a conflict) is reported in the result by its index, with
+        the library's error code, and does not stop the others. Up to ``concurrency``
+        adds are in flight at once, so their embeddings share model calls (the
+        profile's embedder batches concurrent requests). An error that is no library
+        error (a bug) cancels the adds not yet done and is raised.
+        """
+        batch = [item if isinstance(item, AddItem) else AddItem(content=item)
+                 for item in items]
+        if len(batch) > MAX_BATCH_ITEMS:
+            raise MemoryValidationError(f"add_many takes at most {MAX_BATCH_ITEMS} items",
+                                        field="items")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not (
+                1 <= concurrency <= 256):
+            raise MemoryValidationError("concurrency must be an integer from 1 to 256",
+                                        field="concurrency")
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(index: int, item: AddItem) -> ItemOutcome:
+            async with gate:
+                try:
+                    record = await self.add(principal, scope, item.content,
+                                            **item.arguments())
+                except GovernedMemoryError as exc:
+                    return ItemOutcome(index=index, error_code=exc.code, error=str(exc))
+            return ItemOutcome(index=index, record=record)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(one(index, item))
+                         for index, item in enumerate(batch)]
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        return BatchAddResult(outcomes=tuple(task.result() for task in tasks))
+
     async def get(self, principal: Principal, scope: Scope, record_id: str | None = None, *,
                   key: str | None = None) -> MemoryRecord:
         return await self._execute(
@@ -644,6 +690,7 @@ class BoundMemory:
         return f"BoundMemory(principal={self._principal.principal_id!r}, scope={self._scope!r})"
 
     add = bind_scope(GovernedMemoryManager.add)
+    add_many = bind_scope(GovernedMemoryManager.add_many)
     get = bind_scope(GovernedMemoryManager.get)
     lookup = bind_scope(GovernedMemoryManager.lookup)
     list = bind_scope(GovernedMemoryManager.list)

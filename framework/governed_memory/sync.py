@@ -93,6 +93,7 @@ class SyncMemoryManager:
     health = blocking(GovernedMemoryManager.health)
     deliver_events = blocking(GovernedMemoryManager.deliver_events)
     add = blocking(GovernedMemoryManager.add)
+    add_many = blocking(GovernedMemoryManager.add_many)
     get = blocking(GovernedMemoryManager.get)
     lookup = blocking(GovernedMemoryManager.lookup)
     list = blocking(GovernedMemoryManager.list)
@@ -138,6 +139,7 @@ class SyncBoundMemory:
         return f"Sync{self._target!r}"
 
     add = blocking(BoundMemory.add)
+    add_many = blocking(BoundMemory.add_many)
     get = blocking(BoundMemory.get)
     lookup = blocking(BoundMemory.lookup)
     list = blocking(BoundMemory.list)
