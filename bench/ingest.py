@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recall_data import generate  # noqa: E402
+from recall_data import generate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TENANT = "ingest"
