@@ -1,0 +1,170 @@
+"""One implementation of the store's operations, run async or blocking.
+
+The store's logic (read the key, then add or compare-and-set update, retry on a lost
+race, ...) is written once, as coroutines over a :class:`MemoryPort`: the handful of
+manager operations it needs. Two ports run it:
+
+- :class:`AsyncPort` awaits a :class:`~governed_memory.GovernedMemoryManager` on the
+  caller's event loop;
+- :class:`BlockingPort` calls a :class:`~governed_memory.sync.SyncMemoryManager`, whose
+  methods block while the manager runs on the facade's own loop thread. Its coroutines
+  never suspend, so :func:`run_blocking` drives a whole operation to its end with one
+  ``send`` and no event loop in the calling thread (a sync graph node, a script).
+
+So sync and async store calls share every decision, and the governed operations they
+reach are the manager's own either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from governed_memory import (
+    DeleteResult,
+    GovernedMemoryManager,
+    MemoryRecord,
+    MemoryType,
+    Page,
+    Principal,
+    Scope,
+    SearchResult,
+)
+from governed_memory.sync import SyncMemoryManager
+
+__all__ = ["AsyncPort", "BlockingPort", "MemoryPort", "run_blocking"]
+
+R = TypeVar("R")
+
+
+class MemoryPort(Protocol):
+    """The manager operations the store uses, with the arguments it passes."""
+
+    def now(self) -> float: ...
+
+    async def lookup(self, principal: Principal, scope: Scope, *,
+                     key: str) -> MemoryRecord | None: ...
+
+    async def add(self, principal: Principal, scope: Scope, content: str, *,
+                  memory_type: MemoryType, key: str, metadata: Mapping[str, Any],
+                  expires_at: float | None) -> MemoryRecord: ...
+
+    async def update(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str, content: str, memory_type: MemoryType,
+                     metadata: Mapping[str, Any], expires_at: float | None,
+                     clear_expires_at: bool) -> MemoryRecord: ...
+
+    async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str) -> DeleteResult: ...
+
+    async def list(self, principal: Principal, scope: Scope, *, limit: int,
+                   cursor: str | None) -> Page[MemoryRecord]: ...
+
+    async def search(self, principal: Principal, scopes: Sequence[Scope], query: str, *,
+                     limit: int, metadata_filter: Mapping[str, Any]) -> SearchResult: ...
+
+
+class AsyncPort:
+    """The async manager, awaited on the caller's loop."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: GovernedMemoryManager) -> None:
+        self._manager = manager
+
+    def now(self) -> float:
+        return self._manager.clock.now()
+
+    async def lookup(self, principal: Principal, scope: Scope, *,
+                     key: str) -> MemoryRecord | None:
+        return await self._manager.lookup(principal, scope, key=key)
+
+    async def add(self, principal: Principal, scope: Scope, content: str, *,
+                  memory_type: MemoryType, key: str, metadata: Mapping[str, Any],
+                  expires_at: float | None) -> MemoryRecord:
+        return await self._manager.add(principal, scope, content, memory_type=memory_type,
+                                       key=key, metadata=metadata, expires_at=expires_at)
+
+    async def update(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str, content: str, memory_type: MemoryType,
+                     metadata: Mapping[str, Any], expires_at: float | None,
+                     clear_expires_at: bool) -> MemoryRecord:
+        return await self._manager.update(
+            principal, scope, record_id, expected_revision=expected_revision,
+            content=content, memory_type=memory_type, metadata=metadata,
+            expires_at=expires_at, clear_expires_at=clear_expires_at)
+
+    async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str) -> DeleteResult:
+        return await self._manager.delete(principal, scope, record_id,
+                                          expected_revision=expected_revision)
+
+    async def list(self, principal: Principal, scope: Scope, *, limit: int,
+                   cursor: str | None) -> Page[MemoryRecord]:
+        return await self._manager.list(principal, scope, limit=limit, cursor=cursor)
+
+    async def search(self, principal: Principal, scopes: Sequence[Scope], query: str, *,
+                     limit: int, metadata_filter: Mapping[str, Any]) -> SearchResult:
+        return await self._manager.search(principal, list(scopes), query, limit=limit,
+                                          metadata_filter=metadata_filter)
+
+
+class BlockingPort:
+    """The sync facade: each coroutine calls one blocking method and never suspends."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: SyncMemoryManager) -> None:
+        self._manager = manager
+
+    def now(self) -> float:
+        return self._manager.manager.clock.now()
+
+    async def lookup(self, principal: Principal, scope: Scope, *,
+                     key: str) -> MemoryRecord | None:
+        return self._manager.lookup(principal, scope, key=key)
+
+    async def add(self, principal: Principal, scope: Scope, content: str, *,
+                  memory_type: MemoryType, key: str, metadata: Mapping[str, Any],
+                  expires_at: float | None) -> MemoryRecord:
+        return self._manager.add(principal, scope, content, memory_type=memory_type, key=key,
+                                 metadata=metadata, expires_at=expires_at)
+
+    async def update(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str, content: str, memory_type: MemoryType,
+                     metadata: Mapping[str, Any], expires_at: float | None,
+                     clear_expires_at: bool) -> MemoryRecord:
+        return self._manager.update(
+            principal, scope, record_id, expected_revision=expected_revision,
+            content=content, memory_type=memory_type, metadata=metadata,
+            expires_at=expires_at, clear_expires_at=clear_expires_at)
+
+    async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
+                     expected_revision: str) -> DeleteResult:
+        return self._manager.delete(principal, scope, record_id,
+                                    expected_revision=expected_revision)
+
+    async def list(self, principal: Principal, scope: Scope, *, limit: int,
+                   cursor: str | None) -> Page[MemoryRecord]:
+        return self._manager.list(principal, scope, limit=limit, cursor=cursor)
+
+    async def search(self, principal: Principal, scopes: Sequence[Scope], query: str, *,
+                     limit: int, metadata_filter: Mapping[str, Any]) -> SearchResult:
+        return self._manager.search(principal, list(scopes), query, limit=limit,
+                                    metadata_filter=metadata_filter)
+
+
+def run_blocking(operation: Coroutine[Any, Any, R]) -> R:
+    """Run a coroutine over a :class:`BlockingPort` to its end, in this thread.
+
+    It never suspends (every await reaches a blocking call), so one ``send`` finishes
+    it; one that does suspend was given something else to await, which is a bug here,
+    refused rather than left hanging.
+    """
+    try:
+        operation.send(None)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+    operation.close()
+    raise RuntimeError("a blocking store operation awaited something that suspends")
