@@ -47,8 +47,13 @@ from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.profiles.packs import ResolvedPack
-from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
+from governed_memory.profiles.spec import (
+    EventDetail,
+    MemoryProfileSpec,
+    RequestRankingSection,
+)
 from governed_memory.provider import MemoryProvider
+from governed_memory.ranking_options import MODES, RankingOptions
 from governed_memory.records import (
     CleanupPage,
     DeleteResult,
@@ -476,20 +481,37 @@ class GovernedMemoryManager:
                      *, limit: int | None = None,
                      memory_types: Iterable[MemoryType | str] | None = None,
                      metadata_filter: Mapping[str, Any] | None = None,
-                     entity_ids: Iterable[str] = ()) -> SearchResult:
+                     entity_ids: Iterable[str] = (),
+                     ranking: RankingOptions | None = None) -> SearchResult:
         """Search one or more exact scopes. ``limit`` defaults to the profile's
-        ``retrieval.top_k`` (10 without a profile)."""
+        ``retrieval.top_k`` (10 without a profile). ``ranking`` re-weighs this search
+        within the profile's bounds (``[retrieval.request_ranking]``; see
+        ``governed_memory.ranking_options``)."""
         scope_tuple = ((scopes,) if isinstance(scopes, Scope)
                        else tuple(scopes) if isinstance(scopes, list | tuple) else (scopes,))
         if limit is None:
             limit = self.profile_spec.retrieval.top_k if self.profile_spec else 10
         hits = limit
-        return await self._execute(
-            Operation.SEARCH, principal,
-            lambda: SearchRequest(scopes=scope_tuple, query=query, limit=hits,
-                                  memory_types=_types(memory_types),
-                                  metadata_filter=metadata_filter or {},
-                                  entity_ids=_strings(entity_ids, "entity_ids")))
+
+        def build() -> SearchRequest:
+            if ranking is not None:
+                if not isinstance(ranking, RankingOptions):
+                    raise MemoryValidationError("ranking is RankingOptions", field="ranking")
+                # Without a profile, the section's defaults bound it, and the provider
+                # refuses a mode it is not configured for.
+                spec = self.profile_spec
+                bounds = (spec.retrieval.request_ranking if spec is not None
+                          else RequestRankingSection())
+                ranking.within(modes=(tuple(m.value for m in spec.retrieval.modes)
+                                      if spec is not None else MODES),
+                               max_weight=bounds.max_weight, allowed=bounds.allowed)
+            return SearchRequest(scopes=scope_tuple, query=query, limit=hits,
+                                 memory_types=_types(memory_types),
+                                 metadata_filter=metadata_filter or {},
+                                 entity_ids=_strings(entity_ids, "entity_ids"),
+                                 ranking=ranking)
+
+        return await self._execute(Operation.SEARCH, principal, build)
 
     async def replay(self, principal: Principal, snapshot_id: str) -> ReplayResult:
         """The exact record versions a past search returned (its ``snapshot_id``), with

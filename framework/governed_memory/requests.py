@@ -34,6 +34,7 @@ from governed_memory.limits import (
 )
 from governed_memory.operations import Operation
 from governed_memory.outbox import erasure_evidence
+from governed_memory.ranking_options import RankingOptions
 from governed_memory.records import (
     CleanupPage,
     DeleteResult,
@@ -365,6 +366,9 @@ class SearchRequest(_Request[SearchResult]):
     memory_types: tuple[MemoryType, ...] = ()
     metadata_filter: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     entity_ids: tuple[str, ...] = ()
+    ranking: RankingOptions | None = None
+    """This search's changes to the profile's ranking (``governed_memory.ranking_options``);
+    the manager has checked them against the profile's bounds."""
 
     def target_scopes(self) -> tuple[Scope, ...]:
         return self.scopes
@@ -392,6 +396,10 @@ class SearchRequest(_Request[SearchResult]):
                 raise MemoryValidationError("metadata_filter keys and values cannot hold NUL",
                                             field=f"metadata_filter.{name}")
         _check_entities(self.entity_ids)
+        if self.ranking is not None:
+            if not isinstance(self.ranking, RankingOptions):
+                raise MemoryValidationError("ranking is RankingOptions", field="ranking")
+            self.ranking.validate()
 
     async def send(self, target: MemoryProvider, ctx: OperationContext) -> SearchResult:
         return await target.search(self, ctx)

@@ -38,6 +38,7 @@ from governed_memory.clock import Clock
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.errors import (
     GovernedMemoryError,
+    MemoryCapabilityUnsupportedError,
     MemoryConflictError,
     MemoryNotFoundError,
     MemoryStorageError,
@@ -522,6 +523,10 @@ class Mem0MemoryProvider(NoOptionalFeatures):
     async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
         request.validate()
         self._require_open()
+        if request.ranking is not None:
+            raise MemoryCapabilityUnsupportedError(
+                "mem0 ranks by its own similarity; a search's ranking options are not "
+                "supported")
         if not request.query.strip():
             return SearchResult(hits=(), candidates=0)
         return await self._locked(self._search, request, ctx)

@@ -640,7 +640,7 @@ class NativeMemoryProvider:
         """
         request.validate()
         self._require_open()
-        ranking = self._indexer.settings.ranking
+        ranking = self._ranking_of(request)
         tokens = query_tokens(request.query)
         identity = self._indexer.identity
         use_vectors = "vector" in ranking.modes and identity is not None
@@ -785,8 +785,21 @@ class NativeMemoryProvider:
         used = {signal.name for hit in result.hits for signal in hit.explanation.signals}
         signals = [name for name, signal in (("lexical", retrieval.LEXICAL),
                                              ("vector", retrieval.VECTOR)) if signal in used]
-        return await self._store_snapshot(request, ctx, self._indexer.settings.ranking,
+        return await self._store_snapshot(request, ctx, self._ranking_of(request),
                                           signals, [], list(result.hits), result.candidates)
+
+    def _ranking_of(self, request: SearchRequest) -> RankingConfig:
+        """The profile's ranking with the search's own options applied (what its
+        snapshot records); vectors asked of a provider without an embedder are refused,
+        not silently dropped."""
+        ranking = self._indexer.settings.ranking
+        if request.ranking is None:
+            return ranking
+        applied = request.ranking.apply(ranking)
+        if "vector" in applied.modes and self._indexer.identity is None:
+            raise MemoryValidationError("vector search needs an embedder (a profile's "
+                                        "[stores.embedder])", field="ranking.modes")
+        return applied
 
     async def purge_snapshots(self, *, limit: int) -> int:
         """Remove up to ``limit`` retrieval snapshots older than ``snapshot_retention_s``

@@ -174,6 +174,19 @@ _MODE_NAMES: Final = frozenset(mode.value for mode in RetrievalMode)
 
 
 @attrs.frozen(slots=True)
+class RequestRankingSection:
+    """What one search may change of the ranking (``[retrieval.request_ranking]``): its
+    modes are always among the profile's; ``max_weight`` bounds every weight it sets."""
+
+    allowed: bool = True
+    max_weight: float = 4.0
+
+    def __attrs_post_init__(self) -> None:
+        if not math.isfinite(self.max_weight) or self.max_weight <= 0:
+            raise ProfileProblem("max_weight", "must be a positive number")
+
+
+@attrs.frozen(slots=True)
 class RetrievalSection:
     modes: tuple[RetrievalMode, ...] = (RetrievalMode.LEXICAL,)
     top_k: int = 10
@@ -184,6 +197,7 @@ class RetrievalSection:
     """How retrieval snapshots are stored: ``off``, ``batched`` (the provider default
     when unset: off the request path, no fsync per search) or ``sync`` (committed
     before the search returns)."""
+    request_ranking: RequestRankingSection = attrs.field(factory=RequestRankingSection)
 
     def __attrs_post_init__(self) -> None:
         if not self.modes:
@@ -728,15 +742,24 @@ class MemoryProfileSpec:
         return data
 
 
-_LATER_SECTIONS: Final = {"auth": AuthSection()}
+_LATER_SECTIONS: Final[Mapping[tuple[str, ...], Any]] = {
+    ("auth",): AuthSection(),
+    ("retrieval", "request_ranking"): RequestRankingSection(),
+}
 """Sections added after profiles were published: hashed only when set away from their
 default, so every earlier profile keeps the revision its events and packs recorded."""
 
 
 def _revision_of(spec: MemoryProfileSpec) -> str:
     data = spec.canonical()
-    for name, default in _LATER_SECTIONS.items():
-        if getattr(spec, name) == default:
-            del data[name]
+    for path, default in _LATER_SECTIONS.items():
+        value: Any = spec
+        for name in path:
+            value = getattr(value, name)
+        if value == default:
+            table = data
+            for name in path[:-1]:
+                table = table[name]
+            del table[path[-1]]
     text = canonical_json(data)
     return REVISION_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
