@@ -16,6 +16,7 @@ from cattrs.v import transform_error
 from governed_memory import MemoryType, Provenance, Visibility
 from governed_memory.converter import converter
 from governed_memory.errors import MemoryValidationError
+from governed_memory.ranking_options import RankingOptions
 from governed_memory.tiers import Role, ToolCall
 
 __all__ = ["AddBody", "ContextBody", "MultiSearchBody", "ScopeBody", "SearchBody", "TurnBody",
@@ -69,6 +70,7 @@ class SearchBody:
     memory_types: tuple[MemoryType, ...] = ()
     metadata_filter: Mapping[str, Any] | None = None
     entity_ids: tuple[str, ...] = ()
+    ranking: RankingOptions | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -100,6 +102,7 @@ class MultiSearchBody:
     memory_types: tuple[MemoryType, ...] = ()
     metadata_filter: Mapping[str, Any] | None = None
     entity_ids: tuple[str, ...] = ()
+    ranking: RankingOptions | None = None
 
 
 @attrs.frozen(kw_only=True)

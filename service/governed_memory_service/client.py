@@ -33,6 +33,7 @@ from governed_memory import (
 )
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import GovernedMemoryError, MemoryValidationError
+from governed_memory.ranking_options import RankingOptions
 from governed_memory.records import CleanupPage
 from governed_memory.replay import ReplayResult
 from governed_memory.tiers import Turn, TurnDraft, WorkingState
@@ -153,13 +154,15 @@ class _Calls:
     def search(scopes: Scope | Sequence[Scope], query: str, *, limit: int | None = None,
                memory_types: Iterable[MemoryType | str] | None = None,
                metadata_filter: Mapping[str, Any] | None = None,
-               entity_ids: Iterable[str] = ()) -> Call:
+               entity_ids: Iterable[str] = (),
+               ranking: RankingOptions | None = None) -> Call:
         """One scope goes to ``.../search`` (its dimensions in the query, like every
         other route); several go to ``.../multi-search`` as a list in the body."""
         types = tuple(MemoryType(t) for t in memory_types or ())
         if isinstance(scopes, Scope):
             body = SearchBody(query=query, limit=limit, memory_types=types,
-                              metadata_filter=metadata_filter, entity_ids=tuple(entity_ids))
+                              metadata_filter=metadata_filter, entity_ids=tuple(entity_ids),
+                              ranking=ranking)
             return Call(method="POST", path=_base(scopes) + "/search",
                         params=tuple(_scope_params(scopes)), body=_body(body))
         listed = tuple(scopes)
@@ -172,7 +175,7 @@ class _Calls:
         multi = MultiSearchBody(scopes=tuple(_scope_body(s) for s in listed), query=query,
                                 limit=limit, memory_types=types,
                                 metadata_filter=metadata_filter,
-                                entity_ids=tuple(entity_ids))
+                                entity_ids=tuple(entity_ids), ranking=ranking)
         data = _body(multi)
         data["scopes"] = [_body(scope) for scope in multi.scopes]
         return Call(method="POST", path=_base(listed[0]) + "/multi-search", body=data)

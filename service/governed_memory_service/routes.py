@@ -198,7 +198,8 @@ class MemoryRoutes(TierRoutes):
         body: SearchBody = await self._body(request, SearchBody)
         result = await self.manager.search(
             principal, scope, body.query, limit=body.limit, memory_types=body.memory_types,
-            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids)
+            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids,
+            ranking=body.ranking)
         return JSONResponse(unstructure(result))
 
     async def get(self, request: Request, principal: Principal) -> Response:
@@ -244,7 +245,8 @@ class MemoryRoutes(TierRoutes):
         scopes = scopes_of(request, body.scopes)
         result = await self.manager.search(
             principal, scopes, body.query, limit=body.limit, memory_types=body.memory_types,
-            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids)
+            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids,
+            ranking=body.ranking)
         return JSONResponse(unstructure(result))
 
     async def delete_all(self, request: Request, principal: Principal) -> Response:

@@ -138,3 +138,21 @@ def test_the_framework_never_imports_the_service() -> None:
     offenders = [str(p) for p in framework.rglob("*.py")
                  if "governed_memory_service" in p.read_text(encoding="utf-8")]
     assert offenders == []
+
+
+async def test_a_search_carries_its_ranking_options(service: Service) -> None:
+    from governed_memory import MemoryValidationError, Scope
+    from governed_memory.ranking_options import RankingOptions
+
+    scope = Scope("acme", user_id="alice")
+    async with service.client(service.alice) as client:
+        record = await client.add(scope, "Alice moved to Lisbon")
+        found = await client.search(scope, "Lisbon",
+                                    ranking=RankingOptions(weights={"importance": 0.5}))
+        assert found.hits[0].record.id == record.id
+        replayed = await client.replay(found.snapshot_id)  # type: ignore[arg-type]
+        assert replayed.ranking["weights"]["importance"] == 0.5
+        with pytest.raises(MemoryValidationError) as refused:
+            await client.search([scope], "Lisbon",
+                                ranking=RankingOptions(weights={"lexical": 9.0}))
+        assert refused.value.field == "ranking.weights.lexical"
