@@ -4,11 +4,20 @@ Built-in providers and policies arrive through the same ``governed_memory`` entr
 points as third-party ones. ``GOVERNED_MEMORY_BLOCK_PLUGINS`` (comma-separated entry
 point names) keeps a plugin from loading at all, and a hook implementation that names
 no known hook stops start-up instead of being silently ignored.
+
+``load()`` imports the plugin modules and checks their hook implementations; each
+registry asks its hook for registrations the first time it is used. A process that
+only needs a provider and its policies (one CLI command) never runs the hooks that
+register CLI commands or language models, whose implementations may import whole
+command modules. So a registration problem (a name registered twice, a nameless one)
+is raised by the first lookup in that registry, as a ``MemoryConfigurationError``
+like any unknown name, and raised again by every later one.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -21,6 +30,7 @@ from governed_memory.errors import MemoryConfigurationError
 BLOCK_ENV = "GOVERNED_MEMORY_BLOCK_PLUGINS"
 
 F = TypeVar("F")
+T = TypeVar("T")
 
 
 @attrs.frozen(slots=True)
@@ -31,8 +41,36 @@ class Registration(Generic[F]):
     plugin: str
 
 
-class _Registry(Generic[F]):
-    def __init__(self, kind: str) -> None:
+class _Filled(Generic[T]):
+    """Something a hook fills on first use: once, under a lock (a sync manager's loop
+    thread and the caller's may both be first), and a failed fill is remembered, never
+    retried into a half-filled state."""
+
+    def __init__(self, fill: Callable[[T], None] | None) -> None:
+        self._fill = fill
+        self._lock = threading.Lock()
+        self._failure: str | None = None
+
+    def _ensure(self, target: T, reset: Callable[[], None]) -> None:
+        if self._fill is None and self._failure is None:
+            return
+        with self._lock:
+            if self._failure is not None:
+                raise MemoryConfigurationError(self._failure)
+            fill, self._fill = self._fill, None
+            if fill is None:
+                return
+            try:
+                fill(target)
+            except MemoryConfigurationError as exc:
+                reset()
+                self._failure = str(exc)
+                raise
+
+
+class _Registry(_Filled["_Registry[F]"], Generic[F]):
+    def __init__(self, kind: str, fill: Callable[[_Registry[F]], None] | None = None) -> None:
+        super().__init__(fill)
         self.kind = kind
         self._entries: dict[str, Registration[F]] = {}
 
@@ -49,17 +87,35 @@ class _Registry(Generic[F]):
 
         return register
 
+    def _filled(self) -> dict[str, Registration[F]]:
+        self._ensure(self, self._entries.clear)
+        return self._entries
+
     def get(self, name: str) -> Registration[F]:
+        entries = self._filled()
         try:
-            return self._entries[name]
+            return entries[name]
         except KeyError:
-            known = ", ".join(sorted(self._entries)) or "none"
+            known = ", ".join(sorted(entries)) or "none"
             raise MemoryConfigurationError(
                 f"unknown {self.kind} {name!r}; registered: {known}"
             ) from None
 
     def all(self) -> tuple[Registration[F], ...]:
-        return tuple(self._entries[name] for name in sorted(self._entries))
+        entries = self._filled()
+        return tuple(entries[name] for name in sorted(entries))
+
+
+class _Collected(_Filled[list[tuple[str, Any]]]):
+    """(plugin name, item) pairs from a hook that registers items, not named factories."""
+
+    def __init__(self, fill: Callable[[list[tuple[str, Any]]], None]) -> None:
+        super().__init__(fill)
+        self._items: list[tuple[str, Any]] = []
+
+    def items(self) -> list[tuple[str, Any]]:
+        self._ensure(self._items, self._items.clear)
+        return self._items
 
 
 class PluginManager:
@@ -72,20 +128,32 @@ class PluginManager:
     def __init__(self) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
-        self.providers: _Registry[Any] = _Registry("provider")
-        self.policies: _Registry[Any] = _Registry("policy")
-        self.sinks: _Registry[Any] = _Registry("event sink")
-        self.cache_stores: _Registry[Any] = _Registry("cache store")
-        self.embedders: _Registry[Any] = _Registry("embedder")
-        self.turn_stores: _Registry[Any] = _Registry("turn store")
-        self.working_state_stores: _Registry[Any] = _Registry("working-state store")
-        self.language_models: _Registry[Any] = _Registry("language model")
-        self.cli_commands: _Registry[Any] = _Registry("CLI command")
+        self.providers: _Registry[Any] = self._registry("provider", "register_memory_providers")
+        self.policies: _Registry[Any] = self._registry("policy", "register_memory_policies")
+        self.sinks: _Registry[Any] = self._registry("event sink", "register_event_sinks")
+        self.cache_stores: _Registry[Any] = self._registry("cache store",
+                                                           "register_cache_stores")
+        self.embedders: _Registry[Any] = self._registry("embedder", "register_embedders")
+        self.turn_stores: _Registry[Any] = self._registry("turn store", "register_turn_stores")
+        self.working_state_stores: _Registry[Any] = self._registry(
+            "working-state store", "register_working_state_stores")
+        self.language_models: _Registry[Any] = self._registry("language model",
+                                                              "register_language_models")
+        self.cli_commands: _Registry[Any] = self._registry("CLI command",
+                                                           "register_cli_commands")
         """``click.Command`` objects from ``register_cli_commands``."""
-        self.profiles: list[tuple[str, Any]] = []
+        self._profiles = self._collected("register_memory_profiles")
+        self._packs = self._collected("register_domain_packs")
+
+    @property
+    def profiles(self) -> list[tuple[str, Any]]:
         """(plugin name, what it registered) from ``register_memory_profiles``."""
-        self.packs: list[tuple[str, Any]] = []
+        return self._profiles.items()
+
+    @property
+    def packs(self) -> list[tuple[str, Any]]:
         """(plugin name, ``DomainPack``) from ``register_domain_packs``."""
+        return self._packs.items()
 
     @classmethod
     def load(cls, plugins: Iterable[object] = (), *, entry_points: bool = True,
@@ -102,12 +170,12 @@ class PluginManager:
                 manager._pm.register(builtin, name=builtin.PLUGIN_NAME)
             for plugin in plugins:
                 manager._pm.register(plugin)
+            manager._pm.check_pending()
         except pluggy.PluginValidationError as exc:
             raise MemoryConfigurationError(f"plugin {exc.plugin!r}: {exc}") from None
         except ImportError as exc:
             raise MemoryConfigurationError(f"a governed_memory plugin failed to import: {exc}"
                                            ) from None
-        manager._collect()
         return manager
 
     @property
@@ -115,33 +183,24 @@ class PluginManager:
         return tuple(sorted(name for name, plugin in self._pm.list_name_plugin()
                             if name and plugin is not None))
 
-    def _collect(self) -> None:
-        try:
-            self._pm.check_pending()
-        except pluggy.PluginValidationError as exc:
-            raise MemoryConfigurationError(f"plugin {exc.plugin!r}: {exc}") from None
-        # Each implementation is called on its own (through pluggy's own record of it,
-        # so ``@hookimpl(specname=...)`` counts like a same-named function), and what it
-        # registers names its plugin.
-        for hook_name, registry in (
-            ("register_memory_providers", self.providers),
-            ("register_memory_policies", self.policies),
-            ("register_event_sinks", self.sinks),
-            ("register_cache_stores", self.cache_stores),
-            ("register_embedders", self.embedders),
-            ("register_turn_stores", self.turn_stores),
-            ("register_working_state_stores", self.working_state_stores),
-            ("register_language_models", self.language_models),
-            ("register_cli_commands", self.cli_commands),
-        ):
+    def _registry(self, kind: str, hook_name: str) -> _Registry[Any]:
+        """A registry its hook fills on first use. Each implementation is called on its
+        own (through pluggy's own record of it, so ``@hookimpl(specname=...)`` counts
+        like a same-named function), and what it registers names its plugin."""
+
+        def fill(registry: _Registry[Any]) -> None:
             for impl in self._implementations(hook_name):
                 impl.function(register=registry.register_from(impl.plugin_name))
-        for hook_name, items in (("register_memory_profiles", self.profiles),
-                                 ("register_domain_packs", self.packs)):
+
+        return _Registry(kind, fill)
+
+    def _collected(self, hook_name: str) -> _Collected:
+        def fill(items: list[tuple[str, Any]]) -> None:
             for impl in self._implementations(hook_name):
                 impl.function(
-                    register=lambda item, _p=impl.plugin_name, _to=items: _to.append((_p, item))
-                )
+                    register=lambda item, _p=impl.plugin_name: items.append((_p, item)))
+
+        return _Collected(fill)
 
     def _implementations(self, hook_name: str) -> list[pluggy.HookImpl]:
         """The hook's implementations in registration order (pluggy calls them in the

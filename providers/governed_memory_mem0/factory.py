@@ -1,28 +1,33 @@
-"""``build_mem0_provider``: profile config in, unstarted provider out, no I/O."""
+"""``build_mem0_provider``: profile config in, unstarted provider out, no I/O.
+
+The plugin module registers this function, so importing this module is part of every
+``PluginManager.load()``: the provider, its clients and its embedder bridge are imported
+when the function first runs (``mem0ai`` itself only when a provider starts).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from governed_memory.clock import Clock
-from governed_memory.embedding import Embedder
-from governed_memory.errors import MemoryConfigurationError
+if TYPE_CHECKING:
+    from governed_memory.clock import Clock
+    from governed_memory.embedding import Embedder
 
-from governed_memory_mem0.clients import LocalMem0, Mem0Client, PlatformMem0
-from governed_memory_mem0.config import (
-    DEFAULT_DIMENSION,
-    ClientKind,
-    EmbedderConfig,
-    parse_config,
-)
-from governed_memory_mem0.embedding import HashingEmbedder, Mem0EmbedderBridge
-from governed_memory_mem0.provider import Mem0MemoryProvider
+    from governed_memory_mem0.clients import Mem0Client
+    from governed_memory_mem0.config import EmbedderConfig
+    from governed_memory_mem0.embedding import Mem0EmbedderBridge
+    from governed_memory_mem0.provider import Mem0MemoryProvider
 
 
 def build_embedder(config: EmbedderConfig) -> Embedder:
     """The deterministic embedder, or one a plugin registered under that name."""
+    from governed_memory.errors import MemoryConfigurationError
+
+    from governed_memory_mem0.config import DEFAULT_DIMENSION
+    from governed_memory_mem0.embedding import HashingEmbedder
+
     if config.name == "deterministic":
         return HashingEmbedder(config.dimension or DEFAULT_DIMENSION)
     from governed_memory.plugins import PluginManager
@@ -42,6 +47,11 @@ def build_embedder(config: EmbedderConfig) -> Embedder:
 
 def build_mem0_provider(config: Mapping[str, Any], clock: Clock, *,
                         embedder: Embedder | None = None) -> Mem0MemoryProvider:
+    from governed_memory_mem0.clients import LocalMem0, PlatformMem0
+    from governed_memory_mem0.config import ClientKind, parse_config
+    from governed_memory_mem0.embedding import Mem0EmbedderBridge
+    from governed_memory_mem0.provider import Mem0MemoryProvider
+
     settings = parse_config(config)
     client: Mem0Client
     bridge: Mem0EmbedderBridge | None = None

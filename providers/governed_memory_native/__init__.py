@@ -1,10 +1,37 @@
-"""The native governed-memory provider: one set of semantics, pluggable storage backends."""
+"""The native governed-memory provider: one set of semantics, pluggable storage backends.
 
-from governed_memory_native.config import BackendKind, NativeConfig, parse_config
-from governed_memory_native.factory import build_native_provider
-from governed_memory_native.memory_backend import MemoryBackend
-from governed_memory_native.provider import NativeMemoryProvider
-from governed_memory_native.sqlite_backend import SqliteBackend
+The names are imported on first use (PEP 562): every ``PluginManager.load()`` imports
+this package to register the provider, and a process that never builds it (``--help``,
+another provider) should not pay for its storage backends.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from governed_memory_native.config import BackendKind, NativeConfig, parse_config
+    from governed_memory_native.factory import build_native_provider
+    from governed_memory_native.memory_backend import MemoryBackend
+    from governed_memory_native.provider import NativeMemoryProvider
+    from governed_memory_native.sqlite_backend import SqliteBackend
+
+_MODULE_OF = {
+    "BackendKind": "config", "NativeConfig": "config", "parse_config": "config",
+    "build_native_provider": "factory", "MemoryBackend": "memory_backend",
+    "NativeMemoryProvider": "provider", "SqliteBackend": "sqlite_backend",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'governed_memory_native' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"governed_memory_native.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BackendKind",

@@ -1,25 +1,34 @@
-"""``build_native_provider``: profile config in, unstarted provider out, no I/O."""
+"""``build_native_provider``: profile config in, unstarted provider out, no I/O.
+
+The plugin module registers this function, so importing this module is part of every
+``PluginManager.load()``: the provider and its backends are imported when the function
+first runs, and only the backend the config names.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from governed_memory.clock import Clock
-from governed_memory.errors import MemoryConfigurationError
+if TYPE_CHECKING:
+    from governed_memory.clock import Clock
 
-from governed_memory_native.config import BackendKind, parse_config
-from governed_memory_native.indexing_config import parse_indexing_config
-from governed_memory_native.memory_backend import MemoryBackend
-from governed_memory_native.port import StorageBackend
-from governed_memory_native.provider import NativeMemoryProvider
-from governed_memory_native.sqlite_backend import SqliteBackend
+    from governed_memory_native.port import StorageBackend
+    from governed_memory_native.provider import NativeMemoryProvider
 
 
 def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemoryProvider:
+    from governed_memory.errors import MemoryConfigurationError
+
+    from governed_memory_native.config import BackendKind, parse_config
+    from governed_memory_native.indexing_config import parse_indexing_config
+    from governed_memory_native.provider import NativeMemoryProvider
+
     settings = parse_config(config)
     backend: StorageBackend
     if settings.backend is BackendKind.MEMORY:
+        from governed_memory_native.memory_backend import MemoryBackend
+
         backend = MemoryBackend()
     elif settings.backend is BackendKind.POSTGRES:
         try:  # imported here: psycopg is the optional ``postgres`` extra
@@ -34,6 +43,8 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
             pool_max_size=settings.pool_max_size, busy_timeout_ms=settings.busy_timeout_ms,
         )
     else:
+        from governed_memory_native.sqlite_backend import SqliteBackend
+
         assert settings.path is not None  # parse_config always resolves a sqlite path
         backend = SqliteBackend(settings.path, busy_timeout_ms=settings.busy_timeout_ms)
     return NativeMemoryProvider(backend, clock, indexing=parse_indexing_config(config))

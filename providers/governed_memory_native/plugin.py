@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governed_memory import hookimpl
-from governed_memory.clock import Clock
 
 from governed_memory_native.factory import build_native_provider
+
+if TYPE_CHECKING:
+    from governed_memory.clock import Clock
 
 
 @hookimpl

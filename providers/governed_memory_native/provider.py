@@ -93,6 +93,7 @@ from governed_memory_native import retrieval
 from governed_memory_native.indexer import Indexer
 from governed_memory_native.indexing_config import IndexingConfig
 from governed_memory_native.lexical_merger import LexicalMerger
+from governed_memory_native.numeric import require_numpy
 from governed_memory_native.port import (
     IdempotencyEntry,
     ReadTransaction,
@@ -231,8 +232,10 @@ class NativeMemoryProvider:
         await self._backend.open()
         self._stored_unknown = True  # a previous run may have left events undelivered
         self._open = True
-        if self._indexer.embedder is not None and faiss_module() is None:
-            logger.warning("%s", self._vector_indexes.describe())
+        if self._indexer.embedder is not None:
+            require_numpy()  # vectors need it: say so at start, not at the first write
+            if faiss_module() is None:
+                logger.warning("%s", self._vector_indexes.describe())
 
     @property
     def lexical_merger(self) -> LexicalMerger | None:

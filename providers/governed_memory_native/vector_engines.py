@@ -24,10 +24,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import numpy as np
 from governed_memory.errors import MemoryStorageError
+
+from governed_memory_native.numeric import deferred
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = deferred(globals())
 
 SCORE_ERROR: Final = 1e-3
 """An upper bound on |engine score - exact cosine| for unit vectors (twice the fp16

@@ -42,13 +42,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Final, Protocol, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, TypeVar
 
 import attrs
-import numpy as np
 from governed_memory.embedding import EmbedderIdentity
 
 from governed_memory_native.indexing_config import IndexingConfig
+from governed_memory_native.numeric import deferred
 from governed_memory_native.port import (
     ReadTransaction,
     VectorChangeLog,
@@ -65,6 +65,11 @@ from governed_memory_native.vector_engines import (
     new_engine,
 )
 from governed_memory_native.vectors import decode
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = deferred(globals())
 
 log = logging.getLogger("governed_memory_native.vector_index")
 

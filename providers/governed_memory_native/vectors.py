@@ -9,13 +9,21 @@ poison every later ranking silently.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import numpy as np
 from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryUnavailableError
 
-DTYPE: Final = np.dtype("<f4")
+from governed_memory_native.numeric import deferred
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = deferred(globals())
+
+DTYPE: Final = "<f4"
+"""Little-endian float32, as every backend stores vectors (a dtype string: naming it
+does not import numpy)."""
 
 
 class BadVectorError(MemoryUnavailableError):

@@ -1,5 +1,5 @@
 """The plugin manager: entry points, blocking, validation of hook implementations,
-duplicate names, and lookups."""
+duplicate names, lookups, and registries that their hooks fill on first use."""
 
 from __future__ import annotations
 
@@ -152,8 +152,9 @@ def test_blocked_plugin_is_not_listed_as_loaded(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.usefixtures("native_importable")
 def test_third_party_plugin_clashing_with_native_is_refused_naming_both() -> None:
+    manager = PluginManager.load([NativeClashPlugin], blocked=[])
     with pytest.raises(MemoryConfigurationError) as info:
-        PluginManager.load([NativeClashPlugin], blocked=[])
+        manager.providers.get("native")
     message = str(info.value)
     assert "'native'" in message
     assert "NativeClashPlugin" in message
@@ -202,8 +203,9 @@ def test_hookimpl_with_wrong_argument_name_is_a_configuration_error() -> None:
 
 
 def test_two_plugins_registering_the_same_provider_name_are_refused_naming_both() -> None:
+    manager = load(ProviderPlugin, DuplicatePlugin)
     with pytest.raises(MemoryConfigurationError) as info:
-        load(ProviderPlugin, DuplicatePlugin)
+        manager.providers.all()
     message = str(info.value)
     assert "'alpha'" in message
     assert "ProviderPlugin" in message
@@ -219,7 +221,7 @@ def test_same_policy_name_twice_is_refused() -> None:
             register("p", object)
 
     with pytest.raises(MemoryConfigurationError, match="'p' registered twice"):
-        load(Twice)
+        load(Twice).policies.get("p")
 
 
 def test_same_name_in_different_registries_is_fine() -> None:
@@ -247,7 +249,7 @@ def test_same_name_in_different_registries_is_fine() -> None:
 
 def test_empty_provider_name_is_refused() -> None:
     with pytest.raises(MemoryConfigurationError, match="UnnamedProviderPlugin"):
-        load(UnnamedProviderPlugin)
+        load(UnnamedProviderPlugin).providers.all()
 
 
 def test_get_unknown_name_lists_known_names() -> None:
@@ -297,8 +299,10 @@ def test_plugin_instance_with_method_hooks() -> None:
 
     plugin = Instance()
     manager = load(plugin)
-    assert plugin.calls == 1  # each hook runs once per load
+    assert plugin.calls == 0  # the registry asks its hook when first used
     assert manager.providers.get("from-instance").factory is _native_factory
+    manager.providers.all()
+    assert plugin.calls == 1  # and only then, once
 
 
 def test_methods_without_hookimpl_marker_are_ignored() -> None:
@@ -330,3 +334,95 @@ def test_implementations_named_by_specname_are_collected() -> None:
     assert [r.name for r in manager.providers.all()] == ["gamma"]
     assert manager.providers.get("gamma").plugin == "SpecnamePlugin"
     assert manager.profiles == [("SpecnamePlugin", "a profile source")]
+
+
+# -- registries filled on first use ------------------------------------------------------
+
+
+class Counting:
+    """Counts the calls of each hook it implements."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    def _count(self, hook: str) -> None:
+        self.calls[hook] = self.calls.get(hook, 0) + 1
+
+    @hookimpl
+    def register_memory_providers(self, register: Register) -> None:
+        self._count("providers")
+        register("counted", _native_factory)
+
+    @hookimpl
+    def register_cli_commands(self, register: Register) -> None:
+        self._count("cli_commands")
+
+    @hookimpl
+    def register_memory_profiles(self, register: Register) -> None:
+        self._count("profiles")
+        register("a profile")
+
+
+def test_each_registry_runs_its_hook_only_when_first_used() -> None:
+    plugin = Counting()
+    manager = load(plugin)
+    assert plugin.calls == {}
+    manager.providers.get("counted")
+    assert plugin.calls == {"providers": 1}  # the CLI-command hook has not run
+    assert [item for _, item in manager.profiles] == ["a profile"]
+    assert [item for _, item in manager.profiles] == ["a profile"]
+    assert plugin.calls == {"providers": 1, "profiles": 1}
+    assert manager.cli_commands.all() == ()
+    assert plugin.calls == {"providers": 1, "profiles": 1, "cli_commands": 1}
+
+
+def test_a_failed_registry_keeps_failing_instead_of_serving_half_of_it() -> None:
+    manager = load(ProviderPlugin, DuplicatePlugin)
+    for _ in range(2):
+        with pytest.raises(MemoryConfigurationError, match="registered twice"):
+            manager.providers.get("beta")  # registered before the clash, yet refused
+
+
+def test_the_first_use_from_two_threads_fills_the_registry_once() -> None:
+    import threading
+
+    plugin = Counting()
+    manager = load(plugin)
+    barrier = threading.Barrier(8)
+    seen: list[int] = []
+
+    def first_use() -> None:
+        barrier.wait()
+        seen.append(len(manager.providers.all()))
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [1] * 8
+    assert plugin.calls == {"providers": 1}
+
+
+@pytest.mark.usefixtures("native_importable")
+def test_loading_every_builtin_plugin_imports_no_provider_policy_or_command_module() -> None:
+    """Registration is cheap: a provider's modules, a policy's and the service's command
+    modules are imported when used (this runs in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from governed_memory.plugins import PluginManager\n"
+        "m = PluginManager.load()\n"
+        "m.providers.all(); m.policies.all(); m.sinks.all(); m.embedders.all()\n"
+        "heavy = sorted(n for n in sys.modules if n.startswith(("
+        "'numpy', 'governed_memory_native.provider', 'governed_memory_native.sqlite',"
+        "'governed_memory_mem0.provider', 'governed_memory_policies.pii',"
+        "'governed_memory_policies.secret', 'governed_memory_service.cli',"
+        "'governed_memory_embedders.hashing', 'governed_memory.manager')))\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -2,10 +2,12 @@
 
 A reference must mean one thing: registering the same ``id@version`` twice with
 different content is an error (the same content twice, say from two plugins that
-vendor one file, is fine). Each profile is checked against the registered plugins when
-the registry is built; a profile that cannot be used here (its provider is not
-installed, a policy is blocked) is kept with its problem and refuses to build, so one
-broken third-party profile does not take the others down with it. The same holds for
+vendor one file, is fine). Each profile a plugin registered is checked against the
+registered plugins when it is first looked up (``entry``, ``get``, ``all_entries``):
+checking builds its provider and policies, which a command that uses one profile
+should not do for every other. A profile that cannot be used here (its provider is
+not installed, a policy is blocked) is kept with its problem and refuses to build, so
+one broken third-party profile does not take the others down with it. The same holds for
 plugins that disagree: when two register one ``id@version`` with different content,
 that reference refuses to build (naming both plugins: neither can be trusted to be the
 real one) and every other profile stays usable; a registration that is not a profile
@@ -47,6 +49,8 @@ class RegisteredProfile:
 class ProfileRegistry:
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], RegisteredProfile] = {}
+        self._unchecked: dict[tuple[str, str], PluginManager] = {}
+        """Entries still to be checked against these plugins on first lookup."""
         self.broken: list[str] = []
         """Plugin registrations that are not profiles at all (unreadable files, bad
         shapes), each with its error; they make no entry."""
@@ -86,8 +90,9 @@ class ProfileRegistry:
             found = max(versions, key=lambda e: SemVer.parse(e.spec.version).precedence(),
                         default=None)
         if found is None:
-            known = ", ".join(e.spec.key for e in self.all_entries()) or "none"
+            known = ", ".join(sorted(e.spec.key for e in self._entries.values())) or "none"
             raise MemoryConfigurationError(f"unknown profile {wanted}; registered: {known}")
+        found = self._checked((found.spec.id, found.spec.version))
         if isinstance(ref, ProfileRef) and ref.revision not in ("unversioned",
                                                                 found.spec.revision):
             raise MemoryConfigurationError(
@@ -104,7 +109,21 @@ class ProfileRegistry:
                 f"{entry.problem}")
         return entry.spec
 
+    def _checked(self, key: tuple[str, str]) -> RegisteredProfile:
+        """The entry, checked against the plugins it came with if it was not yet."""
+        entry = self._entries[key]
+        plugins = self._unchecked.pop(key, None)
+        if plugins is not None and entry.problem is None:
+            try:
+                check_against_plugins(entry.spec, plugins)
+            except MemoryConfigurationError as exc:
+                entry = RegisteredProfile(entry.spec, entry.origin, str(exc))
+                self._entries[key] = entry
+        return entry
+
     def all_entries(self) -> tuple[RegisteredProfile, ...]:
+        for key in list(self._unchecked):
+            self._checked(key)
         return tuple(sorted(self._entries.values(),
                             key=lambda e: (e.spec.id,
                                            SemVer.parse(e.spec.version).precedence())))
@@ -124,7 +143,8 @@ class ProfileRegistry:
 
     @classmethod
     def from_plugins(cls, plugins: PluginManager) -> ProfileRegistry:
-        """Every profile registered through ``register_memory_profiles``.
+        """Every profile registered through ``register_memory_profiles``, each checked
+        against ``plugins`` when first looked up.
 
         A registration is a ``MemoryProfileSpec``, a mapping in the TOML shape, or the
         path of a TOML file (a ``str``, ``Path`` or package resource).
@@ -136,12 +156,9 @@ class ProfileRegistry:
             except MemoryConfigurationError as exc:
                 registry.broken.append(str(exc))
                 continue
-            try:
-                check_against_plugins(spec, plugins)
-            except MemoryConfigurationError as exc:
-                registry.register(spec, origin=origin, problem=str(exc), conflicts="refuse")
-            else:
-                registry.register(spec, origin=origin, conflicts="refuse")
+            entry = registry.register(spec, origin=origin, conflicts="refuse")
+            if entry.problem is None:
+                registry._unchecked[(spec.id, spec.version)] = plugins
         return registry
 
 
