@@ -21,15 +21,19 @@ from governed_memory_langgraph.namespaces import (
     Placement,
 )
 from governed_memory_langgraph.principals import PrincipalNotBoundError, PrincipalSource
+from governed_memory_langgraph.retriever import GovernedRetriever
 from governed_memory_langgraph.store import GovernedStore
+from governed_memory_langgraph.tools import memory_tools
 
 __all__ = [
     "DEFAULT_MAPPING",
+    "GovernedRetriever",
     "GovernedStore",
     "NamespaceMapping",
     "NamespaceRule",
     "Placement",
     "PrincipalNotBoundError",
     "PrincipalSource",
+    "memory_tools",
     "record_key",
 ]

@@ -88,6 +88,10 @@ class NamespaceRule:
     ``memory:admin`` (the scope rule's "writing a shared scope")."""
     memory_type: MemoryType = attrs.field(default=MemoryType.NOTE, converter=MemoryType)
     """The records' ``memory_type`` (``preference`` for a profile namespace, ...)."""
+    source_type: str = "langgraph"
+    """The records' ``provenance.source_type``: what a profile's ``[write]
+    review_source_types`` holds for review (``"web"`` for a namespace of pages an agent
+    read, say)."""
 
     def __attrs_post_init__(self) -> None:
         if not self.pattern:
@@ -125,6 +129,7 @@ class NamespaceRule:
                 raise MemoryValidationError(f"{name} is both fixed and captured",
                                             field="fixed")
             check_identifier(value, f"fixed.{name}")
+        check_identifier(self.source_type, "source_type")
 
     @property
     def captures(self) -> tuple[str, ...]:

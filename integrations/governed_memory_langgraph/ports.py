@@ -17,7 +17,8 @@ reach are the manager's own either way.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from governed_memory import (
@@ -27,12 +28,14 @@ from governed_memory import (
     MemoryType,
     Page,
     Principal,
+    Provenance,
     Scope,
     SearchResult,
 )
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.sync import SyncMemoryManager
 
-__all__ = ["AsyncPort", "BlockingPort", "MemoryPort", "run_blocking"]
+__all__ = ["AsyncPort", "BlockingPort", "MemoryPort", "Runner", "run_blocking"]
 
 R = TypeVar("R")
 
@@ -46,8 +49,8 @@ class MemoryPort(Protocol):
                      key: str) -> MemoryRecord | None: ...
 
     async def add(self, principal: Principal, scope: Scope, content: str, *,
-                  memory_type: MemoryType, key: str, metadata: Mapping[str, Any],
-                  expires_at: float | None) -> MemoryRecord: ...
+                  memory_type: MemoryType, key: str | None, metadata: Mapping[str, Any],
+                  expires_at: float | None, provenance: Provenance) -> MemoryRecord: ...
 
     async def update(self, principal: Principal, scope: Scope, record_id: str, *,
                      expected_revision: str, content: str, memory_type: MemoryType,
@@ -55,13 +58,14 @@ class MemoryPort(Protocol):
                      clear_expires_at: bool) -> MemoryRecord: ...
 
     async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
-                     expected_revision: str) -> DeleteResult: ...
+                     expected_revision: str | None) -> DeleteResult: ...
 
     async def list(self, principal: Principal, scope: Scope, *, limit: int,
                    cursor: str | None) -> Page[MemoryRecord]: ...
 
     async def search(self, principal: Principal, scopes: Sequence[Scope], query: str, *,
-                     limit: int, metadata_filter: Mapping[str, Any]) -> SearchResult: ...
+                     limit: int | None, metadata_filter: Mapping[str, Any],
+                     memory_types: Sequence[MemoryType | str] = ()) -> SearchResult: ...
 
 
 class AsyncPort:
@@ -80,10 +84,11 @@ class AsyncPort:
         return await self._manager.lookup(principal, scope, key=key)
 
     async def add(self, principal: Principal, scope: Scope, content: str, *,
-                  memory_type: MemoryType, key: str, metadata: Mapping[str, Any],
-                  expires_at: float | None) -> MemoryRecord:
+                  memory_type: MemoryType, key: str | None, metadata: Mapping[str, Any],
+                  expires_at: float | None, provenance: Provenance) -> MemoryRecord:
         return await self._manager.add(principal, scope, content, memory_type=memory_type,
-                                       key=key, metadata=metadata, expires_at=expires_at)
+                                       key=key, metadata=metadata, expires_at=expires_at,
+                                       provenance=provenance)
 
     async def update(self, principal: Principal, scope: Scope, record_id: str, *,
                      expected_revision: str, content: str, memory_type: MemoryType,
@@ -95,7 +100,7 @@ class AsyncPort:
             expires_at=expires_at, clear_expires_at=clear_expires_at)
 
     async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
-                     expected_revision: str) -> DeleteResult:
+                     expected_revision: str | None) -> DeleteResult:
         return await self._manager.delete(principal, scope, record_id,
                                           expected_revision=expected_revision)
 
@@ -104,9 +109,11 @@ class AsyncPort:
         return await self._manager.list(principal, scope, limit=limit, cursor=cursor)
 
     async def search(self, principal: Principal, scopes: Sequence[Scope], query: str, *,
-                     limit: int, metadata_filter: Mapping[str, Any]) -> SearchResult:
+                     limit: int | None, metadata_filter: Mapping[str, Any],
+                     memory_types: Sequence[MemoryType | str] = ()) -> SearchResult:
         return await self._manager.search(principal, list(scopes), query, limit=limit,
-                                          metadata_filter=metadata_filter)
+                                          metadata_filter=metadata_filter,
+                                          memory_types=memory_types)
 
 
 class BlockingPort:
@@ -125,10 +132,11 @@ class BlockingPort:
         return self._manager.lookup(principal, scope, key=key)
 
     async def add(self, principal: Principal, scope: Scope, content: str, *,
-                  memory_type: MemoryType, key: str, metadata: Mapping[str, Any],
-                  expires_at: float | None) -> MemoryRecord:
+                  memory_type: MemoryType, key: str | None, metadata: Mapping[str, Any],
+                  expires_at: float | None, provenance: Provenance) -> MemoryRecord:
         return self._manager.add(principal, scope, content, memory_type=memory_type, key=key,
-                                 metadata=metadata, expires_at=expires_at)
+                                 metadata=metadata, expires_at=expires_at,
+                                 provenance=provenance)
 
     async def update(self, principal: Principal, scope: Scope, record_id: str, *,
                      expected_revision: str, content: str, memory_type: MemoryType,
@@ -140,7 +148,7 @@ class BlockingPort:
             expires_at=expires_at, clear_expires_at=clear_expires_at)
 
     async def delete(self, principal: Principal, scope: Scope, record_id: str, *,
-                     expected_revision: str) -> DeleteResult:
+                     expected_revision: str | None) -> DeleteResult:
         return self._manager.delete(principal, scope, record_id,
                                     expected_revision=expected_revision)
 
@@ -149,9 +157,11 @@ class BlockingPort:
         return self._manager.list(principal, scope, limit=limit, cursor=cursor)
 
     async def search(self, principal: Principal, scopes: Sequence[Scope], query: str, *,
-                     limit: int, metadata_filter: Mapping[str, Any]) -> SearchResult:
+                     limit: int | None, metadata_filter: Mapping[str, Any],
+                     memory_types: Sequence[MemoryType | str] = ()) -> SearchResult:
         return self._manager.search(principal, list(scopes), query, limit=limit,
-                                    metadata_filter=metadata_filter)
+                                    metadata_filter=metadata_filter,
+                                    memory_types=memory_types)
 
 
 def run_blocking(operation: Coroutine[Any, Any, R]) -> R:
@@ -168,3 +178,65 @@ def run_blocking(operation: Coroutine[Any, Any, R]) -> R:
         return result
     operation.close()
     raise RuntimeError("a blocking store operation awaited something that suspends")
+
+
+Operation = Callable[[MemoryPort], Coroutine[Any, Any, R]]
+"""One store (or tool) operation, written once over whichever port runs it."""
+
+
+class Runner:
+    """Runs operations over one manager from sync and async callers alike.
+
+    Over the sync facade, a sync call runs in the caller's thread (:func:`run_blocking`)
+    and an async one in a worker thread, so the caller's loop is never blocked. Over
+    the async manager, an async call runs on the caller's loop, which the runner
+    remembers; a sync call is then sent to that loop from another thread (a sync node
+    of an async graph run, which LangGraph runs in a worker thread), the way
+    LangGraph's own async stores serve their sync methods. A sync call from the loop's
+    own thread would deadlock and is refused.
+    """
+
+    __slots__ = ("_async", "_loop", "_sync")
+
+    def __init__(self, manager: GovernedMemoryManager | SyncMemoryManager) -> None:
+        self._sync: SyncMemoryManager | None = None
+        self._async: GovernedMemoryManager | None = None
+        if isinstance(manager, SyncMemoryManager):
+            self._sync = manager
+        elif isinstance(manager, GovernedMemoryManager):
+            self._async = manager
+        else:
+            raise MemoryConfigurationError(
+                "expected a GovernedMemoryManager or a governed_memory.sync.SyncMemoryManager")
+        self._loop: asyncio.AbstractEventLoop | None = _running_loop()
+
+    def call(self, operation: Operation[R]) -> R:
+        if self._sync is not None:
+            return run_blocking(operation(BlockingPort(self._sync)))
+        assert self._async is not None
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            raise MemoryConfigurationError(
+                "a sync call over the async GovernedMemoryManager needs the event loop it "
+                "serves running in another thread; in sync code use "
+                "governed_memory.sync.SyncMemoryManager")
+        if _running_loop() is loop:
+            raise RuntimeError("a sync call from the manager's own event loop would "
+                               "deadlock: use the async API there")
+        return asyncio.run_coroutine_threadsafe(operation(AsyncPort(self._async)),
+                                                loop).result()
+
+    async def acall(self, operation: Operation[R]) -> R:
+        if self._sync is not None:
+            sync = self._sync
+            return await asyncio.to_thread(lambda: run_blocking(operation(BlockingPort(sync))))
+        assert self._async is not None
+        self._loop = asyncio.get_running_loop()
+        return await operation(AsyncPort(self._async))
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -26,12 +26,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
-from governed_memory import MemoryScopeError, Principal
+from governed_memory import MemoryScopeError, Principal, Provenance
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 
-__all__ = ["PrincipalNotBoundError", "PrincipalSource", "current_config"]
+__all__ = ["PrincipalNotBoundError", "PrincipalSource", "current_config", "run_origin"]
 
 PrincipalFrom = Callable[[RunnableConfig], Principal | None]
 
@@ -46,6 +46,22 @@ def current_config() -> RunnableConfig | None:
         return get_config()
     except RuntimeError:
         return None
+
+
+def _text(value: object) -> str | None:
+    text = None if value is None else str(value)
+    return text if text and text.strip() and len(text.encode("utf-8")) <= 1024 else None
+
+
+def run_origin(source_type: str | None = None) -> Provenance:
+    """Where a write comes from: ``source_type``, and the run's thread (LangGraph's
+    conversation, as the session) and run id when the call is inside one. Evidence in
+    the record's provenance, never used to decide anything."""
+    config = current_config() or {}
+    configurable: Mapping[str, Any] = config.get("configurable") or {}
+    return Provenance(source_type=source_type,
+                      session_id=_text(configurable.get("thread_id")),
+                      run_id=_text(config.get("run_id")))
 
 
 def _from_context(key: str) -> object:

@@ -23,12 +23,12 @@ before the batch's writes, and writes to one item collapse to the last.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+import attrs
 from governed_memory import (
     GovernedMemoryManager,
     MemoryConflictError,
@@ -37,6 +37,7 @@ from governed_memory import (
     MemoryScopeError,
     MemoryValidationError,
     Principal,
+    Provenance,
     Scope,
     SearchHit,
 )
@@ -75,8 +76,8 @@ from governed_memory_langgraph.namespaces import (
     NamespaceMapping,
     NamespaceRule,
 )
-from governed_memory_langgraph.ports import AsyncPort, BlockingPort, MemoryPort, run_blocking
-from governed_memory_langgraph.principals import PrincipalFrom, PrincipalSource
+from governed_memory_langgraph.ports import MemoryPort, Runner
+from governed_memory_langgraph.principals import PrincipalFrom, PrincipalSource, run_origin
 
 __all__ = ["GovernedStore"]
 
@@ -140,6 +141,15 @@ def _check_page(limit: int, offset: int) -> None:
             raise MemoryValidationError(f"{name} is a non-negative integer", field=name)
 
 
+@attrs.frozen(slots=True)
+class _Call:
+    """What one store call acts as: found in the caller's context before the call is
+    handed to whichever thread or loop runs it."""
+
+    principal: Principal
+    origin: Provenance
+
+
 def _has_prefix(namespace: Sequence[str], prefix: Sequence[str]) -> bool:
     return tuple(namespace[:len(prefix)]) == tuple(prefix)
 
@@ -192,25 +202,12 @@ class GovernedStore(BaseStore):
         content_field: str = "content",
         ttl: TTLConfig | None = None,
     ) -> None:
-        if isinstance(manager, SyncMemoryManager):
-            self._sync: SyncMemoryManager | None = manager
-            self._async: GovernedMemoryManager | None = None
-        elif isinstance(manager, GovernedMemoryManager):
-            self._sync, self._async = None, manager
-        else:
-            raise MemoryConfigurationError("GovernedStore needs a GovernedMemoryManager or a "
-                                           "SyncMemoryManager")
+        self._runner = Runner(manager)
         self.namespaces = _mapping(namespaces)
         self._principals = PrincipalSource(principal, principal_key, principal_from)
         self._fields = _index_fields(index)
         self.content_field = content_field
         self.ttl_config = _ttl_config(ttl)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        if self._async is not None:
-            try:
-                self._loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self._loop = None
 
     def bind(self, principal: Principal) -> GovernedStore:
         """This store acting for ``principal`` on every call (a run that binds another
@@ -229,38 +226,19 @@ class GovernedStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        principal = self._principals.resolve()
-        if self._sync is not None:
-            return run_blocking(self._execute(BlockingPort(self._sync), principal, ops))
-        assert self._async is not None
-        loop = self._loop
-        if loop is None or loop.is_closed() or not loop.is_running():
-            raise MemoryConfigurationError(
-                "a sync call on a GovernedStore over the async manager needs the event loop "
-                "the store serves to be running in another thread; in sync code build the "
-                "store over governed_memory.sync.SyncMemoryManager")
-        if _running_loop() is loop:
-            raise RuntimeError("a sync store call from the store's own event loop would "
-                               "deadlock: await the async API (aget, aput, ...) there")
-        future = asyncio.run_coroutine_threadsafe(
-            self._execute(AsyncPort(self._async), principal, ops), loop)
-        return future.result()
+        call = _Call(self._principals.resolve(), run_origin())
+        return self._runner.call(lambda port: self._execute(port, call, ops))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        principal = self._principals.resolve()
-        if self._sync is not None:
-            sync = self._sync
-            return await asyncio.to_thread(
-                lambda: run_blocking(self._execute(BlockingPort(sync), principal, ops)))
-        assert self._async is not None
-        self._loop = asyncio.get_running_loop()
-        return await self._execute(AsyncPort(self._async), principal, ops)
+        call = _Call(self._principals.resolve(), run_origin())
+        return await self._runner.acall(lambda port: self._execute(port, call, ops))
 
     # -- one batch ----------------------------------------------------------------------
 
-    async def _execute(self, port: MemoryPort, principal: Principal,
+    async def _execute(self, port: MemoryPort, call: _Call,
                        ops: Sequence[Op]) -> list[Result]:
+        principal = call.principal
         results: list[Result] = [None] * len(ops)
         writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
@@ -280,7 +258,7 @@ class GovernedStore(BaseStore):
                 raise MemoryValidationError(f"unknown store operation {type(op).__name__}",
                                             field="ops")
         for op in writes.values():
-            await self._put(port, principal, op)
+            await self._put(port, call, op)
         return results
 
     async def _get(self, port: MemoryPort, principal: Principal, op: GetOp) -> Item | None:
@@ -295,7 +273,8 @@ class GovernedStore(BaseStore):
         return Item(value=decoded.value, key=op.key, namespace=tuple(op.namespace),
                     created_at=decoded.created_at, updated_at=decoded.updated_at)
 
-    async def _put(self, port: MemoryPort, principal: Principal, op: PutOp) -> None:
+    async def _put(self, port: MemoryPort, call: _Call, op: PutOp) -> None:
+        principal = call.principal
         placement = self.namespaces.place(principal, op.namespace)
         scope, key = placement.scope, record_key(op.namespace, op.key)
         if op.value is None:
@@ -310,7 +289,9 @@ class GovernedStore(BaseStore):
                 if current is None:
                     await port.add(principal, scope, encoded.content,
                                    memory_type=placement.rule.memory_type, key=key,
-                                   metadata=encoded.metadata, expires_at=expires_at)
+                                   metadata=encoded.metadata, expires_at=expires_at,
+                                   provenance=attrs.evolve(
+                                       call.origin, source_type=placement.rule.source_type))
                 else:
                     await port.update(
                         principal, scope, current.id, expected_revision=current.revision,
@@ -449,10 +430,3 @@ class GovernedStore(BaseStore):
         if op.max_depth is not None:
             namespaces = {ns[:op.max_depth] for ns in namespaces}
         return sorted(namespaces)[op.offset:op.offset + op.limit]
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

@@ -1,0 +1,65 @@
+"""The LangGraph and LangChain integration over the real native provider.
+
+Principals of one tenant (two users, an admin bound to no user) and of another; the
+async manager and the sync facade over the in-memory backend with a manual clock and a
+captured event trail; the stores over each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from governed_memory import GovernedMemoryManager, Permission, Principal
+from governed_memory.clock import ManualClock
+from governed_memory.events import InMemoryEventSink
+from governed_memory.sync import SyncMemoryManager
+from governed_memory_langgraph import GovernedStore
+
+USER = [Permission.READ, Permission.WRITE, Permission.DELETE]
+
+ALICE = Principal("user:alice", "user", tenant_id="acme", user_id="alice", permissions=USER)
+BOB = Principal("user:bob", "user", tenant_id="acme", user_id="bob", permissions=USER)
+ADMIN = Principal("svc:admin", "service", tenant_id="acme", permissions=[Permission.ADMIN])
+CAROL_OTHER_TENANT = Principal("user:carol", "user", tenant_id="globex", user_id="carol",
+                               permissions=USER)
+
+
+def native_manager(clock: ManualClock, sink: InMemoryEventSink) -> GovernedMemoryManager:
+    from governed_memory_native import build_native_provider
+
+    return GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
+                                 clock=clock, sinks=[sink])
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def sink() -> InMemoryEventSink:
+    return InMemoryEventSink()
+
+
+@pytest.fixture
+async def manager(clock: ManualClock,
+                  sink: InMemoryEventSink) -> AsyncIterator[GovernedMemoryManager]:
+    async with native_manager(clock, sink) as m:
+        yield m
+
+
+@pytest.fixture
+def sync_manager(clock: ManualClock, sink: InMemoryEventSink) -> Iterator[SyncMemoryManager]:
+    with SyncMemoryManager(native_manager(clock, sink)) as m:
+        yield m
+
+
+@pytest.fixture
+def store(manager: GovernedMemoryManager) -> GovernedStore:
+    return GovernedStore(manager)
+
+
+@pytest.fixture
+def sync_store(sync_manager: SyncMemoryManager) -> GovernedStore:
+    return GovernedStore(sync_manager)
