@@ -8,6 +8,7 @@ import pytest
 from conftest import ALICE
 from governed_memory import (
     GovernedMemoryManager,
+    MemoryConflictError,
     MemoryPolicyDeniedError,
     Permission,
     Principal,
@@ -108,3 +109,9 @@ async def test_a_web_sourced_item_waits_for_review(store: GovernedStore,
     await governed.approve(REVIEWER, ALICE_SCOPE, pending.items[0].id)
     item = await store.aget(("web", "pages"), "p1")
     assert item is not None and item.value == {"content": "The shop opens at nine"}
+
+
+async def test_a_key_held_for_review_refuses_another_put(store: GovernedStore) -> None:
+    await store.aput(("web",), "p1", {"content": "The shop opens at nine"})
+    with pytest.raises(MemoryConflictError, match="awaiting review"):
+        await store.aput(("web",), "p1", {"content": "The shop opens at ten"})

@@ -157,3 +157,23 @@ async def test_an_async_graph_and_its_sync_node(manager: GovernedMemoryManager) 
                     context=Context(BOB)))
     assert alice_run["recalled"] == ["I want a window seat"]
     assert bob_run["recalled"] == []
+
+
+def test_principal_from_maps_the_hosts_own_authentication(
+        sync_manager: SyncMemoryManager) -> None:
+    users = {"token-a": ALICE}
+
+    def from_auth(config: Any) -> Principal | None:
+        return users.get(config["configurable"].get("auth_token"))
+
+    store = GovernedStore(sync_manager, principal_from=from_auth)
+    graph = build_sync(store, fake_model("ok"))
+    state = {"messages": [HumanMessage("hello from alice")], "recalled": []}
+    graph.invoke(state, {"configurable": {"thread_id": "t", "auth_token": "token-a"}})
+    assert sync_manager.list(ALICE, Scope("acme", user_id="alice")).items
+    with pytest.raises(PrincipalNotBoundError):
+        graph.invoke(state, {"configurable": {"thread_id": "t", "auth_token": "forged"}})
+    # principal_from replaces the context and config lookups: a Principal placed in
+    # the config is not consulted.
+    with pytest.raises(PrincipalNotBoundError):
+        graph.invoke(state, {"configurable": {"thread_id": "t", "principal": ALICE}})
