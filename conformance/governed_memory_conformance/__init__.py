@@ -6,9 +6,19 @@ A provider's test module subclasses :class:`ProviderConformance` and implements
 :class:`CacheStoreConformance` and implements ``async def make_store(self, clock)``.
 The project's root ``conftest.py`` opts in with
 ``pytest_plugins = ["governed_memory_conformance.plugin"]``.
+
+pytest and hypothesis are the ``conformance`` extra (``pip install
+'governed-memory[conformance]'``), not dependencies of the library.
 """
 
-import pytest
+try:
+    import hypothesis  # noqa: F401
+    import pytest
+except ImportError as missing:  # pragma: no cover - the extra is missing
+    raise ImportError(
+        f"the governed-memory conformance suite needs the conformance extra "
+        f"({missing.name} is not installed): pip install 'governed-memory[conformance]'"
+    ) from missing
 
 # Before importing them: assertion messages in the helpers are half the diagnosis.
 pytest.register_assert_rewrite(

@@ -58,26 +58,13 @@ def require_service_extra() -> None:
 
 
 def build_manager(profile: str, db: Path | None) -> Any:
-    """The manager ``profile`` builds: a registered ``id@version`` or a TOML file.
+    """The manager ``profile`` builds: a registered ``id@version`` or a TOML file, over
+    ``db``, with the CLI's audit trail. The CLI's own construction
+    (:func:`governed_memory.cli.building.build_manager`), so a served request does what
+    ``governed-memory add`` would; a server may create its database."""
+    from governed_memory.cli.building import build_manager as build
 
-    The CLI's data commands take a reference only; a file goes through the same
-    loader as ``governed-memory profiles validate`` and then the same construction.
-    """
-    from governed_memory.cli.common import cli_sinks
-    from governed_memory.manager import GovernedMemoryManager
-    from governed_memory.plugins import PluginManager
-    from governed_memory.profiles import ProfileRegistry, load_profile
-
-    plugins = PluginManager.load()
-    path = Path(profile)
-    if profile.endswith(".toml") or path.is_file():
-        spec = load_profile(path)
-    else:
-        spec = ProfileRegistry.from_plugins(plugins).get(profile)
-    overrides = None if db is None else {"path": str(db)}
-    return GovernedMemoryManager.from_profile(spec, plugins=plugins,
-                                              sinks=cli_sinks(spec, plugins, db),
-                                              provider_config_overrides=overrides)
+    return build(profile, db)
 
 
 def authenticating_jwt(manager: Any) -> Any:

@@ -20,7 +20,6 @@ from governed_memory.audit import (
     subject_report,
     verify_trail,
 )
-from governed_memory.cli import common
 from governed_memory.cli.common import HOME_ENV
 from governed_memory.cli.main import cli
 from governed_memory.events import JsonLinesEventSink, MemoryEvent, read_events
@@ -75,7 +74,7 @@ def test_compliance_strict_works_from_the_cli_end_to_end(run: Run, tmp_path: Pat
     assert _json(run("get", *strict, *ALICE, rid, "--json"))["id"] == rid
     hits = _json(run("search", *strict, *ALICE, "tea", "--json"))["hits"]
     assert [hit["record"]["id"] for hit in hits] == [rid]
-    updated = _json(run("update", *strict, *ALICE, rid, "--content", "prefers green tea",
+    updated = _json(run("update", *strict, *ALICE, rid, "prefers green tea",
                         "--expected-revision", added["revision"], "--idempotency-key", "w2",
                         "--json"))
     assert updated["version"] == 2
@@ -171,7 +170,7 @@ def _with_profiles(monkeypatch: pytest.MonkeyPatch, *profiles: dict[str, Any]) -
                 register(profile)
 
     real_load = PluginManager.load
-    monkeypatch.setattr(common.PluginManager, "load",
+    monkeypatch.setattr(PluginManager, "load",
                         lambda *a, **k: real_load([TeamProfiles()]))
 
 

@@ -76,7 +76,7 @@ def test_replay_prints_what_a_search_returned(tmp_path: Path) -> None:
     found = as_json(run(db, "search", *ALICE, "tea", "--json"))
     snapshot = found["snapshot_id"]
     assert "snapshot: snap_" in run(db, "search", *ALICE, "tea").stdout
-    run(db, "update", *ALICE, added["id"], "--content", "likes black coffee")
+    run(db, "update", *ALICE, added["id"], "likes black coffee")
     replayed = as_json(run(db, "replay", "--tenant", "acme", snapshot, "--json"))
     assert [hit["record"]["content"] for hit in replayed["hits"]] == ["likes green tea"]
     assert "likes green tea" in run(db, "replay", "--tenant", "acme", snapshot).stdout

@@ -16,14 +16,15 @@ FEW = "round_trips or stale_revision or history_lists or isolation_property"
 
 
 def conformance(cwd: Path, *args: str, home: Path | None = None,
-                ) -> subprocess.CompletedProcess[str]:
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     if not SCRIPT.exists():
         pytest.skip(f"console script not installed next to {sys.executable}")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GOVERNED_MEMORY_HOME", "PYTEST_ADDOPTS", "HYPOTHESIS_PROFILE")}
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("GOVERNED_MEMORY_HOME", "PYTEST_ADDOPTS", "HYPOTHESIS_PROFILE")}
     if home is not None:
-        env["GOVERNED_MEMORY_HOME"] = str(home)
-    return subprocess.run([str(SCRIPT), "conformance", *args], cwd=cwd, env=env,
+        environment["GOVERNED_MEMORY_HOME"] = str(home)
+    environment.update(env or {})
+    return subprocess.run([str(SCRIPT), "conformance", *args], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -59,14 +60,47 @@ def test_config_placeholder_and_json_report(tmp_path: Path) -> None:
         "test_add_then_get_round_trips_every_field"]
 
 
+BROKEN_PLUGIN = """\
+from broken import RevisionIgnoringProvider
+from governed_memory import hookimpl
+
+
+@hookimpl
+def register_memory_providers(register):
+    register("broken-revisions", lambda config, clock: RevisionIgnoringProvider(clock))
+"""
+
+
+def with_broken_provider(tmp_path: Path) -> dict[str, str]:
+    """A plugin registering a provider that ignores ``expected_revision``."""
+    site = tmp_path / "broken-site"
+    info = site / "broken_cli_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "broken_cli_plugin.py").write_text(BROKEN_PLUGIN, encoding="utf-8")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-cli-plugin\n"
+                                   "Version: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(
+        "[governed_memory]\nbroken-cli = broken_cli_plugin\n", encoding="utf-8")
+    return {"PYTHONPATH": os.pathsep.join([str(site), str(HERE), str(HERE.parent)])}
+
+
 def test_failures_are_listed_and_exit_non_zero(tmp_path: Path) -> None:
-    # A database path that cannot exist: every provider start fails.
-    proc = conformance(tmp_path, "--provider", "native", "-k", "round_trips or stale_revision",
-                       "--config", '{"backend": "sqlite", "path": "/dev/null/memory.db"}')
-    assert proc.returncode == 1
+    proc = conformance(tmp_path, "--provider", "broken-revisions", "-k",
+                       "round_trips or stale_revision", env=with_broken_provider(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "failed:" in proc.stdout
     assert "  test_stale_revision_conflicts_and_changes_nothing [compare_and_set]" in proc.stdout
     assert proc.stdout.splitlines()[-1] == "FAIL"
+
+
+def test_a_provider_that_cannot_be_built_stops_the_run_at_its_first_test(
+        tmp_path: Path) -> None:
+    # A database path that cannot exist: every provider start would fail the same way.
+    proc = conformance(tmp_path, "--provider", "native", "-k", "round_trips or stale_revision",
+                       "--config", '{"backend": "sqlite", "path": "/dev/null/memory.db"}')
+    assert proc.returncode == 7, proc.stdout + proc.stderr
+    assert proc.stderr.count("the database directory cannot be created") == 1
+    assert "stopped at its first test" in proc.stderr
 
 
 def test_unknown_provider_and_bad_config_are_refused(tmp_path: Path) -> None:

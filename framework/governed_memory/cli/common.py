@@ -1,75 +1,65 @@
-"""Shared plumbing for CLI commands: the database location, the audit trail, scope
-flags, the operator principal and output formatting.
+"""Shared plumbing for CLI commands: the ``--db``/``--profile``/scope flags, content
+from an argument or stdin, the operator principal, running one governed operation, and
+printing its result or its error.
 
-Every command that opens memory keeps a trail of what it did: the event sinks the
-profile's ``[audit]`` section names, with relative paths resolved against the CLI's
-home (the directory of the database), and, when the profile names no hash-chained
-trail, one at ``<home>/audit``. So an operator's commands are audited like any other
-caller's, and a fail-closed profile (``compliance-strict``) works from the shell.
-Several commands at once (a ``worker`` next to an ``add``) share one trail safely.
+Every command that opens memory goes through :mod:`governed_memory.cli.building`
+(the profile, the database file, the audit trail), so an operator's commands are
+governed and audited like any other caller's, and a fail-closed profile
+(``compliance-strict``) works from the shell. Several commands at once (a ``worker``
+next to an ``add``) share one trail safely.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from governed_memory.converter import unstructure
+from governed_memory.cli.building import (
+    DEFAULT_PROFILE,
+    DEFAULT_TRAIL,
+    HOME_ENV,
+    PROFILE_ENV,
+    build_manager,
+    cli_sinks,
+    default_db_path,
+    home_dir,
+)
+from governed_memory.cli.context import (
+    allow_creating_database,
+    current_profile,
+    may_create_database,
+    remember_profile,
+)
+from governed_memory.cli.exit_codes import EXIT_CODES, exit_code
 from governed_memory.errors import GovernedMemoryError, MemoryValidationError
-from governed_memory.events import EventSink
-from governed_memory.manager import GovernedMemoryManager
-from governed_memory.plugins import PluginManager
 from governed_memory.principal import Permission, Principal, PrincipalKind
-from governed_memory.profiles import MemoryProfileSpec, ProfileRegistry
-from governed_memory.profiles.spec import AUDIT_SINK
 from governed_memory.scope import Scope
-from governed_memory.sinks import build_sinks
 
-HOME_ENV = "GOVERNED_MEMORY_HOME"
-DEFAULT_PROFILE = "local@1.0.0"
-DEFAULT_TRAIL = "audit"
-"""The trail's directory under the CLI's home when the profile names none."""
-_PROFILE_META = "governed_memory.profile"
+if TYPE_CHECKING:
+    from governed_memory.manager import GovernedMemoryManager
+
+__all__ = [
+    "DEFAULT_PROFILE", "DEFAULT_TRAIL", "EXIT_CODES", "HOME_ENV", "PROFILE_ENV", "cli_sinks",
+    "content_argument", "creates_database", "current_profile", "db_option", "default_db_path",
+    "emit", "fail", "home_dir", "json_option", "open_manager", "operator", "parse_metadata",
+    "read_content", "remember_profile", "run", "run_with_manager", "scope_from",
+    "scope_options",
+]
+
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Exit codes by error family, so scripts can branch without parsing text.
-EXIT_CODES = {
-    "validation": 2,
-    "scope_denied": 3,
-    "policy_denied": 3,
-    "not_found": 4,
-    "conflict": 5,
-    "capability_unsupported": 6,
-    "configuration": 7,
-    "storage": 8,
-    "unavailable": 9,
-    "audit_unavailable": 9,  # a fail-closed trail could not record the operation
-    "audit_chain": 7,  # the trail on disk does not verify: nothing is chained onto it
-}
 
-
-def default_db_path() -> Path:
-    home = os.environ.get(HOME_ENV)
-    base = Path(home) if home else Path.cwd() / ".governed-memory"
-    return base / "memory.db"
-
-
-def home_dir(db: Path | None) -> Path:
-    """Where the CLI keeps its files: the directory of ``--db`` when given, else
-    ``$GOVERNED_MEMORY_HOME``, else ``./.governed-memory``."""
-    return (db if db is not None else default_db_path()).absolute().parent
-
-
-def _remember_profile(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
-    ctx.meta[_PROFILE_META] = value or DEFAULT_PROFILE
+PROFILE_HELP = ("the profile that builds the manager: a registered reference or a TOML "
+                f"file [default: ${PROFILE_ENV}, else {DEFAULT_PROFILE}]")
 
 
 def db_option(func: F) -> F:
@@ -80,14 +70,28 @@ def db_option(func: F) -> F:
     """
     func = click.option(
         "--profile", "profile", default=None, expose_value=False, is_eager=True,
-        callback=_remember_profile, metavar="ID@VERSION",
-        help=f"the profile that builds the manager [default: {DEFAULT_PROFILE}]",
+        callback=remember_profile, metavar="ID@VERSION|FILE", help=PROFILE_HELP,
     )(func)
     return click.option(
         "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
         help=f"SQLite database file [default: ${HOME_ENV}/memory.db, else "
              "./.governed-memory/memory.db]",
     )(func)
+
+
+def creates_database(func: F) -> F:
+    """Marks a command that may create the database (a write that can be the first).
+
+    Every other command refuses a database that does not exist, naming it, so a
+    mistyped ``--db`` or a read in the wrong directory creates nothing.
+    """
+
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        allow_creating_database()
+        return func(*args, **kwargs)
+
+    return command  # type: ignore[return-value]
 
 
 def scope_options(func: F) -> F:
@@ -108,6 +112,24 @@ def scope_options(func: F) -> F:
 
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="print JSON")(func)
+
+
+def content_argument(required: bool = True) -> Callable[[F], F]:
+    """The memory's text as a positional argument; ``-`` reads it from stdin."""
+    return click.argument("content", required=required, metavar="CONTENT" if required
+                          else "[CONTENT]")
+
+
+def read_content(value: str | None) -> str | None:
+    """``value``, or stdin's text when it is ``-`` (a trailing newline dropped, as a
+    shell pipe adds one); empty stdin is a usage error."""
+    if value != "-":
+        return value
+    text = sys.stdin.read()
+    text = text.removesuffix("\n").removesuffix("\r")
+    if not text:
+        raise click.BadParameter("stdin was empty", param_hint="CONTENT")
+    return text
 
 
 def scope_from(kwargs: dict[str, Any]) -> Scope:
@@ -132,51 +154,50 @@ def operator(tenant_id: str) -> Principal:
                      permissions=frozenset(Permission))
 
 
-def current_profile() -> str:
-    ctx = click.get_current_context(silent=True)
-    return str(ctx.meta.get(_PROFILE_META, DEFAULT_PROFILE)) if ctx else DEFAULT_PROFILE
-
-
 def open_manager(db: Path | None, profile: str | None = None) -> GovernedMemoryManager:
-    """A manager from the profile (``local@1.0.0`` unless ``--profile`` says otherwise)
-    with the CLI's event sinks (``cli_sinks``); ``--db`` overrides the provider's
-    database path."""
-    plugins = PluginManager.load()
-    spec = ProfileRegistry.from_plugins(plugins).get(profile or current_profile())
-    overrides = None if db is None else {"path": str(db)}
-    return GovernedMemoryManager.from_profile(spec, plugins=plugins,
-                                              sinks=cli_sinks(spec, plugins, db),
-                                              provider_config_overrides=overrides)
+    """The manager of ``--profile`` over ``--db`` with the CLI's trail; a command not
+    marked :func:`creates_database` refuses a database that does not exist."""
+    return build_manager(profile or current_profile(), db, must_exist=not may_create_database())
 
 
-def cli_sinks(spec: MemoryProfileSpec, plugins: PluginManager,
-              db: Path | None) -> tuple[EventSink, ...]:
-    """The profile's sinks with relative paths under the CLI's home, plus the
-    hash-chained trail at ``<home>/audit`` when the profile names no trail."""
-    home = home_dir(db)
-    sinks = build_sinks(spec, plugins, base_dir=home)
-    if spec.audit.path is None:
-        trail = plugins.sinks.get(AUDIT_SINK).factory({"directory": str(home / DEFAULT_TRAIL)})
-        sinks = (trail, *sinks)
-    return sinks
+def fail(exc: GovernedMemoryError) -> NoReturn:
+    """Print ``error (code): message`` (and each problem of a profile that does not
+    load, by its path) on stderr and exit with the family's code."""
+    from governed_memory.profiles.convert import ProfileLoadError
+
+    if isinstance(exc, ProfileLoadError):
+        click.echo(f"error ({exc.code}): {exc.source}: invalid profile", err=True)
+        for problem in exc.problems:
+            click.echo(f"  {problem}", err=True)
+    else:
+        click.echo(f"error ({exc.code}): {exc}", err=True)
+    sys.exit(exit_code(exc.code))
+
+
+def run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine; a library error exits with its family's code."""
+    try:
+        return asyncio.run(work())
+    except GovernedMemoryError as exc:
+        fail(exc)
 
 
 def run_with_manager(db: Path | None, work: Callable[[GovernedMemoryManager], Awaitable[T]]) -> T:
+    """Open the profile's manager (which starts its provider), run ``work`` with it,
+    close it; errors exit with the code of their family."""
     profile = current_profile()
 
     async def main() -> T:
         async with open_manager(db, profile) as manager:
             return await work(manager)
 
-    try:
-        return asyncio.run(main())
-    except GovernedMemoryError as exc:
-        click.echo(f"error ({exc.code}): {exc}", err=True)
-        sys.exit(EXIT_CODES.get(exc.code, 1))
+    return run(main)
 
 
 def emit(value: Any, as_json: bool, text: Callable[[Any], str]) -> None:
     if as_json:
+        from governed_memory.converter import unstructure
+
         click.echo(json.dumps(unstructure(value), indent=2, sort_keys=True, ensure_ascii=False))
     else:
         click.echo(text(value))
@@ -192,4 +213,3 @@ def parse_metadata(raw: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--metadata")
     return value
-

@@ -1,11 +1,16 @@
-"""Plain-text renderings of records, pages, results and events for the terminal."""
+"""Plain-text renderings of records, pages, results and events for the terminal.
+
+Identifiers are printed whole (record ids, revisions, scope and content hashes): a
+prefix is ambiguous exactly when it matters, and ids of one second all look alike.
+Only content is shortened, in one-line listings.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from governed_memory.events import MemoryEvent
 from governed_memory.records import MemoryRecord, MemoryVersion, Page, SearchResult
 from governed_memory.replay import ReplayResult
 
@@ -25,7 +30,7 @@ def short(value: str | None, width: int = 12) -> str:
 def record_text(record: MemoryRecord) -> str:
     lines = [
         f"id:        {record.id}",
-        f"scope:     {record.scope.dimensions()}  ({short(record.scope_hash, 16)})",
+        f"scope:     {record.scope.dimensions()}  ({record.scope_hash})",
         f"type:      {record.memory_type.value}   status: {record.status.value}",
         f"version:   {record.version}   revision: {record.revision}",
         f"key:       {record.key or '-'}",
@@ -70,18 +75,26 @@ def history_text(versions: Iterable[MemoryVersion]) -> str:
     for version in versions:
         record = version.record
         lines.append(f"v{record.version}  {version.operation.value:<7} {when(version.recorded_at)}"
-                     f"  {record.status.value:<8} {short(record.content_hash, 18)}")
+                     f"  {record.status.value:<8} {record.content_hash}")
     return "\n".join(lines) or "(no history)"
 
 
-def event_table(events: Iterable[MemoryEvent]) -> str:
-    rows = [("type", "operation", "outcome", "tenant", "scope", "records", "error")]
+def trail_table(events: Iterable[Mapping[str, Any]],
+                scope_labels: Mapping[str, str] | None = None) -> str:
+    """One row per event of a trail (as the ``audit`` sink stores them): record ids in
+    full; a scope hash as its label from ``scope_labels`` when it has one (the caller
+    prints the legend), else in full."""
+    labels = scope_labels or {}
+    rows = [("type", "operation", "outcome", "principal", "scope", "records", "error")]
     for e in events:
-        rows.append((e.type, e.operation, e.outcome or "-", e.tenant_id, short(e.scope_hash, 12),
-                     ",".join(short(r, 8) for r in e.record_ids) or "-", e.error_code or "-"))
+        scope = e.get("scope_hash") or "-"
+        rows.append((str(e.get("type", "-")), str(e.get("operation") or "-"),
+                     str(e.get("outcome") or "-"), str(e.get("principal_id") or "-"),
+                     labels.get(scope, scope), ",".join(e.get("record_ids") or ()) or "-",
+                     str(e.get("error_code") or "-")))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
-                     for row in rows)
+    return "\n".join("   " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row))
+                     .rstrip() for row in rows)
 
 
 def replay_text(result: ReplayResult) -> str:

@@ -5,6 +5,11 @@ Every step is a governed, store-wide operation of the manager (``outbox_status``
 ``memory.index.*`` events in the profile's trail, like any other command. The CLI acts
 as the operator ``cli:<user>`` of the tenant ``operator`` (store-wide work belongs to
 no tenant; see ``governed_memory.maintenance``).
+
+Indexing needs a profile with an embedder (``[stores.embedder]``), and no built-in
+profile has one (they rank lexically): pass a TOML file with ``--profile``. Without
+one, ``reindex`` says so and stops (exit 7), and ``worker`` runs its maintenance rounds
+only, saying so once.
 """
 
 from __future__ import annotations
@@ -22,11 +27,21 @@ from typing import Any, Final, TypeVar
 
 import click
 
-from governed_memory.cli.common import EXIT_CODES, current_profile, db_option, json_option
+from governed_memory.cli.common import (
+    creates_database,
+    current_profile,
+    db_option,
+    fail,
+    json_option,
+)
 from governed_memory.cli.common import open_manager as _open_manager
 from governed_memory.cli.common import operator as _operator
 from governed_memory.converter import unstructure
-from governed_memory.errors import GovernedMemoryError, MemoryCapabilityUnsupportedError
+from governed_memory.errors import (
+    GovernedMemoryError,
+    MemoryCapabilityUnsupportedError,
+    MemoryConfigurationError,
+)
 from governed_memory.indexing import OutboxStatus, WorkerReport, run_worker
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Principal
@@ -40,7 +55,10 @@ STORE_TENANT: Final = "operator"
 def _run(db: Path | None,
          work: Callable[[GovernedMemoryManager, Principal], Awaitable[T]]) -> T:
     """Open the profile's manager (which starts its provider) and hand ``work`` the
-    manager and the operator; errors exit with the code of their family."""
+    manager and the operator; errors exit with the code of their family.
+
+    ``_open_manager`` is looked up here, at call time: tests stand in a manager there.
+    """
     profile = current_profile()
 
     async def main() -> T:
@@ -50,8 +68,24 @@ def _run(db: Path | None,
     try:
         return asyncio.run(main())
     except GovernedMemoryError as exc:
-        click.echo(f"error ({exc.code}): {exc}", err=True)
-        sys.exit(EXIT_CODES.get(exc.code, 1))
+        fail(exc)
+
+
+def has_embedder(manager: GovernedMemoryManager) -> bool:
+    """Whether the manager's profile configures an embedder (a manager built without a
+    profile is given the benefit of the doubt: the provider answers for itself)."""
+    spec = manager.profile_spec
+    return spec is None or "embedder" in spec.stores
+
+
+def no_embedder(manager: GovernedMemoryManager, command: str) -> MemoryConfigurationError:
+    spec = manager.profile_spec
+    name = spec.key if spec is not None else "this profile"
+    return MemoryConfigurationError(
+        f"profile {name} configures no embedder ([stores.embedder]), so there is nothing "
+        f"for `{command}` to embed: pass --profile with a TOML file that names one "
+        '(e.g. [stores.embedder] kind = "hashing", or "minilm" with the embeddings extra; '
+        "see docs/cli.md)")
 
 
 def _default_worker_id() -> str:
@@ -77,13 +111,22 @@ def _report_text(report: WorkerReport) -> str:
 @click.option("--maintain-every", "maintain_s", type=click.FloatRange(min=0), default=300.0,
               show_default=True,
               help="seconds between maintenance rounds (snapshot retention); 0: none")
+@creates_database
 def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, idle_s: float,
            once: bool, maintain_s: float) -> None:
     """Run the indexing and maintenance worker: embed what writes queued, and enforce
-    retrieval-snapshot retention, until SIGINT/SIGTERM (every round is governed)."""
+    retrieval-snapshot retention, until SIGINT/SIGTERM (every round is governed).
+
+    Under a profile with no embedder (every built-in one) there is nothing to index:
+    the worker says so and runs the maintenance rounds only.
+    """
     name = worker_id or _default_worker_id()
 
     async def work(manager: GovernedMemoryManager, operator: Principal) -> WorkerReport:
+        if not has_embedder(manager):
+            click.echo(f"{no_embedder(manager, 'worker')}; running maintenance only",
+                       err=True)
+            return await _maintenance_only(manager, operator, once, maintain_s)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -108,6 +151,26 @@ def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, i
 
     total = _run(db, work)
     click.echo(f"worker {name} stopped: {_report_text(total)}")
+
+
+async def _maintenance_only(manager: GovernedMemoryManager, operator: Principal, once: bool,
+                            maintain_s: float) -> WorkerReport:
+    """The worker's loop without indexing: a maintenance round every ``maintain_s``
+    (one, with ``--once``) until SIGINT/SIGTERM."""
+    if once or maintain_s <= 0:
+        if maintain_s > 0:
+            await _maintenance_round(manager, operator)
+        return WorkerReport()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await _maintain(manager, operator, stop, maintain_s)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return WorkerReport()
 
 
 async def _maintenance_round(manager: GovernedMemoryManager, operator: Principal) -> int:
@@ -159,6 +222,8 @@ def reindex(db: Path | None, batch: int, enqueue_only: bool, worker_id: str | No
 
     async def work(manager: GovernedMemoryManager,
                    operator: Principal) -> tuple[int, WorkerReport]:
+        if not has_embedder(manager):
+            raise no_embedder(manager, "reindex")
         enqueued = 0
         cursor: str | None = None
         first = await manager.reindex(operator, limit=batch)

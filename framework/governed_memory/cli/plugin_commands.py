@@ -1,22 +1,21 @@
 """Subcommands that plugins add to ``governed-memory`` (``register_cli_commands``).
 
-Loading plugins imports every plugin module (providers, their numpy, ...), which costs
-more than the whole built-in command line. So the group loads them only when it is
-asked for a name it does not build in: ``governed-memory add`` and ``--help`` cost
-what they cost before plugins could add commands, and ``governed-memory commands``
-lists what plugins add. A plugin command may not take a built-in's name: that is
-refused when plugin commands load, never resolved silently either way.
+Loading plugins and running their ``register_cli_commands`` hooks imports their
+command modules, which ``governed-memory add`` and ``--help`` have no use for. So the
+group loads them only when it is asked for a name it does not build in, and
+``governed-memory commands`` lists what plugins add. A plugin command may not take a
+built-in's name: that is refused when plugin commands load, never resolved silently
+either way.
 """
 
 from __future__ import annotations
 
 import click
 
+from governed_memory.cli.exit_codes import EXIT_CODES
 from governed_memory.errors import MemoryConfigurationError
 
-CONFIGURATION_EXIT = 7
-"""``EXIT_CODES["configuration"]`` of :mod:`governed_memory.cli.common`, which this
-module does not import (it pulls in the manager)."""
+CONFIGURATION_EXIT = EXIT_CODES["configuration"]
 
 
 class PluginCommandError(click.ClickException):
@@ -59,10 +58,14 @@ class PluginCommandGroup(click.Group):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._plugin_commands: dict[str, click.Command] | None = None
 
+    def builtin_names(self) -> frozenset[str]:
+        """The names a plugin command may not take."""
+        return frozenset(self.commands)
+
     def plugin_commands(self) -> dict[str, click.Command]:
         """Loaded once per process, on first need."""
         if self._plugin_commands is None:
-            self._plugin_commands = load_plugin_commands(frozenset(self.commands))
+            self._plugin_commands = load_plugin_commands(self.builtin_names())
         return self._plugin_commands
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
