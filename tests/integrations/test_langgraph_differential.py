@@ -84,14 +84,18 @@ operations = st.lists(st.one_of(
 ), min_size=1, max_size=25)
 
 
-@pytest.fixture(scope="module")
-def memory() -> Iterator[SyncMemoryManager]:
+@pytest.fixture(scope="module", params=["memory", "sqlite"])
+def memory(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncMemoryManager]:
+    """One manager per backend for the module; each example acts as a fresh user."""
     from governed_memory.clock import SystemClock
     from governed_memory_native import build_native_provider
 
+    config = ({"backend": "memory"} if request.param == "memory" else
+              {"backend": "sqlite",
+               "path": str(tmp_path_factory.mktemp("differential") / "memory.db")})
     clock = SystemClock()
-    manager = GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
-                                    clock=clock)
+    manager = GovernedMemoryManager(build_native_provider(config, clock), clock=clock)
     with SyncMemoryManager(manager) as sync:
         yield sync
 
