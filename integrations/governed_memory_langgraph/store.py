@@ -176,8 +176,8 @@ class GovernedStore(BaseStore):
     graphs: ``ainvoke``, ``astream``) or the sync facade
     :class:`~governed_memory.sync.SyncMemoryManager` (``invoke``, scripts; async calls
     then run the same logic in a worker thread). Over the async manager, sync calls
-    (a sync node of an async run) are sent to the loop the store was first used on,
-    from another thread only.
+    (a sync node of an async run) are sent, from another thread, to the loop the store
+    last served an async call on (or was built on).
 
     ``namespaces`` maps namespaces to scopes (default: the principal's user scope);
     ``principal`` fixes the principal (else each call's run binds it, see
@@ -252,6 +252,9 @@ class GovernedStore(BaseStore):
             elif isinstance(op, PutOp):
                 if not op.namespace:
                     raise InvalidNamespaceError("Namespace cannot be empty.")
+                if op.value is not None and op.namespace[0] == "langgraph":
+                    raise InvalidNamespaceError(
+                        'Root label for namespace cannot be "langgraph".')
                 writes.pop((tuple(op.namespace), op.key), None)
                 writes[(tuple(op.namespace), op.key)] = op
             else:

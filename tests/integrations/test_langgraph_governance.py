@@ -115,3 +115,40 @@ async def test_a_key_held_for_review_refuses_another_put(store: GovernedStore) -
     await store.aput(("web",), "p1", {"content": "The shop opens at nine"})
     with pytest.raises(MemoryConflictError, match="awaiting review"):
         await store.aput(("web",), "p1", {"content": "The shop opens at ten"})
+
+
+HYBRID = """
+spec_version = 1
+id = "langgraph-hybrid"
+version = "1.0.0"
+
+[provider]
+name = "native"
+
+[provider.config]
+backend = "memory"
+
+[stores.embedder]
+kind = "hashing"
+config = { dimension = 64 }
+
+[indexing]
+mode = "sync"
+
+[retrieval]
+modes = ["lexical", "vector"]
+"""
+
+
+async def test_the_profiles_embedder_embeds_the_indexed_text(clock: ManualClock) -> None:
+    manager = GovernedMemoryManager.from_profile(loads_profile(HYBRID), clock=clock, sinks=())
+    async with manager:
+        store = GovernedStore(manager).bind(ALICE)
+        await store.aput(("docs",), "a", {"title": "Quarterly sales report", "body": "x"},
+                         index=["title"])
+        [hit] = await store.asearch(("docs",), query="quarterly sales")
+        assert hit.key == "a" and hit.score is not None
+        result = await manager.search(ALICE, ALICE_SCOPE, "quarterly sales")
+        assert result.hits[0].record.content == "Quarterly sales report"
+        signals = {s.name for s in result.hits[0].explanation.signals}
+        assert any("vector" in name for name in signals), signals

@@ -251,6 +251,8 @@ async def test_values_the_store_cannot_keep_are_refused(store: GovernedStore) ->
         await mine.abatch([PutOp((), "k", {"content": "x"})])
     with pytest.raises(InvalidNamespaceError):
         await mine.abatch([PutOp(("a.b",), "k", {"content": "x"})])
+    with pytest.raises(InvalidNamespaceError):
+        await mine.abatch([PutOp(("langgraph", "x"), "k", {"content": "x"})])
 
 
 async def test_a_batch_reads_before_it_writes_and_keeps_the_last_put(
