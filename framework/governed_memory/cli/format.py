@@ -21,12 +21,6 @@ def when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def short(value: str | None, width: int = 12) -> str:
-    if not value:
-        return "-"
-    return value if len(value) <= width else value[:width] + "…"
-
-
 def record_text(record: MemoryRecord) -> str:
     lines = [
         f"id:        {record.id}",

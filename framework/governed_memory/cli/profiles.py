@@ -78,7 +78,7 @@ def profiles_list(as_json: bool) -> None:
         return
     for e in entries:
         status = "" if e.usable else "  (unusable here)"
-        click.echo(f"{e.spec.key:<28} {e.spec.revision[:19]}…  plugin {e.origin}{status}")
+        click.echo(f"{e.spec.key:<28} {e.spec.revision}  plugin {e.origin}{status}")
         if e.spec.description:
             click.echo(f"  {e.spec.description}")
         if e.problem:
