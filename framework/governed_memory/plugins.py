@@ -164,7 +164,7 @@ class PluginManager:
             manager._pm.set_blocked(name)
         try:
             if entry_points:
-                manager._pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+                manager._load_entry_points()
                 from governed_memory.audit import plugin as builtin  # the `audit` sink
 
                 manager._pm.register(builtin, name=builtin.PLUGIN_NAME)
@@ -177,6 +177,20 @@ class PluginManager:
             raise MemoryConfigurationError(f"a governed_memory plugin failed to import: {exc}"
                                            ) from None
         return manager
+
+    def _load_entry_points(self) -> None:
+        """Register every ``governed_memory`` entry point not blocked, the first of a
+        name winning (see :mod:`governed_memory.plugin_discovery`)."""
+        from governed_memory import plugin_discovery
+
+        found = plugin_discovery.entry_points(hookspecs.ENTRY_POINT_GROUP)
+        if found is None:  # a path entry only importlib.metadata can read
+            self._pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+            return
+        for name, value in found:
+            if self._pm.is_blocked(name) or self._pm.has_plugin(name):
+                continue
+            self._pm.register(plugin_discovery.load(value), name=name)
 
     @property
     def plugin_names(self) -> tuple[str, ...]:
