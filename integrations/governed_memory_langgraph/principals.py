@@ -1,7 +1,7 @@
 """Who a store call acts for: the principal bound by the host, never by the namespace.
 
 A LangGraph graph is built once and run for many users, so the principal is found per
-call, in this order of trust:
+call, in three places (what is found there must agree):
 
 1. a principal fixed on the store (or tool) by the host, ``store.bind(principal)``;
 2. the run's context (``graph.invoke(..., context=Ctx(principal=alice))``): the
