@@ -101,8 +101,21 @@ def cli() -> None:
 
 
 def main() -> None:
+    """The command line, for a caller in Python: ends with ``SystemExit``."""
     cli()
 
 
+def script() -> None:
+    """The ``governed-memory`` console script: :func:`main`, then an exit that skips
+    the interpreter's teardown (see :mod:`governed_memory.cli.fast_exit`)."""
+    from governed_memory.cli.fast_exit import leave
+
+    try:
+        main()
+    except SystemExit as done:
+        leave(done.code)
+    leave(0)
+
+
 if __name__ == "__main__":
-    main()
+    script()
