@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -64,14 +65,28 @@ def create(keys_db: Path | None, tenant: str, kind: str, user_id: str | None,
     click.echo("store the token now: only its hash is kept", err=True)
 
 
+def _existing_store(keys_db: Path | None) -> Path:
+    """The key store a read or a revocation acts on; a missing one is an error naming
+    the path (exit 4, as for a data command's missing database), never a new empty
+    store in the working directory."""
+    path = keys_db or default_key_store_path()
+    if not path.is_file():
+        click.echo(f"error (not_found): no key store at {path} (`governed-memory keys "
+                   "create` makes one; --keys-db names another)", err=True)
+        sys.exit(4)
+    return path
+
+
 @keys.command("list")
 @_db_option
 @click.option("--tenant", default=None)
 def list_keys(keys_db: Path | None, tenant: str | None) -> None:
     """Every key's id and bindings (never a secret), one JSON object a line."""
 
+    path = _existing_store(keys_db)
+
     async def run() -> list[str]:
-        async with ApiKeyStore(keys_db or default_key_store_path()) as store:
+        async with ApiKeyStore(path) as store:
             found = await store.list(tenant_id=tenant)
         return [json.dumps({"key_id": k.key_id, "principal_id": k.principal_id,
                             "kind": k.kind.value, "tenant_id": k.tenant_id,
@@ -90,8 +105,10 @@ def list_keys(keys_db: Path | None, tenant: str | None) -> None:
 def revoke(keys_db: Path | None, key_id: str) -> None:
     """Revoke a key at once."""
 
+    path = _existing_store(keys_db)
+
     async def run() -> bool:
-        async with ApiKeyStore(keys_db or default_key_store_path()) as store:
+        async with ApiKeyStore(path) as store:
             return await store.revoke(key_id)
 
     if not asyncio.run(run()):

@@ -10,26 +10,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from governed_memory import GovernedMemoryManager, Permission, Principal
+from governed_memory import GovernedMemoryManager
 from governed_memory.clock import ManualClock
 from governed_memory.events import InMemoryEventSink
 from governed_memory.sync import SyncMemoryManager
 from governed_memory_langgraph import GovernedStore
-
-USER = [Permission.READ, Permission.WRITE, Permission.DELETE]
-
-ALICE = Principal("user:alice", "user", tenant_id="acme", user_id="alice", permissions=USER)
-BOB = Principal("user:bob", "user", tenant_id="acme", user_id="bob", permissions=USER)
-ADMIN = Principal("svc:admin", "service", tenant_id="acme", permissions=[Permission.ADMIN])
-CAROL_OTHER_TENANT = Principal("user:carol", "user", tenant_id="globex", user_id="carol",
-                               permissions=USER)
-
-
-def native_manager(clock: ManualClock, sink: InMemoryEventSink) -> GovernedMemoryManager:
-    from governed_memory_native import build_native_provider
-
-    return GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
-                                 clock=clock, sinks=[sink])
+from langgraph_support import native_manager
 
 
 @pytest.fixture

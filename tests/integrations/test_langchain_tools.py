@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import ALICE, BOB
 from governed_memory import (
     GovernedMemoryManager,
     MemoryType,
@@ -25,6 +24,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph_support import ALICE, BOB
 
 ALICE_SCOPE = Scope("acme", user_id="alice")
 
@@ -75,7 +75,7 @@ async def test_the_retriever_over_the_async_manager(manager: GovernedMemoryManag
 
 def test_the_sync_retriever_needs_a_running_loop_for_the_async_manager(
         clock: Any, sink: Any) -> None:
-    from conftest import native_manager
+    from langgraph_support import native_manager
 
     retriever = GovernedRetriever(manager=native_manager(clock, sink), principal=ALICE)
     with pytest.raises(MemoryConfigurationError):

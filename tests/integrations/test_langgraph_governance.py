@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from conftest import ALICE
 from governed_memory import (
     GovernedMemoryManager,
     MemoryConflictError,
@@ -18,6 +17,7 @@ from governed_memory.clock import ManualClock
 from governed_memory.events import InMemoryEventSink
 from governed_memory.profiles.loading import loads_profile
 from governed_memory_langgraph import GovernedStore, NamespaceRule, record_key
+from langgraph_support import ALICE
 
 PROFILE = """
 spec_version = 1

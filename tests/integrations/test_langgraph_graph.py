@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from conftest import ALICE, BOB
 from governed_memory import GovernedMemoryManager, MemoryScopeError, Principal, Scope
 from governed_memory.events import InMemoryEventSink
 from governed_memory.sync import SyncMemoryManager
@@ -23,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
+from langgraph_support import ALICE, BOB
 
 
 @dataclass

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ADMIN, ALICE
 from governed_memory import MemoryValidationError, Scope
 from governed_memory_langgraph import DEFAULT_MAPPING, NamespaceMapping, NamespaceRule
 from governed_memory_langgraph.items import decode, encode, record_key
+from langgraph_support import ADMIN, ALICE
 
 MAPPING = NamespaceMapping([
     NamespaceRule(("kb", "{project_id}", "..."), per_user=False),

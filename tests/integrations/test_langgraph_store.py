@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import ADMIN, ALICE, BOB, CAROL_OTHER_TENANT
 from governed_memory import (
     GovernedMemoryManager,
     MemoryConflictError,
@@ -25,6 +24,7 @@ from governed_memory_langgraph import (
     record_key,
 )
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
+from langgraph_support import ADMIN, ALICE, BOB, CAROL_OTHER_TENANT
 
 ALICE_SCOPE = Scope("acme", user_id="alice")
 
@@ -341,7 +341,7 @@ async def test_sync_calls_over_the_async_manager_go_to_its_loop(store: GovernedS
 
 def test_sync_calls_over_the_async_manager_without_its_loop_are_refused(
         clock: ManualClock, sink: InMemoryEventSink) -> None:
-    from conftest import native_manager
+    from langgraph_support import native_manager
 
     store = GovernedStore(native_manager(clock, sink)).bind(ALICE)
     with pytest.raises(MemoryConfigurationError, match="SyncMemoryManager"):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import ALICE, BOB
 from governed_memory import GovernedMemoryManager, MemoryScopeError, Principal, Scope
 from governed_memory.sync import SyncMemoryManager
 from governed_memory_langgraph import GovernedStore, record_key
@@ -23,6 +22,7 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph_support import ALICE, BOB
 
 with warnings.catch_warnings():  # trustcall, LangMem's dependency, imports a deprecated name
     warnings.simplefilter("ignore", DeprecationWarning)

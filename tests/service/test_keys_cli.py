@@ -8,6 +8,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from governed_memory_service.api_keys import ApiKeyStore
 from governed_memory_service.cli import main
@@ -49,3 +50,16 @@ def test_a_bad_binding_is_refused_before_a_key_exists(tmp_path: Path) -> None:
                                        "--tenant", "ac*me", "--permission", "memory:read"])
     assert result.exit_code != 0
     assert "tenant_id" in result.output
+
+
+def test_reading_or_revoking_without_a_key_store_creates_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GOVERNED_MEMORY_HOME", raising=False)
+    runner = CliRunner()
+    for args in (["keys", "list"], ["keys", "revoke", "0123456789abcdef"],
+                 ["keys", "list", "--keys-db", str(tmp_path / "missing" / "keys.db")]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 4, result.output
+        assert "no key store at" in result.output
+    assert list(tmp_path.iterdir()) == []
