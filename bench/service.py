@@ -30,9 +30,10 @@ What is measured, per backend:
   before the server starts, and the 1-client sections again after it stopped; the
   1-client reference pools both passes, so drift during the HTTP sections shows.
 - **Over HTTP.** ``python -m governed_memory_service serve --profile FILE --keys FILE
-  --host 127.0.0.1 --port 0`` (the ``governed-memory serve`` command, uvicorn as it ships,
-  access log included, written to a file) in its own process; the bound port is read
-  from uvicorn's log; loopback only. N concurrent clients, each its own
+  --host 127.0.0.1 --port 0`` (the ``governed-memory serve`` command: uvicorn with the
+  extra's httptools and uvloop, access log off as ``serve`` defaults, its log written to
+  a file) in its own process; the bound port is read from uvicorn's log; loopback
+  only. N concurrent clients, each its own
   ``AsyncMemoryClient`` (one httpx connection, keep-alive) and asyncio task, spread over
   ``--client-procs`` client processes (default 2), so neither the server's nor one
   client's event loop carries the other's work. The HTTP latency is what the
