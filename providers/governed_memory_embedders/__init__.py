@@ -8,8 +8,9 @@ built.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from governed_memory.exports import lazy_exports
 
 if TYPE_CHECKING:
     from governed_memory_embedders.hashing import HashingEmbedder, build_hashing_embedder
@@ -19,13 +20,7 @@ _MODULE_OF = {"HashingEmbedder": "hashing", "build_hashing_embedder": "hashing",
               "MiniLMEmbedder": "minilm", "build_minilm_embedder": "minilm"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'governed_memory_embedders' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"governed_memory_embedders.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)
 
 
 __all__ = ["HashingEmbedder", "MiniLMEmbedder", "build_hashing_embedder",

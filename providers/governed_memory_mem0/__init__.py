@@ -7,8 +7,9 @@ pay for the provider's modules.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from governed_memory.exports import lazy_exports
 
 if TYPE_CHECKING:
     from governed_memory_mem0.embedding import HashingEmbedder, Mem0EmbedderBridge
@@ -19,13 +20,7 @@ _MODULE_OF = {"HashingEmbedder": "embedding", "Mem0EmbedderBridge": "embedding",
               "build_mem0_provider": "factory", "Mem0MemoryProvider": "provider"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'governed_memory_mem0' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"governed_memory_mem0.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)
 
 
 __all__ = ["HashingEmbedder", "Mem0EmbedderBridge", "Mem0MemoryProvider",

@@ -7,8 +7,9 @@ another provider) should not pay for its storage backends.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from governed_memory.exports import lazy_exports
 
 if TYPE_CHECKING:
     from governed_memory_native.config import BackendKind, NativeConfig, parse_config
@@ -24,13 +25,7 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'governed_memory_native' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"governed_memory_native.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)
 
 
 __all__ = [

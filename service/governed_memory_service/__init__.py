@@ -10,8 +10,9 @@ which every plugin load imports, so importing it must not need the ``service`` e
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from governed_memory.exports import lazy_exports
 
 if TYPE_CHECKING:
     from governed_memory_service.api_keys import ApiKey, ApiKeyStore, IssuedKey
@@ -49,11 +50,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
