@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from governed_memory import MemoryValidationError
+from governed_memory.provider_kit import json_kind
 
 from governed_memory_langgraph.items import RESERVED_PREFIX
 
@@ -27,14 +28,11 @@ _OPERATORS = {"$eq", "$ne", *_ORDERING}
 
 
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
+    """The JSON type, as the governed filter reads scalars (``json_kind``), with the
+    structured ones told apart: nested values are compared here, not in the datastore."""
+    kind = json_kind(value)
+    if kind != "structured":
+        return kind
     if isinstance(value, Mapping):
         return "object"
     if isinstance(value, list | tuple):
