@@ -425,6 +425,10 @@ class GovernedMemoryManager:
         profile's embedder batches concurrent requests). An error that is no library
         error (a bug) cancels the adds not yet done and is raised.
         """
+        if isinstance(items, str | bytes):
+            # A lone string would otherwise be stored one character at a time.
+            raise MemoryValidationError("add_many takes a sequence of items, not one "
+                                        "string", field="items")
         batch = [item if isinstance(item, AddItem) else AddItem(content=item)
                  for item in items]
         if len(batch) > MAX_BATCH_ITEMS:

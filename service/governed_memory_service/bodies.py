@@ -89,20 +89,15 @@ class ScopeBody:
 
 
 @attrs.frozen(kw_only=True)
-class MultiSearchBody:
-    """``POST .../memories/multi-search``: one search over several exact scopes.
+class MultiSearchBody(SearchBody):
+    """``POST .../memories/multi-search``: one search over several exact scopes, with
+    the search fields of :class:`SearchBody`.
 
     The scopes travel in the body as a list of objects rather than in the query: a
     query string has no unambiguous way to group dimensions into scopes, and a list of
     objects keeps each scope exact (the manager authorizes every one of them)."""
 
     scopes: tuple[ScopeBody, ...]
-    query: str
-    limit: int | None = None
-    memory_types: tuple[MemoryType, ...] = ()
-    metadata_filter: Mapping[str, Any] | None = None
-    entity_ids: tuple[str, ...] = ()
-    ranking: RankingOptions | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -196,11 +196,7 @@ class MemoryRoutes(TierRoutes):
     async def search(self, request: Request, principal: Principal) -> Response:
         scope = scope_of(request, self._query(request, "search"))
         body: SearchBody = await self._body(request, SearchBody)
-        result = await self.manager.search(
-            principal, scope, body.query, limit=body.limit, memory_types=body.memory_types,
-            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids,
-            ranking=body.ranking)
-        return JSONResponse(unstructure(result))
+        return await self._search(principal, scope, body)
 
     async def get(self, request: Request, principal: Principal) -> Response:
         scope = scope_of(request, self._query(request, "get"))
@@ -242,12 +238,7 @@ class MemoryRoutes(TierRoutes):
     async def multi_search(self, request: Request, principal: Principal) -> Response:
         self._query(request, "multi_search")  # takes no query: refuse any
         body: MultiSearchBody = await self._body(request, MultiSearchBody)
-        scopes = scopes_of(request, body.scopes)
-        result = await self.manager.search(
-            principal, scopes, body.query, limit=body.limit, memory_types=body.memory_types,
-            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids,
-            ranking=body.ranking)
-        return JSONResponse(unstructure(result))
+        return await self._search(principal, scopes_of(request, body.scopes), body)
 
     async def delete_all(self, request: Request, principal: Principal) -> Response:
         scope = scope_of(request, self._query(request, "delete_all"))
@@ -299,6 +290,14 @@ class MemoryRoutes(TierRoutes):
     async def replay(self, request: Request, principal: Principal) -> Response:
         self._query(request, "replay")
         result = await self.manager.replay(principal, request.path_params["snapshot_id"])
+        return JSONResponse(unstructure(result))
+
+    async def _search(self, principal: Principal, scopes: Scope | tuple[Scope, ...],
+                      body: SearchBody) -> Response:
+        result = await self.manager.search(
+            principal, scopes, body.query, limit=body.limit, memory_types=body.memory_types,
+            metadata_filter=body.metadata_filter, entity_ids=body.entity_ids,
+            ranking=body.ranking)
         return JSONResponse(unstructure(result))
 
     async def _compare_and_set(self, principal: Principal, scope: Scope, record_id: str,

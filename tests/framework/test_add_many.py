@@ -154,6 +154,8 @@ async def test_bad_batches_are_refused_whole() -> None:
         for concurrency in (0, 257, True, 1.5):
             with pytest.raises(MemoryValidationError, match="concurrency"):
                 await manager.add_many(ALICE, MINE, ["x"], concurrency=concurrency)  # type: ignore[arg-type]
+        with pytest.raises(MemoryValidationError, match="not one string"):
+            await manager.add_many(ALICE, MINE, "one memory")
         assert (await manager.add_many(ALICE, MINE, [])).outcomes == ()
         assert (await manager.list(ALICE, MINE)).items == ()
 
