@@ -16,16 +16,9 @@ from governed_memory.events import InMemoryEventSink
 from governed_memory.sync import SyncMemoryManager
 from governed_memory_langgraph import GovernedStore
 from langgraph_support import native_manager
+from manager_fixtures import clock, sink
 
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def sink() -> InMemoryEventSink:
-    return InMemoryEventSink()
+__all__ = ["clock", "sink"]  # the shared fixtures, re-exported for pytest
 
 
 @pytest.fixture
