@@ -37,6 +37,7 @@ class AddItem:
     supersedes: str | None = None
     expires_at: float | None = None
     idempotency_key: str | None = None
+    occurred_at: float | None = None
 
     def arguments(self) -> dict[str, Any]:
         """The keyword arguments of ``add`` after the content."""

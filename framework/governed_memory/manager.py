@@ -401,7 +401,10 @@ class GovernedMemoryManager:
         supersedes: str | None = None,
         expires_at: float | None = None,
         idempotency_key: str | None = None,
+        occurred_at: float | None = None,
     ) -> MemoryRecord:
+        """Add one memory. ``occurred_at`` is when what it tells happened (epoch seconds;
+        without it, the write time is the record's ``event_time``)."""
         return await self._execute(Operation.ADD, principal, lambda: AddRequest(
             scope=scope, content=content,
             memory_type=_enum(MemoryType, memory_type, "memory_type"), key=key,
@@ -410,6 +413,7 @@ class GovernedMemoryManager:
             entity_ids=_strings(entity_ids, "entity_ids"), valid_from=valid_from,
             invalid_at=invalid_at,
             supersedes=supersedes, expires_at=expires_at, idempotency_key=idempotency_key,
+            occurred_at=occurred_at,
         ))
 
     async def add_many(self, principal: Principal, scope: Scope,
@@ -486,11 +490,17 @@ class GovernedMemoryManager:
                      memory_types: Iterable[MemoryType | str] | None = None,
                      metadata_filter: Mapping[str, Any] | None = None,
                      entity_ids: Iterable[str] = (),
-                     ranking: RankingOptions | None = None) -> SearchResult:
+                     ranking: RankingOptions | None = None,
+                     occurred_since: float | None = None,
+                     occurred_before: float | None = None,
+                     as_of: float | None = None) -> SearchResult:
         """Search one or more exact scopes. ``limit`` defaults to the profile's
         ``retrieval.top_k`` (10 without a profile). ``ranking`` re-weighs this search
         within the profile's bounds (``[retrieval.request_ranking]``; see
-        ``governed_memory.ranking_options``)."""
+        ``governed_memory.ranking_options``). ``occurred_since``/``occurred_before`` keep
+        records whose ``event_time`` lies in ``[since, before)``; ``as_of`` searches
+        memory as it stood then (what had happened and was valid at that time, recency
+        measured from it)."""
         scope_tuple = ((scopes,) if isinstance(scopes, Scope)
                        else tuple(scopes) if isinstance(scopes, list | tuple) else (scopes,))
         if limit is None:
@@ -513,7 +523,8 @@ class GovernedMemoryManager:
                                  memory_types=_types(memory_types),
                                  metadata_filter=metadata_filter or {},
                                  entity_ids=_strings(entity_ids, "entity_ids"),
-                                 ranking=ranking)
+                                 ranking=ranking, occurred_since=occurred_since,
+                                 occurred_before=occurred_before, as_of=as_of)
 
         return await self._execute(Operation.SEARCH, principal, build)
 
@@ -542,6 +553,7 @@ class GovernedMemoryManager:
         invalid_at: float | None = None,
         idempotency_key: str | None = None,
         superseded_by: str | None = None,
+        occurred_at: float | None = None,
     ) -> MemoryRecord:
         return await self._execute(
             Operation.UPDATE, principal, lambda: UpdateRequest(
@@ -553,7 +565,7 @@ class GovernedMemoryManager:
                 entity_ids=None if entity_ids is None else _strings(entity_ids, "entity_ids"),
                 expires_at=expires_at, clear_expires_at=clear_expires_at,
                 invalid_at=invalid_at, idempotency_key=idempotency_key,
-                superseded_by=superseded_by,
+                superseded_by=superseded_by, occurred_at=occurred_at,
             ))
 
     async def delete(self, principal: Principal, scope: Scope, record_id: str, *,

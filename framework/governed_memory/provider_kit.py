@@ -132,6 +132,7 @@ def apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> M
         entity_ids=_given(request.entity_ids, current.entity_ids),
         expires_at=expires_at,
         invalid_at=_given(request.invalid_at, current.invalid_at),
+        occurred_at=_given(request.occurred_at, current.occurred_at),
         superseded_by=_given(request.superseded_by, current.superseded_by),
         version=current.version + 1,
         revision=new_revision(),
@@ -171,9 +172,14 @@ def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> 
     return True
 
 
-def matches_filters(record: MemoryRecord, request: SearchRequest) -> bool:
-    """A search's type, entity and metadata filters, for a provider that applies them
-    in Python."""
+def matches_filters(record: MemoryRecord, request: SearchRequest, now: float) -> bool:
+    """A search's type, entity, metadata, validity and event-time filters, for a provider
+    that applies them in Python: valid at ``as_of`` (``now`` without one) and inside the
+    request's event window."""
+    if not record.is_valid_at(now if request.as_of is None else request.as_of):
+        return False
+    if not record.happened_within(*request.event_window()):
+        return False
     if request.memory_types and record.memory_type not in request.memory_types:
         return False
     if request.entity_ids and not set(request.entity_ids).intersection(record.entity_ids):

@@ -131,6 +131,26 @@ class MemoryRecord:
     superseded_by: str | None = None
     expires_at: float | None = None
     index_state: IndexState = IndexState.INDEXED
+    occurred_at: float | None = None
+    """When what the record tells happened (a conversation turn's time, an event's date),
+    as opposed to ``created_at``, when it was written: a conversation backfilled today
+    happened months ago. ``None`` when nobody said; see :attr:`event_time`."""
+
+    @property
+    def event_time(self) -> float:
+        """The time recency, ``occurred_*`` filters and as-of searches measure: the
+        record's ``occurred_at``, or its first write when it has none."""
+        return self.created_at if self.occurred_at is None else self.occurred_at
+
+    def is_valid_at(self, moment: float) -> bool:
+        """Inside the validity interval ``[valid_from, invalid_at)``."""
+        return ((self.valid_from is None or self.valid_from <= moment)
+                and (self.invalid_at is None or moment < self.invalid_at))
+
+    def happened_within(self, since: float | None, before: float | None) -> bool:
+        """``event_time`` inside ``[since, before)`` (an open end when ``None``)."""
+        moment = self.event_time
+        return (since is None or moment >= since) and (before is None or moment < before)
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and self.expires_at <= now

@@ -74,6 +74,10 @@ class Request(Generic[ResultT]):
 
     operation: ClassVar[Operation]
     capability: ClassVar[str | None] = None
+    later_fields: ClassVar[tuple[str, ...]] = ()
+    """Fields added after stored idempotency entries may have fingerprinted this kind of
+    request: left out of the fingerprint while unset, so that the retry of a request
+    sent before the field existed still matches its first attempt."""
     """The optional provider capability the operation needs (``review``), checked by the
     port before the call; ``None`` for operations every target offers."""
 
@@ -94,6 +98,9 @@ class Request(Generic[ResultT]):
 
         body = converter.unstructure(self)
         body.pop("idempotency_key", None)
+        for name in self.later_fields:
+            if body.get(name) is None:
+                body.pop(name, None)
         body["operation"] = self.operation.value
         try:
             text = canonical_json(body)

@@ -230,6 +230,7 @@ def _deleted(request: Request[Any], result: object,
 @attrs.frozen(slots=True, kw_only=True)
 class AddRequest(_Request[MemoryRecord]):
     operation: ClassVar[Operation] = Operation.ADD
+    later_fields: ClassVar[tuple[str, ...]] = ("occurred_at",)
 
     scope: Scope
     content: str
@@ -244,6 +245,8 @@ class AddRequest(_Request[MemoryRecord]):
     invalid_at: float | None = None
     supersedes: str | None = None
     expires_at: float | None = None
+    occurred_at: float | None = None
+    """When it happened (``MemoryRecord.occurred_at``); ``None``: when it is written."""
     idempotency_key: str | None = None
     status: RecordStatus = RecordStatus.ACTIVE
     """Set by governance (a review decision), never by the caller of the manager."""
@@ -260,7 +263,7 @@ class AddRequest(_Request[MemoryRecord]):
         check_metadata_budget(self.metadata, self.provenance.as_dict())
         _check_importance(self.importance)
         _check_entities(self.entity_ids)
-        for name in ("valid_from", "invalid_at", "expires_at"):
+        for name in ("valid_from", "invalid_at", "expires_at", "occurred_at"):
             _check_time(getattr(self, name), name)
         _check_interval(self.valid_from, self.invalid_at)
         if self.supersedes is not None:
@@ -369,6 +372,24 @@ class SearchRequest(_Request[SearchResult]):
     ranking: RankingOptions | None = None
     """This search's changes to the profile's ranking (``governed_memory.ranking_options``);
     the manager has checked them against the profile's bounds."""
+    occurred_since: float | None = None
+    """Only records whose ``event_time`` is at or after this (inclusive)."""
+    occurred_before: float | None = None
+    """Only records whose ``event_time`` is before this (exclusive)."""
+    as_of: float | None = None
+    """Search memory as it stood at this time: records that had happened by then
+    (``event_time <= as_of``) and were valid then (``valid_from <= as_of < invalid_at``,
+    so superseded facts answer for their time), with recency measured from it. Expiry,
+    deletion and review still apply as of now: what is gone stays gone."""
+
+    def event_window(self) -> tuple[float | None, float | None]:
+        """``[since, before)`` on ``event_time`` that this search's filters and ``as_of``
+        leave: ``as_of`` bounds it from above like ``occurred_before = as_of + ε``."""
+        before = self.occurred_before
+        if self.as_of is not None:
+            after_as_of = math.nextafter(self.as_of, math.inf)
+            before = after_as_of if before is None else min(before, after_as_of)
+        return self.occurred_since, before
 
     def target_scopes(self) -> tuple[Scope, ...]:
         return self.scopes
@@ -396,6 +417,13 @@ class SearchRequest(_Request[SearchResult]):
                 raise MemoryValidationError("metadata_filter keys and values cannot hold NUL",
                                             field=f"metadata_filter.{name}")
         _check_entities(self.entity_ids)
+        for name in ("occurred_since", "occurred_before", "as_of"):
+            _check_time(getattr(self, name), name)
+        if (self.occurred_since is not None and self.occurred_before is not None
+                and self.occurred_since >= self.occurred_before):
+            raise MemoryValidationError("occurred_since must be before occurred_before (the "
+                                        "window is [occurred_since, occurred_before))",
+                                        field="occurred_since")
         if self.ranking is not None:
             if not isinstance(self.ranking, RankingOptions):
                 raise MemoryValidationError("ranking is RankingOptions", field="ranking")
@@ -411,8 +439,12 @@ class SearchRequest(_Request[SearchResult]):
         if result.snapshot_id is not None:
             ctx.notes.add(f"snapshot {result.snapshot_id}")  # where replay finds it
         stray = tuple(h.record.id for h in result.hits if not _owned(h.record, allowed))
+        moment = ctx.now if self.as_of is None else self.as_of
+        window = self.event_window()
+        # What the search asked to leave out is left out even if a provider returned it.
         hits = tuple(h for h in result.hits
-                     if _owned(h.record, allowed) and h.record.is_visible(ctx.now))
+                     if _owned(h.record, allowed) and h.record.is_visible(ctx.now)
+                     and h.record.is_valid_at(moment) and h.record.happened_within(*window))
         return Checked(attrs.evolve(result, hits=hits),  # keeps candidates, snapshot_id
                        Summary(record_ids=tuple(h.record.id for h in hits),
                                versions=tuple(h.record.version for h in hits),
@@ -424,6 +456,7 @@ class UpdateRequest(_Request[MemoryRecord]):
     """Fields left ``None`` keep their value; ``clear_expires_at`` removes an expiry."""
 
     operation: ClassVar[Operation] = Operation.UPDATE
+    later_fields: ClassVar[tuple[str, ...]] = ("occurred_at",)
 
     scope: Scope
     record_id: str
@@ -437,6 +470,8 @@ class UpdateRequest(_Request[MemoryRecord]):
     expires_at: float | None = None
     clear_expires_at: bool = False
     invalid_at: float | None = None
+    occurred_at: float | None = None
+    """A corrected event time (``MemoryRecord.occurred_at``)."""
     idempotency_key: str | None = None
     superseded_by: str | None = None
     """The id of the record that replaces this one (set with ``invalid_at`` when a
@@ -456,6 +491,7 @@ class UpdateRequest(_Request[MemoryRecord]):
             _check_entities(self.entity_ids)
         _check_time(self.expires_at, "expires_at")
         _check_time(self.invalid_at, "invalid_at")
+        _check_time(self.occurred_at, "occurred_at")
         if self.clear_expires_at and self.expires_at is not None:
             raise MemoryValidationError("set expires_at or clear it, not both",
                                         field="expires_at")
@@ -463,13 +499,13 @@ class UpdateRequest(_Request[MemoryRecord]):
             raise MemoryValidationError(
                 "update changes nothing: give at least one of content, memory_type, "
                 "metadata, importance, visibility, entity_ids, expires_at, "
-                "clear_expires_at, invalid_at, superseded_by", field="update")
+                "clear_expires_at, invalid_at, occurred_at, superseded_by", field="update")
 
     def changes_something(self) -> bool:
         """Whether any field is set: an update of nothing would still issue a version."""
         return self.clear_expires_at or any(getattr(self, name) is not None for name in (
             "content", "memory_type", "metadata", "importance", "visibility", "entity_ids",
-            "expires_at", "invalid_at", "superseded_by"))
+            "expires_at", "invalid_at", "occurred_at", "superseded_by"))
 
     async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
         return await target.update(self, ctx)

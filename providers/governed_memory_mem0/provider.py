@@ -335,6 +335,7 @@ class Mem0MemoryProvider(NoOptionalFeatures):
             importance=request.importance, entity_ids=request.entity_ids,
             valid_from=request.valid_from, invalid_at=request.invalid_at,
             supersedes=request.supersedes, expires_at=request.expires_at,
+                occurred_at=request.occurred_at,
             index_state=IndexState.INDEXED,
         )
         record_to_json(record)  # refuses what JSON cannot hold before anything is sent
@@ -594,7 +595,7 @@ class Mem0MemoryProvider(NoOptionalFeatures):
                     row = self._ledger.record(sh, record_id)
                     seen[record_id] = None if row is None else self._merged(row, item)
                 record = seen[record_id]
-                if record is not None and _matches(record, request):
+                if record is not None and _matches(record, request, ctx.now):
                     found.append((score, record))
                     kept += 1
             # A store that filters before ranking is done once it answers short; faiss

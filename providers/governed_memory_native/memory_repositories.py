@@ -131,9 +131,8 @@ def passes_filters(record: MemoryRecord, query: SearchQuery) -> bool:
     return (record.scope_hash in query.scope_hashes and record.is_visible(query.now)
             and (not query.memory_types or record.memory_type in query.memory_types)
             and (not query.entity_ids or bool(set(query.entity_ids) & set(record.entity_ids)))
-            and (query.valid_at is None or (
-                (record.valid_from is None or record.valid_from <= query.valid_at)
-                and (record.invalid_at is None or record.invalid_at > query.valid_at)))
+            and (query.valid_at is None or record.is_valid_at(query.valid_at))
+            and record.happened_within(query.occurred_since, query.occurred_before)
             and (not query.visibilities or record.visibility in query.visibilities)
             and metadata_matches(record.metadata, query.metadata_filter))
 
@@ -741,6 +740,4 @@ def is_canonical(record: MemoryRecord, now: float) -> bool:
     """Active or pending, not expired, valid at ``now``: what a new identical record
     would duplicate (``records.canonical``, the SQL backends' predicate)."""
     return (record.status in (RecordStatus.ACTIVE, RecordStatus.PENDING_REVIEW)
-            and not record.is_expired(now)
-            and (record.valid_from is None or record.valid_from <= now)
-            and (record.invalid_at is None or record.invalid_at > now))
+            and not record.is_expired(now) and record.is_valid_at(now))

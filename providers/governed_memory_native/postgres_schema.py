@@ -465,6 +465,16 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             " EXECUTE FUNCTION vectors_removed()",
         ),
     ),
+    Migration(
+        version=8,
+        description="event time: when what a record tells happened (occurred_at)",
+        statements=(
+            # A nullable column without a default: a catalogue change, no table rewrite.
+            # NULL means nobody said; the event time is then created_at (coalesce). The
+            # postings carry no copy: event-time filters join the records row.
+            "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS occurred_at double precision",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

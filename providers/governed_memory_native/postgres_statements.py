@@ -141,8 +141,8 @@ def _metadata_clause(index: int, name: str, value: Any) -> tuple[str, dict[str, 
 
 
 def _filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, dict[str, Any]]:
-    """The type, entity, metadata, validity and visibility filters as one SQL boolean
-    (``true`` when none).
+    """The type, entity, metadata, validity, visibility and event-time filters as one SQL
+    boolean (``true`` when none).
 
     Validity and visibility are read from the ``copied`` alias: ``p`` (the postings,
     which carry copies of them) in a lexical search, ``r`` elsewhere. The other filters
@@ -168,12 +168,19 @@ def _filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, dict[str
     if query.visibilities:
         clauses.append(f"{copied}.visibility = ANY(%(visibilities)s)")
         params["visibilities"] = [visibility.value for visibility in query.visibilities]
+    if query.occurred_since is not None:
+        clauses.append("coalesce(r.occurred_at, r.created_at) >= %(occurred_since)s")
+        params["occurred_since"] = query.occurred_since
+    if query.occurred_before is not None:
+        clauses.append("coalesce(r.occurred_at, r.created_at) < %(occurred_before)s")
+        params["occurred_before"] = query.occurred_before
     return ("(" + " AND ".join(clauses) + ")" if clauses else "true"), params
 
 
 def _needs_records(query: SearchQuery) -> bool:
     """Whether a lexical search's filters read columns only ``memory_records`` has."""
-    return bool(query.memory_types or query.entity_ids or query.metadata_filter)
+    return bool(query.memory_types or query.entity_ids or query.metadata_filter
+                or query.bounds_event_time())
 
 
 class PostgresRecords(SqlRecords):

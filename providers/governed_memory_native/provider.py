@@ -322,7 +322,7 @@ class NativeMemoryProvider:
                 visibility=request.visibility, importance=request.importance,
                 entity_ids=request.entity_ids, valid_from=request.valid_from,
                 invalid_at=request.invalid_at, supersedes=request.supersedes,
-                expires_at=request.expires_at,
+                expires_at=request.expires_at, occurred_at=request.occurred_at,
                 index_state=self._indexer.state_after_write(None,
                                                             content_hash(request.content)),
             )
@@ -655,12 +655,15 @@ class NativeMemoryProvider:
             except MemoryUnavailableError:
                 degraded.append("vector")  # lexical results still answer the search
         legacy = retrieval.lexical_only(ranking)
+        moment = ctx.now if request.as_of is None else request.as_of
+        since, before = request.event_window()
         filters = SearchQuery(
             scope_hashes=tuple(dict.fromkeys(scope.scope_hash for scope in request.scopes)),
             tokens=tokens, now=ctx.now,
             limit=request.limit if legacy else retrieval.pool_size(request.limit),
             memory_types=request.memory_types, entity_ids=request.entity_ids,
-            metadata_filter=dict(request.metadata_filter), valid_at=ctx.now,
+            metadata_filter=dict(request.metadata_filter), valid_at=moment,
+            occurred_since=since, occurred_before=before,
         )
 
         async def unit(tx: ReadTransaction) -> tuple[list[retrieval.Fused],
@@ -696,7 +699,7 @@ class NativeMemoryProvider:
                 if retrieval.needs_records(ranking):
                     await _load(tx, filters, records, (record_id for record_id, _ in vector))
                 fused = retrieval.fuse(ranking, lexical=lexical, vector=vector,
-                                       records=records, now=ctx.now, limit=request.limit)
+                                       records=records, now=moment, limit=request.limit)
                 await _load(tx, filters, records, (item.record_id for item in fused))
                 candidates = len({*dict(lexical), *dict(vector)}) + max(
                     0, candidates - len(lexical))

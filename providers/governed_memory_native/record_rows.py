@@ -35,6 +35,7 @@ RECORD_COLUMNS: Final = (
     "memory_type", "status", "version", "revision", "content_hash", "metadata",
     "provenance", "visibility", "importance", "entity_ids", "valid_from", "invalid_at",
     "supersedes", "superseded_by", "expires_at", "created_at", "updated_at", "index_state",
+    "occurred_at",
 )
 JSON_COLUMNS: Final = frozenset({"scope", "metadata", "provenance", "entity_ids"})
 TEXT_COLUMNS: Final = frozenset({"content", "record_key"})
@@ -66,7 +67,7 @@ def record_params(record: MemoryRecord,
         "invalid_at": record.invalid_at, "supersedes": record.supersedes,
         "superseded_by": record.superseded_by, "expires_at": record.expires_at,
         "created_at": record.created_at, "updated_at": record.updated_at,
-        "index_state": record.index_state.value,
+        "index_state": record.index_state.value, "occurred_at": record.occurred_at,
     }
 
 
@@ -154,6 +155,7 @@ def record_from_row(row: Any, decode_text: Callable[[Any], Any] = _same) -> Memo
             superseded_by=_optional_text(row["superseded_by"]),
             expires_at=_optional_number(row["expires_at"]),
             index_state=IndexState(row["index_state"]),
+            occurred_at=_optional_number(row["occurred_at"]),
         )
     except (ValueError, KeyError, IndexError, TypeError, MemoryValidationError):
         raise MemoryStorageError("a stored record could not be read") from None

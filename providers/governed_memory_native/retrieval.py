@@ -5,7 +5,9 @@ Fusion is weighted reciprocal-rank fusion: a candidate at rank ``r`` of a signal
 BM25 score has no fixed scale, a cosine lies in [-1, 1]), so one weight per signal is
 all a profile needs to say. Recency and importance never bring a candidate in; they
 multiply a fused score by ``1 + weight * factor``, with ``factor`` in [0, 1]:
-``0.5 ** (age / recency_half_life_s)`` (age since the record's last write) and the
+``0.5 ** (age / recency_half_life_s)`` (age since the record's ``event_time``: when it
+happened, or its first write when nobody said, measured at ``as_of`` when the search
+sets one) and the
 record's ``importance``. Ties break by id, so equal inputs always give one order.
 
 Each hit explains itself: every signal's raw value, its rank among the candidates and
@@ -71,7 +73,7 @@ def fuse(ranking: RankingConfig, *, lexical: Sequence[tuple[str, float]],
     half_life = ranking.recency_half_life_s
     recency: dict[str, float] = {}
     if w_recency > 0 and half_life is not None:
-        recency = {record_id: 0.5 ** (max(0.0, now - records[record_id].updated_at) / half_life)
+        recency = {record_id: 0.5 ** (max(0.0, now - records[record_id].event_time) / half_life)
                    for record_id in candidates}
     importance: dict[str, float] = {}
     if w_importance > 0:

@@ -33,6 +33,19 @@ def _digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
+def _hashed_request(request: SearchRequest) -> dict[str, Any]:
+    """What the request hash covers. The time fields count only when set, so a search
+    without them hashes as it did before they existed."""
+    hashed: dict[str, Any] = {"query": request.query, "limit": request.limit,
+                              "memory_types": [t.value for t in request.memory_types],
+                              "entity_ids": list(request.entity_ids),
+                              "metadata_filter": dict(request.metadata_filter)}
+    for name in ("occurred_since", "occurred_before", "as_of"):
+        if getattr(request, name) is not None:
+            hashed[name] = getattr(request, name)
+    return hashed
+
+
 def snapshot_body(snapshot_id: str, request: SearchRequest, ctx: OperationContext,
                   ranking: RankingConfig, embedder: str | None, signals: Sequence[str],
                   hits: Sequence[SearchHit], candidates: int) -> dict[str, Any]:
@@ -44,10 +57,7 @@ def snapshot_body(snapshot_id: str, request: SearchRequest, ctx: OperationContex
         "principal_id": ctx.principal.principal_id,
         "tenant_id": request.scopes[0].tenant_id,
         "scopes": [scope.dimensions() for scope in request.scopes],
-        "request_hash": _digest({"query": request.query, "limit": request.limit,
-                                 "memory_types": [t.value for t in request.memory_types],
-                                 "entity_ids": list(request.entity_ids),
-                                 "metadata_filter": dict(request.metadata_filter)}),
+        "request_hash": _digest(_hashed_request(request)),
         "profile": {"id": ctx.profile.id, "version": ctx.profile.version,
                     "revision": ctx.profile.revision},
         "decision_id": ctx.decision_id,

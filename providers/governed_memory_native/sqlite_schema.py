@@ -460,6 +460,17 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    Migration(
+        version=12,
+        description="event time: when what a record tells happened (occurred_at)",
+        statements=(
+            # NULL for every stored record (nobody said when it happened): its event time
+            # is its created_at, read through coalesce. Event-time filters join the
+            # records row the way type and metadata filters do, so the postings carry
+            # no copy and need no rebuild.
+            "ALTER TABLE memory_records ADD COLUMN occurred_at REAL",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

@@ -64,12 +64,13 @@ def _metadata_clause(name: str, value: Any) -> tuple[str, list[Any]]:
 
 def _needs_records(query: SearchQuery) -> bool:
     """Whether a lexical search's filters read columns only ``memory_records`` has."""
-    return bool(query.memory_types or query.entity_ids or query.metadata_filter)
+    return bool(query.memory_types or query.entity_ids or query.metadata_filter
+                or query.bounds_event_time())
 
 
 def filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, list[Any]]:
-    """The type, entity, metadata, validity and visibility filters as one SQL boolean
-    (``1`` when none). Validity and visibility are read from the ``copied`` alias: ``p``
+    """The type, entity, metadata, validity, visibility and event-time filters as one SQL
+    boolean (``1`` when none). Validity and visibility are read from the ``copied`` alias: ``p``
     (the lexical postings carry copies of them) in a lexical search, ``r`` elsewhere."""
     clauses: list[str] = []
     params: list[Any] = []
@@ -91,6 +92,12 @@ def filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, list[Any]
     if query.visibilities:
         clauses.append(f"{copied}.visibility IN ({_marks(len(query.visibilities))})")
         params.extend(visibility.value for visibility in query.visibilities)
+    if query.occurred_since is not None:
+        clauses.append("coalesce(r.occurred_at, r.created_at) >= ?")
+        params.append(query.occurred_since)
+    if query.occurred_before is not None:
+        clauses.append("coalesce(r.occurred_at, r.created_at) < ?")
+        params.append(query.occurred_before)
     return ("(" + " AND ".join(clauses) + ")" if clauses else "1"), params
 
 

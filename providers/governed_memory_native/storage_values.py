@@ -57,6 +57,13 @@ class SearchQuery:
     """When set, only records valid then (``valid_from <= t < invalid_at``) match."""
     visibilities: tuple[Visibility, ...] = ()
     """When set, only records of these visibilities match."""
+    occurred_since: float | None = None
+    occurred_before: float | None = None
+    """When set, only records whose ``event_time`` (``occurred_at``, else ``created_at``)
+    lies in ``[occurred_since, occurred_before)`` match."""
+
+    def bounds_event_time(self) -> bool:
+        return self.occurred_since is not None or self.occurred_before is not None
 
 
 @attrs.frozen(slots=True)

@@ -41,6 +41,7 @@ class AddBody:
     invalid_at: float | None = None
     supersedes: str | None = None
     expires_at: float | None = None
+    occurred_at: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -58,6 +59,7 @@ class UpdateBody:
     clear_expires_at: bool = False
     invalid_at: float | None = None
     superseded_by: str | None = None
+    occurred_at: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -71,6 +73,9 @@ class SearchBody:
     metadata_filter: Mapping[str, Any] | None = None
     entity_ids: tuple[str, ...] = ()
     ranking: RankingOptions | None = None
+    occurred_since: float | None = None
+    occurred_before: float | None = None
+    as_of: float | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -125,14 +125,16 @@ class _Calls:
             visibility: Visibility | str = Visibility.PRIVATE, importance: float = 0.5,
             entity_ids: Iterable[str] = (), valid_from: float | None = None,
             invalid_at: float | None = None, supersedes: str | None = None,
-            expires_at: float | None = None, idempotency_key: str | None = None) -> Call:
+            expires_at: float | None = None, idempotency_key: str | None = None,
+            occurred_at: float | None = None) -> Call:
         if isinstance(provenance, Mapping):
             provenance = Provenance(**provenance)
         body = AddBody(content=content, memory_type=MemoryType(memory_type), key=key,
                        metadata=metadata, provenance=provenance,
                        visibility=Visibility(visibility), importance=importance,
                        entity_ids=tuple(entity_ids), valid_from=valid_from,
-                       invalid_at=invalid_at, supersedes=supersedes, expires_at=expires_at)
+                       invalid_at=invalid_at, supersedes=supersedes, expires_at=expires_at,
+                       occurred_at=occurred_at)
         return Call(method="POST", path=_base(scope), params=tuple(_scope_params(scope)),
                     body=_body(body), headers=_write_headers(idempotency_key))
 
@@ -155,14 +157,17 @@ class _Calls:
                memory_types: Iterable[MemoryType | str] | None = None,
                metadata_filter: Mapping[str, Any] | None = None,
                entity_ids: Iterable[str] = (),
-               ranking: RankingOptions | None = None) -> Call:
+               ranking: RankingOptions | None = None,
+               occurred_since: float | None = None, occurred_before: float | None = None,
+               as_of: float | None = None) -> Call:
         """One scope goes to ``.../search`` (its dimensions in the query, like every
         other route); several go to ``.../multi-search`` as a list in the body."""
         types = tuple(MemoryType(t) for t in memory_types or ())
         if isinstance(scopes, Scope):
             body = SearchBody(query=query, limit=limit, memory_types=types,
                               metadata_filter=metadata_filter, entity_ids=tuple(entity_ids),
-                              ranking=ranking)
+                              ranking=ranking, occurred_since=occurred_since,
+                              occurred_before=occurred_before, as_of=as_of)
             return Call(method="POST", path=_base(scopes) + "/search",
                         params=tuple(_scope_params(scopes)), body=_body(body))
         listed = tuple(scopes)
@@ -175,7 +180,9 @@ class _Calls:
         multi = MultiSearchBody(scopes=tuple(_scope_body(s) for s in listed), query=query,
                                 limit=limit, memory_types=types,
                                 metadata_filter=metadata_filter,
-                                entity_ids=tuple(entity_ids), ranking=ranking)
+                                entity_ids=tuple(entity_ids), ranking=ranking,
+                                occurred_since=occurred_since,
+                                occurred_before=occurred_before, as_of=as_of)
         data = _body(multi)
         data["scopes"] = [_body(scope) for scope in multi.scopes]
         return Call(method="POST", path=_base(listed[0]) + "/multi-search", body=data)
@@ -188,7 +195,7 @@ class _Calls:
                entity_ids: Iterable[str] | None = None, expires_at: float | None = None,
                clear_expires_at: bool = False, invalid_at: float | None = None,
                idempotency_key: str | None = None,
-               superseded_by: str | None = None) -> Call:
+               superseded_by: str | None = None, occurred_at: float | None = None) -> Call:
         body = UpdateBody(
             content=content,
             memory_type=None if memory_type is None else MemoryType(memory_type),
@@ -196,7 +203,7 @@ class _Calls:
             visibility=None if visibility is None else Visibility(visibility),
             entity_ids=None if entity_ids is None else tuple(entity_ids),
             expires_at=expires_at, clear_expires_at=clear_expires_at,
-            invalid_at=invalid_at, superseded_by=superseded_by)
+            invalid_at=invalid_at, superseded_by=superseded_by, occurred_at=occurred_at)
         return Call(method="PATCH", path=_record(scope, record_id),
                     params=tuple(_scope_params(scope)), body=_body(body),
                     headers=_write_headers(idempotency_key, expected_revision))

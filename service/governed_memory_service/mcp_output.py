@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from governed_memory import MemoryRecord
@@ -37,6 +38,8 @@ def _entry(record: MemoryRecord, extra: Mapping[str, Any]) -> str:
                             "revision": record.revision, "content": record.content, **extra}
     if record.key is not None:
         body["key"] = record.key
+    if record.occurred_at is not None:
+        body["occurred_at"] = datetime.fromtimestamp(record.occurred_at, UTC).isoformat()
     # The renderer's escaping: no '<', '>' or '&' survives, so no entry can close the block.
     return escape(json.dumps(body, ensure_ascii=False, sort_keys=True))
 

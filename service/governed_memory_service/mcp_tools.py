@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
 from governed_memory import GovernedMemoryManager, Principal, Scope, __version__
@@ -69,6 +70,9 @@ MemoryId = Annotated[str, Field(description="The memory's `id`, as `recall` or "
 Revision = Annotated[str | None, Field(
     description="The memory's `revision` as last seen; when given, the change is refused "
                 "with code `conflict` if someone changed the memory since.")]
+When = Annotated[datetime | None, Field(
+    description="An ISO 8601 date-time such as `2026-03-14T09:30:00Z` (UTC when it names "
+                "no offset).")]
 Types = Annotated[list[MemoryTypeName] | None, Field(
     description="Only memories of these types (default: every type).")]
 
@@ -102,6 +106,9 @@ class MemoryTools:
                         "storing a second memory with the same key is refused.")] = None,
         importance: Annotated[float, Field(ge=0.0, le=1.0, description="0 to 1; higher "
                                            "ranks first when recalled.")] = 0.5,
+        occurred_at: Annotated[datetime | None, Field(
+            description="When what the memory tells happened, if it was not just now "
+                        "(ISO 8601, UTC when it names no offset).")] = None,
         workspace_id: Workspace = None, project_id: Project = None, user_id: User = None,
         session_id: Session = None, run_id: Run = None, agent_id: Agent = None,
         domain_pack: DomainPack = None,
@@ -111,7 +118,8 @@ class MemoryTools:
                            agent_id, domain_pack)
             record = await self._manager.add(principal, scope, content,
                                              memory_type=memory_type, key=key,
-                                             importance=importance)
+                                             importance=importance,
+                                             occurred_at=_epoch(occurred_at))
             return record_result(record, action="remembered")
 
         return await self._governed("remember", ctx, run)
@@ -122,6 +130,7 @@ class MemoryTools:
         limit: Annotated[int, Field(ge=1, le=50, description="At most this many memories, "
                                                              "best first.")] = 10,
         memory_types: Types = None,
+        occurred_since: When = None, occurred_before: When = None,
         workspace_id: Workspace = None, project_id: Project = None, user_id: User = None,
         session_id: Session = None, run_id: Run = None, agent_id: Agent = None,
         domain_pack: DomainPack = None,
@@ -130,7 +139,9 @@ class MemoryTools:
             scope = _scope(principal, workspace_id, project_id, user_id, session_id, run_id,
                            agent_id, domain_pack)
             found = await self._manager.search(principal, scope, query, limit=limit,
-                                               memory_types=memory_types)
+                                               memory_types=memory_types,
+                                               occurred_since=_epoch(occurred_since),
+                                               occurred_before=_epoch(occurred_before))
             return memory_block([(hit.record, {"score": round(hit.score, 4)})
                                  for hit in found.hits])
 
@@ -198,6 +209,15 @@ class MemoryTools:
                                 next_cursor=page.next_cursor)
 
         return await self._governed("list_memories", ctx, run)
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    """A tool's date-time as the library's epoch seconds (naive ones are UTC)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def _scope(principal: Principal, workspace_id: str | None, project_id: str | None,

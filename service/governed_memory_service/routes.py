@@ -180,7 +180,7 @@ class MemoryRoutes(TierRoutes):
             importance=body.importance, entity_ids=body.entity_ids,
             valid_from=body.valid_from, invalid_at=body.invalid_at,
             supersedes=body.supersedes, expires_at=body.expires_at,
-            idempotency_key=idempotency_key(request))
+            occurred_at=body.occurred_at, idempotency_key=idempotency_key(request))
         location = str(request.url_for("get", tenant=scope.tenant_id, record_id=record.id))
         return JSONResponse(unstructure(record), status_code=201,
                             headers={**etag(record.revision), "Location": location})
@@ -215,7 +215,8 @@ class MemoryRoutes(TierRoutes):
             importance=body.importance, visibility=body.visibility,
             entity_ids=body.entity_ids, expires_at=body.expires_at,
             clear_expires_at=body.clear_expires_at, invalid_at=body.invalid_at,
-            idempotency_key=idempotency_key(request), superseded_by=body.superseded_by))
+            idempotency_key=idempotency_key(request), superseded_by=body.superseded_by,
+            occurred_at=body.occurred_at))
         return JSONResponse(unstructure(record), headers=etag(record.revision))
 
     async def delete(self, request: Request, principal: Principal) -> Response:
@@ -297,7 +298,8 @@ class MemoryRoutes(TierRoutes):
         result = await self.manager.search(
             principal, scopes, body.query, limit=body.limit, memory_types=body.memory_types,
             metadata_filter=body.metadata_filter, entity_ids=body.entity_ids,
-            ranking=body.ranking)
+            ranking=body.ranking, occurred_since=body.occurred_since,
+            occurred_before=body.occurred_before, as_of=body.as_of)
         return JSONResponse(unstructure(result))
 
     async def _compare_and_set(self, principal: Principal, scope: Scope, record_id: str,

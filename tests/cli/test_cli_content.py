@@ -78,3 +78,22 @@ def test_add_help_says_how_content_is_given() -> None:
     out = invoke("add", "--help").stdout
     assert "CONTENT" in out and "stdin" in out
     assert "[CONTENT]" in invoke("update", "--help").stdout
+
+
+def test_event_times_are_iso_or_epoch_and_bound_the_search(db: Path) -> None:
+    lisbon = _json("add", "--db", str(db), *ALICE, "Alice flew to Lisbon",
+                   "--occurred-at", "2026-03-14T09:30:00Z")
+    assert lisbon["occurred_at"] == 1_773_480_600.0
+    oslo = _json("add", "--db", str(db), *ALICE, "Alice flew to Oslo",
+                 "--occurred-at", "1777716000")
+    assert oslo["occurred_at"] == 1_777_716_000.0
+    march = _json("search", "--db", str(db), *ALICE, "flew", "--before", "2026-04-01")
+    assert [hit["record"]["id"] for hit in march["hits"]] == [lisbon["id"]]
+    may = _json("search", "--db", str(db), *ALICE, "flew", "--since", "2026-04-01T00:00:00+00:00")
+    assert [hit["record"]["id"] for hit in may["hits"]] == [oslo["id"]]
+    then = _json("search", "--db", str(db), *ALICE, "flew", "--as-of", "2026-04-01")
+    assert [hit["record"]["id"] for hit in then["hits"]] == [lisbon["id"]]
+    moved = _json("update", "--db", str(db), *ALICE, oslo["id"], "--occurred-at", "2026-01-01")
+    assert moved["occurred_at"] == 1_767_225_600.0
+    refused = invoke("search", "--db", str(db), *ALICE, "flew", "--since", "yesterday", code=2)
+    assert "neither ISO 8601" in refused.output

@@ -175,7 +175,7 @@ class ExampleProvider(NoOptionalFeatures):
             visibility=request.visibility, importance=request.importance,
             entity_ids=request.entity_ids, valid_from=request.valid_from,
             invalid_at=request.invalid_at, supersedes=request.supersedes,
-            expires_at=request.expires_at,
+            expires_at=request.expires_at, occurred_at=request.occurred_at,
         )
         self._commit(record, VersionOperation.ADD, ctx)
         self._remember(request, ctx, record)
@@ -197,7 +197,7 @@ class ExampleProvider(NoOptionalFeatures):
                                         field="superseded_by")
         changes = {name: getattr(request, name) for name in (
             "content", "memory_type", "importance", "visibility", "entity_ids", "expires_at",
-            "invalid_at", "superseded_by") if getattr(request, name) is not None}
+            "invalid_at", "occurred_at", "superseded_by") if getattr(request, name) is not None}
         if request.metadata is not None:
             changes["metadata"] = json_copy(request.metadata)
         if request.clear_expires_at:
@@ -263,7 +263,7 @@ class ExampleProvider(NoOptionalFeatures):
         scored = []
         for record in self._visible(request.scopes, ctx.now):
             score = len(wanted & words(record.content))
-            if score and _matches(record, request):
+            if score and _matches(record, request, ctx.now):
                 scored.append((-score, record.id, record))
         scored.sort(key=lambda item: item[:2])  # best first, then by id: a stable tie-break
         hits = tuple(
@@ -320,7 +320,13 @@ class ExampleProvider(NoOptionalFeatures):
         return CleanupPage(deleted=len(expired), next_cursor=cursor)
 
 
-def _matches(record: MemoryRecord, request: SearchRequest) -> bool:
+def _matches(record: MemoryRecord, request: SearchRequest, now: float) -> bool:
+    """The search's filters: valid at ``as_of`` (else now), inside the event window,
+    and the type, entity and metadata filters."""
+    if not record.is_valid_at(now if request.as_of is None else request.as_of):
+        return False
+    if not record.happened_within(*request.event_window()):
+        return False
     if request.memory_types and record.memory_type not in request.memory_types:
         return False
     if request.entity_ids and not set(request.entity_ids) & set(record.entity_ids):

@@ -309,3 +309,25 @@ async def test_an_extraction_is_recorded_with_its_versions_and_degradations(
     assert record[-1].record_ids == (result.stored[0].id,)
     assert record[-1].reasons == ("degraded: extraction.entities_failed",)
     assert all("Dana" not in e.to_json() for e in sink.events)
+
+
+async def test_facts_are_dated_by_their_turns_not_by_the_extraction(
+        tiers: MemoryTiers, manager: GovernedMemoryManager, clock: ManualClock) -> None:
+    old = await manager.add(ALICE, USER_SCOPE, "Alice lives in Paris",
+                            valid_from=clock.now(), occurred_at=clock.now())
+    clock.advance(3600)
+    turns = await turns_of(tiers, "I moved to Berlin, Paris is over")
+    said = turns[-1].created_at
+    clock.advance(30 * 86_400)  # a worker extracts a month later
+    model = routed(extract=lambda call: _superseding(call, "Alice lives in Berlin",
+                                                     "Alice lives in Paris"))
+    result = await MemoryExtractor(manager, model).extract(ALICE, OWNER, turns)
+    new = result.stored[0]
+    assert new.occurred_at == said and new.valid_from == said
+    assert new.created_at == clock.now() and new.event_time == said
+    assert result.superseded[0].invalid_at == said
+    # As of a week after the move, Berlin; as of the day before it, Paris.
+    week_after = await manager.search(ALICE, USER_SCOPE, "Alice lives", as_of=said + 7 * 86_400)
+    assert [r.id for r in week_after.records] == [new.id]
+    day_before = await manager.search(ALICE, USER_SCOPE, "Alice lives", as_of=said - 1)
+    assert [r.id for r in day_before.records] == [old.id]

@@ -344,6 +344,20 @@ def test_fingerprint_ignores_idempotency_key_but_not_content() -> None:
                                          idempotency_key="k1").fingerprint()
 
 
+def test_a_field_added_later_leaves_old_fingerprints_alone_until_it_is_set() -> None:
+    """An idempotency entry stored before ``occurred_at`` existed still matches the retry
+    of its request (pinned: the fingerprints 0.x stored for these two requests)."""
+    alice = Scope("acme", user_id="alice")
+    add = AddRequest(scope=alice, content="x")
+    update = UpdateRequest(scope=alice, record_id="r1", content="y")
+    assert add.fingerprint() == (
+        "sha256:9ea18695e0548fdf30de24e85aa113667f277200fdd988223940258388f75a6c")
+    assert update.fingerprint() == (
+        "sha256:2f4a17720cc91bff13dd8f24d810c785ef53fc020a99f5b1a678463e3b9c970d")
+    assert attrs.evolve(add, occurred_at=5.0).fingerprint() != add.fingerprint()
+    assert attrs.evolve(update, occurred_at=5.0).fingerprint() != update.fingerprint()
+
+
 # -- strictness -------------------------------------------------------------------------
 
 

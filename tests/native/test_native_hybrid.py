@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
 import pytest
 from governed_memory import MemoryType, RecordStatus
 from governed_memory.clock import ManualClock
@@ -156,7 +157,43 @@ async def test_recency_and_importance_reweigh(tmp_path: Path, clock: ManualClock
         await provider.update(UpdateRequest(scope=USER_SCOPE, record_id=old.id, importance=1.0),
                               make_ctx(clock))
         result = await provider.search(_search("green tea"), make_ctx(clock))
-        assert result.hits[0].record.id == old.id  # refreshed by its update and important
+        # An update is a write, not an event: the old record is as old as before.
+        assert result.hits[0].record.id == new.id
+        await provider.update(UpdateRequest(scope=USER_SCOPE, record_id=old.id,
+                                            occurred_at=clock.now()), make_ctx(clock))
+        result = await provider.search(_search("green tea"), make_ctx(clock))
+        assert result.hits[0].record.id == old.id  # it happened just now, and is important
+    finally:
+        await provider.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_recency_counts_from_the_event_time_and_as_of(tmp_path: Path, clock: ManualClock,
+                                                            backend: str) -> None:
+    """A conversation imported today is as old as it happened: recency reads
+    ``occurred_at``, and an as-of search measures it from its own moment."""
+    provider = build_native_provider(config_for(backend, tmp_path), clock)
+    ranking = RankingConfig(modes=("lexical",), weights={"recency": 4.0},
+                            recency_half_life_s=86_400.0)
+    provider.configure_indexing(IndexingSettings(ranking=ranking))
+    await provider.start()
+    try:
+        now = clock.now()
+        early = await provider.add(attrs.evolve(note("green tea in spring"),
+                                                occurred_at=now - 100 * 86_400),
+                                   make_ctx(clock))
+        late = await provider.add(attrs.evolve(note("green tea in autumn"),
+                                               occurred_at=now - 2 * 86_400), make_ctx(clock))
+        result = await provider.search(_search("green tea"), make_ctx(clock))
+        assert [hit.record.id for hit in result.hits] == [late.id, early.id]
+        recency = {h.record.id: next(s.value for s in h.explanation.signals
+                                     if s.name == "recency") for h in result.hits}
+        assert recency[late.id] == pytest.approx(0.25)  # two half-lives, not zero
+        then = await provider.search(_search("green tea", as_of=now - 99 * 86_400),
+                                     make_ctx(clock))
+        assert [hit.record.id for hit in then.hits] == [early.id]
+        (signal,) = [s for s in then.hits[0].explanation.signals if s.name == "recency"]
+        assert signal.value == pytest.approx(0.5)  # one day old as of then
     finally:
         await provider.close()
 

@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from governed_memory import MemoryNotFoundError, Scope
@@ -278,7 +279,13 @@ async def test_the_migration_counts_the_vectors_already_stored(
     its vectors counted, and the first search builds an index from them."""
     embedder = TableEmbedder()
     vectors = clustered(np.random.default_rng(5), 30, 2)
-    before_log = tuple(m for m in postgres_schema.MIGRATIONS if m.version <= 6)
+    # Schema v6, plus the one record column today's writes need (v8's occurred_at,
+    # which v8 adds only if it is missing).
+    v6 = postgres_schema.MIGRATIONS[5]
+    assert v6.version == 6
+    before_log = (*postgres_schema.MIGRATIONS[:5], attrs.evolve(v6, statements=(
+        *v6.statements,
+        "ALTER TABLE memory_records ADD COLUMN occurred_at double precision")))
     monkeypatch.setattr(postgres_schema, "MIGRATIONS", before_log)
     old = provider_for("postgres", tmp_path, clock, embedder)
     await old.start()

@@ -120,6 +120,34 @@ async def test_multi_scope_search_covers_each_exact_scope(reviewed: Reviewed) ->
             await alice.search([ALICE, Scope("acme", user_id="bob")], "tea")
 
 
+async def test_event_time_travels_through_the_routes_and_the_client(
+        reviewed: Reviewed) -> None:
+    now = reviewed.clock.now()
+    async with reviewed.client("alice") as alice, reviewed.http("alice") as http:
+        march = await alice.add(ALICE, "Alice flew to Lisbon", occurred_at=now - 90 * 86_400)
+        april = await alice.add(ALICE, "Alice flew to Oslo", occurred_at=now - 60 * 86_400)
+        assert march.occurred_at == now - 90 * 86_400
+        assert (await alice.get(ALICE, march.id)).event_time == march.occurred_at
+        window = await alice.search(ALICE, "Alice flew", occurred_since=now - 70 * 86_400)
+        assert [h.record.id for h in window.hits] == [april.id]
+        both = await alice.search([ALICE, SUPPORT], "Alice flew",
+                                  occurred_before=now - 70 * 86_400)
+        assert [h.record.id for h in both.hits] == [march.id]
+        then = await alice.search(ALICE, "Alice flew", as_of=now - 80 * 86_400)
+        assert [h.record.id for h in then.hits] == [march.id]
+        moved = await alice.update(ALICE, april.id, occurred_at=now - 100 * 86_400)
+        assert moved.occurred_at == now - 100 * 86_400
+        answer = await http.post("/v1/tenants/acme/memories/search",
+                                 params={"user_id": "alice"},
+                                 json={"query": "flew", "occurred_since": 5.0,
+                                       "occurred_before": 5.0})
+        assert answer.status_code == 422
+        assert answer.json()["field"] == "occurred_since"
+        bad = await http.post("/v1/tenants/acme/memories", params={"user_id": "alice"},
+                              json={"content": "x", "occurred_at": "last week"})
+        assert bad.status_code == 422 and bad.json()["field"] == "body.occurred_at"
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"query": "tea"}, "body.scopes"),
     ({"scopes": [], "query": "tea"}, "body.scopes"),

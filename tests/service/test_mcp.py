@@ -175,6 +175,27 @@ async def test_round_trip_over_streamable_http(served: Served, mode: str) -> Non
     assert (await served.manager.list(alice, Scope("acme", user_id="alice"))).items == ()
 
 
+async def test_remember_and_recall_speak_iso_event_times(served: Served) -> None:
+    async with mcp_client(served.url, served.alice) as client:
+        trip = data(await client.call_tool("remember", {
+            "content": "Alice flew to Lisbon", "occurred_at": "2026-03-14T09:30:00Z"}))
+        data(await client.call_tool("remember", {
+            "content": "Alice flew to Oslo", "occurred_at": "2026-05-02T12:00:00+02:00"}))
+        (march,) = quoted(await client.call_tool("recall", {
+            "query": "Alice flew", "occurred_before": "2026-04-01T00:00:00"}))
+        assert march["id"] == trip["remembered"]
+        assert march["occurred_at"] == "2026-03-14T09:30:00+00:00"
+        (may,) = quoted(await client.call_tool("recall", {
+            "query": "Alice flew", "occurred_since": "2026-04-01T00:00:00Z"}))
+        assert may["occurred_at"] == "2026-05-02T10:00:00+00:00"
+        assert (await client.call_tool("remember", {
+            "content": "x", "occurred_at": "last week"})).is_error
+    alice = Principal("user:alice", "user", "acme", "alice", ALL)
+    stored = await served.manager.get(alice, Scope("acme", user_id="alice"),
+                                      trip["remembered"])
+    assert stored.occurred_at == 1_773_480_600.0
+
+
 async def test_scope_dimensions_are_arguments_and_the_scope_rule_holds(
         served: Served) -> None:
     async with mcp_client(served.url, served.alice) as client:

@@ -7,6 +7,7 @@ from governed_memory_conformance.suite.cas import CompareAndSetTests
 from governed_memory_conformance.suite.crud import CrudTests, LifecycleTests
 from governed_memory_conformance.suite.deletion import DeletionTests, ExpiredDeletionTests
 from governed_memory_conformance.suite.durability import DurabilityTests
+from governed_memory_conformance.suite.event_time import EventTimeTests
 from governed_memory_conformance.suite.expiry import ExpiryTests
 from governed_memory_conformance.suite.history import HistoryTests
 from governed_memory_conformance.suite.idempotency import IdempotencyTests
@@ -32,6 +33,7 @@ class ProviderConformance(
     IsolationTests,
     MaintenanceTests,
     SearchTests,
+    EventTimeTests,
     LimitTests,
     ReviewTests,
     UsageTests,

@@ -110,6 +110,36 @@ def scope_options(func: F) -> F:
     return func
 
 
+class Moment(click.ParamType):  # type: ignore[type-arg]
+    """A point in time on the command line: ISO 8601 (``2026-03-14``,
+    ``2026-03-14T09:30:00+01:00``; UTC when it names no offset) or epoch seconds."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        import datetime
+
+        text = str(value).strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            moment = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(f"{text!r} is neither ISO 8601 (2026-03-14T09:30:00Z) nor epoch "
+                      "seconds", param, ctx)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        return moment.timestamp()
+
+
+MOMENT = Moment()
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="print JSON")(func)
 

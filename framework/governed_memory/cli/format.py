@@ -32,6 +32,8 @@ def record_text(record: MemoryRecord) -> str:
         f"expires:   {when(record.expires_at)}",
         f"content:   {record.content}",
     ]
+    if record.occurred_at is not None:
+        lines.insert(6, f"occurred:  {when(record.occurred_at)}")
     if record.metadata:
         lines.append(f"metadata:  {dict(record.metadata)}")
     return "\n".join(lines)

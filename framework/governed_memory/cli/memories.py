@@ -16,6 +16,7 @@ import click
 
 from governed_memory.cli import format as fmt
 from governed_memory.cli.common import (
+    MOMENT,
     content_argument,
     creates_database,
     db_option,
@@ -45,6 +46,8 @@ TYPES = click.Choice([t.value for t in MemoryType])
 @click.option("--metadata", default=None, help="JSON object")
 @click.option("--importance", type=float, default=0.5, show_default=True)
 @click.option("--ttl", type=float, default=None, help="seconds until the memory expires")
+@click.option("--occurred-at", type=MOMENT, default=None,
+              help="when it happened, if not now (ISO 8601 or epoch seconds)")
 @click.option("--idempotency-key", default=None)
 @click.option("--source-type", default=None,
               help="where it came from (provenance: web, tool, conversation, ...)")
@@ -53,8 +56,8 @@ TYPES = click.Choice([t.value for t in MemoryType])
 @creates_database
 def add(db: Path | None, content: str, memory_type: str, key: str | None,
         metadata: str | None, importance: float, ttl: float | None,
-        idempotency_key: str | None, source_type: str | None, source_id: str | None,
-        as_json: bool, **scope_kw: Any) -> None:
+        occurred_at: float | None, idempotency_key: str | None, source_type: str | None,
+        source_id: str | None, as_json: bool, **scope_kw: Any) -> None:
     """Write a memory (CONTENT, or - to read it from stdin)."""
     scope = scope_from(scope_kw)
     text = read_content(content)
@@ -67,7 +70,8 @@ def add(db: Path | None, content: str, memory_type: str, key: str | None,
         expires = None if ttl is None else m.clock.now() + ttl
         return await m.add(operator(scope.tenant_id), scope, text, memory_type=memory_type,
                            key=key, metadata=meta, importance=importance, expires_at=expires,
-                           idempotency_key=idempotency_key, provenance=provenance)
+                           idempotency_key=idempotency_key, provenance=provenance,
+                           occurred_at=occurred_at)
 
     emit(run_with_manager(db, work), as_json, fmt.record_text)
 
@@ -109,13 +113,22 @@ def list_(db: Path | None, limit: int, cursor: str | None, memory_types: tuple[s
 @click.argument("query")
 @click.option("--limit", type=int, default=10, show_default=True)
 @click.option("--type", "memory_types", type=TYPES, multiple=True)
+@click.option("--since", type=MOMENT, default=None,
+              help="only what happened at or after this time")
+@click.option("--before", type=MOMENT, default=None, help="only what happened before this time")
+@click.option("--as-of", type=MOMENT, default=None,
+              help="search memory as it stood at this time")
 @json_option
 def search(db: Path | None, query: str, limit: int, memory_types: tuple[str, ...],
+           since: float | None, before: float | None, as_of: float | None,
            as_json: bool, **scope_kw: Any) -> None:
-    """Search the memories of one exact scope."""
+    """Search the memories of one exact scope. Times are ISO 8601 (UTC when they name
+    no offset) or epoch seconds."""
     scope = scope_from(scope_kw)
     result = run_with_manager(db, lambda m: m.search(operator(scope.tenant_id), scope, query,
-                                                     limit=limit, memory_types=memory_types))
+                                                     limit=limit, memory_types=memory_types,
+                                                     occurred_since=since,
+                                                     occurred_before=before, as_of=as_of))
     emit(result, as_json, fmt.search_text)
 
 
@@ -128,12 +141,13 @@ def search(db: Path | None, query: str, limit: int, memory_types: tuple[str, ...
 @click.option("--type", "memory_type", type=TYPES, default=None)
 @click.option("--metadata", default=None, help="JSON object (replaces the metadata)")
 @click.option("--importance", type=float, default=None)
+@click.option("--occurred-at", type=MOMENT, default=None, help="a corrected event time")
 @click.option("--idempotency-key", default=None)
 @json_option
 def update(db: Path | None, record_id: str, content: str | None,
            expected_revision: str | None, memory_type: str | None, metadata: str | None,
-           importance: float | None, idempotency_key: str | None, as_json: bool,
-           **scope_kw: Any) -> None:
+           importance: float | None, occurred_at: float | None,
+           idempotency_key: str | None, as_json: bool, **scope_kw: Any) -> None:
     """Change a memory: new CONTENT (or - for stdin) and/or fields; compare-and-set with
     --expected-revision."""
     scope = scope_from(scope_kw)
@@ -142,7 +156,7 @@ def update(db: Path | None, record_id: str, content: str | None,
     result = run_with_manager(db, lambda m: m.update(
         operator(scope.tenant_id), scope, record_id, expected_revision=expected_revision,
         content=text, memory_type=memory_type, metadata=meta, importance=importance,
-        idempotency_key=idempotency_key))
+        occurred_at=occurred_at, idempotency_key=idempotency_key))
     emit(result, as_json, fmt.record_text)
 
 

@@ -24,7 +24,13 @@ Nothing is overwritten or deleted. A fact that supersedes a memory (by the brack
 content-hash reference the prompt showed next to it, resolved only against memories
 the prompt listed, in the fact's own scope and still valid) is saved first with
 ``supersedes``; then the old row is amended with ``invalid_at`` and ``superseded_by``
-(compare-and-set). It stays readable for "as of" questions. If the amendment fails,
+(compare-and-set). It stays readable for "as of" questions.
+
+Facts carry the time they were stated, not the time extraction ran: ``occurred_at`` and
+``valid_from`` are the newest extracted turn's ``created_at``, and a superseded memory
+becomes invalid at that moment. An extraction that runs later (a worker catching up)
+still dates each fact by its conversation, so recency and as-of searches see when it
+was said. If the amendment fails,
 the new row's ``supersedes`` still hides the old one from recall.
 
 Failure semantics: every model, search or repository failure is logged at WARNING and
@@ -203,9 +209,11 @@ class MemoryExtractor:
         entity_ids = await resolve(self.entities, fact.mentions, tenant_id=owner.tenant_id,
                                    floor=self.policy.entity_confidence_floor,
                                    degraded=degraded)
+        stated_at = stated_time(turns)
         record = await self.memories.add(
             principal, scope, fact.content, memory_type=fact.memory_type,
-            importance=fact.importance, entity_ids=entity_ids, valid_from=now,
+            importance=fact.importance, entity_ids=entity_ids, valid_from=stated_at,
+            occurred_at=stated_at,
             supersedes=old.id if old is not None else None,
             metadata={FACT_HASH_KEY: digest,
                       "source_turn_ids": [t.turn_id for t in turns][-50:],
@@ -243,13 +251,21 @@ class MemoryExtractor:
 
     async def _supersede(self, principal: Principal, old: MemoryRecord, new: MemoryRecord,
                          now: float, degraded: Degradations) -> MemoryRecord | None:
+        ends = new.event_time
+        if old.valid_from is not None and old.valid_from >= ends:
+            ends = now  # stated before the memory it replaces: it ends now, not earlier
         try:
             return await self.memories.update(principal, old.scope, old.id,
                                               expected_revision=old.revision,
-                                              invalid_at=now, superseded_by=new.id)
+                                              invalid_at=ends, superseded_by=new.id)
         except GovernedMemoryError as exc:
             degraded.add("extraction.supersede_failed", exc)
             return None
+
+
+def stated_time(turns: Sequence[Turn]) -> float:
+    """When the facts of ``turns`` were said: the newest turn's time."""
+    return max(turn.created_at for turn in turns)
 
 
 def _referenced(ref: str | None, scope: Scope,

@@ -2,7 +2,8 @@
 
 ``final = relevance * (1 + recency) * (1 + importance) * (1 + entity) * (1 + type)``
 
-- ``recency = 0.5 ** (hours_since_updated / half_life)``;
+- ``recency = 0.5 ** (hours_since_event / half_life)``, from the record's ``event_time``
+  (when it happened, else when it was first written);
 - ``entity = entity_overlap_weight * overlapping / max(1, len(memory.entity_ids))``;
 - ``type = type_affinity_weight`` when the memory's type was asked for, else 0.
 
@@ -30,9 +31,7 @@ context's ``summary``."""
 
 def is_valid_at(record: MemoryRecord, moment: float) -> bool:
     """Inside the record's validity interval ``[valid_from, invalid_at)``."""
-    if record.valid_from is not None and record.valid_from > moment:
-        return False
-    return record.invalid_at is None or moment < record.invalid_at
+    return record.is_valid_at(moment)
 
 
 @attrs.frozen(slots=True)
@@ -51,7 +50,7 @@ class Scored:
 
 
 def recency(record: MemoryRecord, now: float, half_life_hours: float) -> float:
-    hours = max(0.0, now - record.updated_at) / 3600.0
+    hours = max(0.0, now - record.event_time) / 3600.0
     return float(0.5 ** (hours / half_life_hours))
 
 

@@ -10,10 +10,10 @@ importance then decide); when listing fails too, that level has no candidates. R
 never raises into the turn.
 
 Only memories valid at the moment asked about count: an invalidated (superseded)
-memory stays readable for "as of" questions (``as_of=``) and is skipped otherwise.
-Searches match only what is valid now, so an "as of" recall reads each level's listing
-(which keeps superseded rows), keeps what was valid then and contains a query term, with
-a flat relevance.
+memory stays readable for "as of" questions (``as_of=``) and is skipped otherwise. An
+"as of" recall is the search's own ``as_of``: memories that had happened by then
+(``event_time <= as_of``) and were valid then, with recency measured from that moment;
+the listing fallback keeps the same rule.
 """
 
 from __future__ import annotations
@@ -114,17 +114,16 @@ class MemoryRecall:
         types = wanted_types(wanted)
         fetched: list[tuple[ScopeLevel, MemoryRecord, float | None]] = []
         for level, scope in recall_scopes(owner, policy.recall_scopes):
-            if as_of is None:
-                found = await self._candidates(principal, level, scope, query, degraded)
-            else:
-                # Search matches only what is valid now; a past moment is answered from
-                # the scope's listing, which keeps superseded rows.
-                found = await self._substring(principal, level, scope, query, degraded)
+            # A past moment is the search's own as-of: what had happened and was
+            # valid then, superseded rows included.
+            found = await self._candidates(principal, level, scope, query, degraded,
+                                           as_of=as_of)
             fetched.extend((level, record, relevance) for record, relevance in found)
         best = max((r for _, _, r in fetched if r is not None and r > 0), default=0.0)
         live = [(level, record, rel) for level, record, rel in fetched
                 if record.memory_type in RECALL_MEMORY_TYPES
-                and is_valid_at(record, moment)]
+                and is_valid_at(record, moment)
+                and (as_of is None or record.event_time <= as_of)]
         if as_of is None:
             # A replacement that is valid hides what it supersedes even if amending the
             # old row never happened (a crash between the two writes).
@@ -132,7 +131,7 @@ class MemoryRecall:
             live = [item for item in live if item[1].id not in replaced]
         scored = [score(record, level,
                         1.0 if rel is None or best == 0 else max(rel, 0.0) / best,
-                        now=now, half_life_hours=policy.recency_half_life_hours,
+                        now=moment, half_life_hours=policy.recency_half_life_hours,
                         anchors=anchors, entity_weight=policy.entity_overlap_weight,
                         wanted=types, type_weight=policy.type_affinity_weight)
                   for level, record, rel in live]
@@ -143,13 +142,13 @@ class MemoryRecall:
                             degraded.as_tuple(), len(fetched))
 
     async def _candidates(self, principal: Principal, level: ScopeLevel, scope: Scope,
-                          query: str, degraded: Degradations
+                          query: str, degraded: Degradations, *, as_of: float | None
                           ) -> list[tuple[MemoryRecord, float | None]]:
         assert self.memories is not None
         limit = min(100, max(20, self.policy.recall_top_k * 4))
         try:
             result = await self.memories.search(principal, scope, query, limit=limit,
-                                                memory_types=RECALL_MEMORY_TYPES)
+                                                memory_types=RECALL_MEMORY_TYPES, as_of=as_of)
             return [(hit.record, hit.score) for hit in result.hits]
         except REFUSALS as exc:
             degraded.add(f"recall.refused.{level.value}", exc)
