@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 from governed_memory import hookimpl
 
 from governed_memory_policies.names import (
+    CEDAR,
     PERMISSIONS,
     PII_REDACTION,
     QUOTAS,
+    REGO,
     RETENTION,
     SECRET_GUARD,
     WRITE_REVIEW,
@@ -60,3 +62,9 @@ def register_memory_policies(register: Callable[..., None]) -> None:
     register(QUOTAS, _deferred("quotas"),
              description="records, bytes and writes per minute per tenant and scope "
                          "([quotas])")
+    register(CEDAR, _deferred("cedar_policy"),
+             description="a Cedar policy set and schema ([policies.extra.cedar]; extra "
+                         "cedar)")
+    register(REGO, _deferred("rego_policy"),
+             description="an OPA Rego module and its data document "
+                         "([policies.extra.rego]; extra rego)")

@@ -196,7 +196,7 @@ def test_capabilities_the_profile_needs(plugins: PluginManager) -> None:
 def test_installed_plugins_list_the_builtins() -> None:
     names = [r.name for r in installed().policies.all()]
     assert names == sorted(["permissions", "write-rules", "secret-guard", "pii-redaction",
-                            "retention", "write-review", "quotas"])
+                            "retention", "write-review", "quotas", "cedar", "rego"])
 
 
 @pytest.mark.parametrize(("store", "registered"), [("turns", "sqlite"),

@@ -1,0 +1,366 @@
+"""``cedar``: a Cedar policy set as a policy plugin. What is refused when the profile
+loads (with the file, line and policy), how permit, forbid, ``@review`` and errors map
+onto the engine's verdicts, and what the policy revision pins."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from policy_as_code_support import (
+    ALICE_ADMIN,
+    BILLING,
+    CEDAR_EXAMPLE,
+    HELPDESK,
+    OTHER_BOT,
+    SUPPORT_BOT,
+    example_text,
+    only,
+    require,
+)
+
+require("cedarpy", "cedar")
+
+from actors import ADMIN, ALICE, ALICE_SCOPE  # noqa: E402
+from governed_memory.errors import MemoryConfigurationError  # noqa: E402
+from governed_memory.policy import Effect, PolicyEngine  # noqa: E402
+from governed_memory.records import MemoryType, Provenance  # noqa: E402
+from governed_memory.requests import (  # noqa: E402
+    AddRequest,
+    DeleteRequest,
+    GetRequest,
+    SearchRequest,
+    UpdateRequest,
+)
+from governed_memory.scope import Scope  # noqa: E402
+from governed_memory_policies import cedar_policy  # noqa: E402
+from governed_memory_policies.policy_as_code import PolicySourceError  # noqa: E402
+from policy_support import check, profile  # noqa: E402
+
+PROFILE = profile()
+PERMIT_ALL = '@id("all")\npermit (principal, action, resource);\n'
+
+
+def build(config: dict[str, Any]) -> cedar_policy.CedarPolicy:
+    return cedar_policy.build(config, PROFILE)
+
+
+def inline(policies: str, **extra: Any) -> cedar_policy.CedarPolicy:
+    return build({"policies": policies, **extra})
+
+
+async def verdict(policy: cedar_policy.CedarPolicy, request: Any, principal: Any = ALICE
+                  ) -> tuple[Effect, str]:
+    found = await policy.evaluate(check(request, principal))
+    return found.effect, found.reason
+
+
+def add(scope: Scope = HELPDESK, **fields: Any) -> AddRequest:
+    return AddRequest(scope=scope, content="prefers tea", **fields)
+
+
+# -- the example set for compliance-strict, rule by rule -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def example() -> cedar_policy.CedarPolicy:
+    return build(CEDAR_EXAMPLE)
+
+
+async def test_support_agents_never_write_preferences_of_another_project(
+        example: cedar_policy.CedarPolicy) -> None:
+    rule = "forbidden by support-agents-never-write-foreign-preferences"
+    preference = {"memory_type": MemoryType.PREFERENCE}
+    assert await verdict(example, add(BILLING, **preference), SUPPORT_BOT) == (Effect.DENY, rule)
+    # Their own project's preferences, other types anywhere, and anyone else: allowed.
+    assert (await verdict(example, add(HELPDESK, **preference), SUPPORT_BOT))[0] is Effect.ALLOW
+    assert (await verdict(example, add(BILLING, memory_type=MemoryType.FACT), SUPPORT_BOT)
+            )[0] is Effect.ALLOW
+    assert (await verdict(example, add(BILLING, **preference), OTHER_BOT))[0] is Effect.ALLOW
+    # An update or delete does not say the stored type: refused outside their project...
+    update = UpdateRequest(scope=BILLING, record_id="01R", content="x")
+    assert await verdict(example, update, SUPPORT_BOT) == (Effect.DENY, rule)
+    assert await verdict(example, DeleteRequest(scope=BILLING, record_id="01R"),
+                         SUPPORT_BOT) == (Effect.DENY, rule)
+    # ...unless it sets a type that is not a preference.
+    retyped = UpdateRequest(scope=BILLING, record_id="01R", memory_type=MemoryType.FACT)
+    assert (await verdict(example, retyped, SUPPORT_BOT))[0] is Effect.ALLOW
+    # Reading another project is what support agents do.
+    for read in (GetRequest(scope=BILLING, record_id="01R"),
+                 SearchRequest(scopes=(BILLING,), query="tea")):
+        assert await verdict(example, read, SUPPORT_BOT) == (Effect.ALLOW,
+                                                             "permitted by baseline")
+
+
+async def test_web_sourced_memories_always_need_review(
+        example: cedar_policy.CedarPolicy) -> None:
+    web = add(provenance=Provenance(source_type="web", source_id="https://example.test"))
+    assert await verdict(example, web) == (
+        Effect.REVIEW, "held for review by web-sourced-memories-need-review "
+                       "(web-sourced memories always need review)")
+    for source in ("user", None):
+        assert (await verdict(example, add(provenance=Provenance(source_type=source)))
+                )[0] is Effect.ALLOW
+
+
+async def test_a_forbid_beats_a_review(example: cedar_policy.CedarPolicy) -> None:
+    both = add(BILLING, memory_type=MemoryType.PREFERENCE,
+               provenance=Provenance(source_type="web"))
+    assert await verdict(example, both, SUPPORT_BOT) == (
+        Effect.DENY, "forbidden by support-agents-never-write-foreign-preferences")
+
+
+async def test_restricted_memories_need_an_administrator(
+        example: cedar_policy.CedarPolicy) -> None:
+    restricted = add(metadata={"sensitivity": "restricted"})
+    assert await verdict(example, restricted) == (Effect.DENY,
+                                                  "forbidden by restricted-memories-need-admin")
+    assert (await verdict(example, restricted, ALICE_ADMIN))[0] is Effect.ALLOW
+    assert (await verdict(example, add(metadata={"sensitivity": "internal"})))[0] is Effect.ALLOW
+    # Only a string label is a sensitivity; other metadata values never reach a policy.
+    assert (await verdict(example, add(metadata={"sensitivity": 3})))[0] is Effect.ALLOW
+
+
+# -- decisions -------------------------------------------------------------------------------
+
+
+async def test_no_permit_denies_and_names_the_action() -> None:
+    policy = inline('permit (principal, action == GovernedMemory::Action::"get", resource);')
+    assert await verdict(policy, add()) == (Effect.DENY, "no Cedar policy permits add")
+    assert await verdict(policy, GetRequest(scope=ALICE_SCOPE, record_id="01R")) == (
+        Effect.ALLOW, "permitted by policy0")
+
+
+async def test_review_needs_a_permit_too() -> None:
+    policy = inline('@id("held") @review\nforbid (principal, action, resource);\n'
+                    'permit (principal, action == GovernedMemory::Action::"get", resource);')
+    assert await verdict(policy, add()) == (Effect.DENY, "no Cedar policy permits add")
+    assert await verdict(policy, GetRequest(scope=ALICE_SCOPE, record_id="01R")) == (
+        Effect.REVIEW, "held for review by held")
+
+
+async def test_every_scope_of_an_operation_must_be_allowed() -> None:
+    policy = inline(PERMIT_ALL + '@id("no-shared")\nforbid (principal, action, resource) '
+                    'unless { resource has user_id };')
+    shared = Scope("acme", project_id="p")
+    assert await verdict(policy, SearchRequest(scopes=(ALICE_SCOPE,), query="q"), ADMIN) == (
+        Effect.ALLOW, "permitted by all")
+    assert await verdict(policy, SearchRequest(scopes=(ALICE_SCOPE, shared), query="q"),
+                         ADMIN) == (Effect.DENY, "forbidden by no-shared")
+
+
+async def test_the_principal_and_the_context_reach_the_policy() -> None:
+    policy = cedar_policy.build({"policies": PERMIT_ALL + """
+        @id("agents-read-only") forbid (principal, action in GovernedMemory::Action::"write",
+                                        resource) when { principal.kind == "agent" };
+        @id("not-this-profile") forbid (principal, action, resource)
+          when { context.profile_id == "frozen" && context.profile_revision like "sha256:*" };
+        """}, profile(id="frozen"))
+    assert await verdict(policy, GetRequest(scope=ALICE_SCOPE, record_id="01R")) == (
+        Effect.DENY, "forbidden by not-this-profile")
+    other = inline(PERMIT_ALL + '@id("agents-read-only") forbid (principal, action in '
+                   'GovernedMemory::Action::"write", resource) when { principal.kind == '
+                   '"agent" };')
+    assert await verdict(other, add(), SUPPORT_BOT) == (Effect.DENY,
+                                                        "forbidden by agents-read-only")
+    assert (await verdict(other, add(), ALICE))[0] is Effect.ALLOW
+
+
+async def test_an_evaluation_error_denies() -> None:
+    # Cedar skips a policy that errors; for a forbid that would fail open.
+    # (Validation leaves little that can fail at run time; an overflow can.)
+    policy = inline(PERMIT_ALL + '@id("overflow")\nforbid (principal, action, resource) when '
+                    '{ resource has key && resource.key == "boom" && '
+                    '9223372036854775807 + 1 > 0 };')
+    effect, reason = await verdict(policy, add(key="boom"))
+    assert effect is Effect.DENY and reason.startswith("Cedar evaluation failed: ")
+    assert (await verdict(policy, add(key="fine")))[0] is Effect.ALLOW
+
+
+async def test_a_failing_engine_denies(monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = inline(PERMIT_ALL)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("engine down")
+
+    monkeypatch.setattr(policy, "_authorize", broken)
+    assert await verdict(policy, add()) == (Effect.DENY,
+                                            "Cedar evaluation failed: engine down")
+
+
+async def test_repeated_requests_reuse_their_entities() -> None:
+    policy = inline(PERMIT_ALL)
+    for _ in range(3):
+        await verdict(policy, add())
+    info = policy._prepare.cache_info()
+    assert (info.hits, info.misses) == (2, 1)
+
+
+def test_no_content_reaches_cedar() -> None:
+    from governed_memory_policies.cedar_policy import _render
+    from governed_memory_policies.policy_as_code import access_requests, principal_attributes
+
+    request = AddRequest(scope=ALICE_SCOPE, content="the secret plan",
+                         metadata={"note": "private value", "sensitivity": "internal"},
+                         provenance=Provenance(source_type="web",
+                                               source_id="https://example.test/x"))
+    text, bodies = _render(principal_attributes(ALICE),
+                           access_requests(check(request, ALICE)), "{}")
+    rendered = text + json.dumps(bodies)
+    for private in ("secret plan", "private value", "example.test"):
+        assert private not in rendered
+    assert '"sensitivity": "internal"' in rendered and '"source_type": "web"' in rendered
+
+
+# -- the revision ----------------------------------------------------------------------------
+
+
+def test_the_set_hash_is_in_the_revision_and_changes_with_any_document() -> None:
+    policy = build(CEDAR_EXAMPLE)
+    assert policy.revision == f"1:{policy.set_hash}"
+    assert policy.set_hash.startswith("sha256:") and len(policy.set_hash) == 7 + 64
+    text = example_text("compliance-strict.cedar")
+    schema = example_text("compliance-strict.cedarschema")
+    entities = example_text("compliance-strict.entities.json")
+    same = build({"policies": text, "schema": schema, "entities": entities})
+    assert same.set_hash == policy.set_hash  # the documents, not where they came from
+    changed = build({"policies": text.replace('"restricted"', '"secret"'), "schema": schema,
+                     "entities": entities})
+    other_team = build({"policies": text, "schema": schema,
+                        "entities": entities.replace("helpdesk", "desk")})
+    assert len({policy.set_hash, changed.set_hash, other_team.set_hash}) == 3
+    engine = PolicyEngine([policy])
+    assert PolicyEngine([changed]).revision != engine.revision
+
+
+def test_a_set_is_compiled_once() -> None:
+    first, second = inline(PERMIT_ALL + "// once\n"), inline(PERMIT_ALL + "// once\n")
+    assert first.compiled is second.compiled
+
+
+# -- refused when the profile loads ----------------------------------------------------------
+
+
+def refused(config: dict[str, Any], match: str) -> PolicySourceError | MemoryConfigurationError:
+    with pytest.raises(MemoryConfigurationError, match=match) as info:
+        build(config)
+    return info.value
+
+
+def test_a_malformed_policy_names_its_line() -> None:
+    error = refused({"policies": PERMIT_ALL + "\n// two\n@id(\"broken\")\npermit (principal, "
+                                              "action, resource) when { resource.x == };\n"},
+                    r"<inline policies>:5: policy policy1: does not parse: ")
+    assert isinstance(error, PolicySourceError) and error.line == 5
+
+
+def test_a_policy_the_schema_refuses_names_the_policy_and_line() -> None:
+    error = refused({"policies": PERMIT_ALL + '\n@id("typo")\nforbid (principal, action, '
+                                              'resource) when { resource.projekt == "x" };'},
+                    r"<inline policies>:4: policy typo: does not validate against the schema "
+                    r"governed_memory_policies/governed-memory.cedarschema: typo \(line 4\): "
+                    r".*projekt")
+    assert isinstance(error, PolicySourceError) and error.policy == "typo"
+    refused({"policies": 'forbid (principal, action, resource) when { principal.kind == 3 };'},
+            r"<inline policies>:1: policy policy0: does not validate")
+    refused({"policies": 'permit (principal, action == GovernedMemory::Action::"erase", '
+                         'resource);'}, r"does not validate.*erase")
+
+
+@pytest.mark.parametrize(("config", "match"), [
+    ({}, "needs policies \\(the document inline\\) or policies_file"),
+    ({"policies": PERMIT_ALL, "policies_file": "/x.cedar"}, "give policies or policies_file"),
+    ({"policies": PERMIT_ALL, "schemas": "x"}, "unknown key schemas for policy 'cedar'; it "
+                                               "reads entities, entities_file, policies"),
+    ({"policies": 3}, "policies: expected the document as a string, got int"),
+    ({"policies_file": "rules.cedar"}, "policies_file: 'rules.cedar' is relative; give an "
+                                       "absolute path, or resource_package"),
+    ({"policies_file": "/nowhere/rules.cedar"},
+     "policies_file: cannot read '/nowhere/rules.cedar': FileNotFoundError"),
+    ({"policies_file": "policies/nope.cedar", "resource_package": "governed_memory_profiles"},
+     "cannot read 'policies/nope.cedar' in package 'governed_memory_profiles': "
+     "FileNotFoundError"),
+    ({"policies_file": "../x.cedar", "resource_package": "governed_memory_profiles"},
+     "must be relative to package 'governed_memory_profiles', inside it"),
+    ({"policies_file": "x.cedar", "resource_package": "no_such_package_here"},
+     "resource_package: no package named 'no_such_package_here' is installed"),
+    ({"policies": ""}, "holds no policy"),
+    ({"policies": "permit (principal == ?principal, action, resource);"}, "is a template"),
+    ({"policies": '@review\npermit (principal, action, resource);'},
+     ":1: policy policy0: @review marks a forbid policy"),
+    ({"policies": '@id("a") permit (principal, action, resource);\n'
+                  '@id("a") forbid (principal, action, resource);'},
+     ":2: policy a: @id 'a' is used twice"),
+    ({"policies": PERMIT_ALL, "schema": "namespace GovernedMemory { entity"},
+     "<inline schema>: the schema does not parse"),
+    ({"policies": PERMIT_ALL, "entities": "[{"}, "<inline entities>:1: not valid JSON"),
+    ({"policies": PERMIT_ALL, "entities": {"a": 1}}, "expected a JSON array, got object"),
+    ({"policies": PERMIT_ALL, "entities": [{"uid": {"type": "GovernedMemory::Principal",
+                                                    "id": "x"}, "attrs": {}, "parents": []}]},
+     "entity 0 is a GovernedMemory::Principal: those are built from each operation"),
+    ({"policies": PERMIT_ALL, "entities": [{"uid": {"type": "GovernedMemory::Team",
+                                                    "id": "x"}, "attrs": {}, "parents": []}]},
+     "<inline entities>: the entities do not fit the schema"),
+])
+def test_bad_configuration_is_refused_clearly(config: dict[str, Any], match: str) -> None:
+    refused(config, match)
+
+
+def test_a_schema_that_misses_an_action_is_refused() -> None:
+    schema = cedar_policy.reference_schema().replace('"purge_snapshots"', '"purge_snapshot"')
+    refused({"policies": PERMIT_ALL, "schema": schema},
+            r"<inline schema>: the schema does not describe the request of purge_snapshots")
+
+
+def test_a_schema_that_misses_an_attribute_is_refused() -> None:
+    schema = cedar_policy.reference_schema().replace("    sensitivity?: String,", "")
+    refused({"policies": PERMIT_ALL, "schema": schema},
+            r"<inline schema>: the schema does not describe the requests this policy sends: "
+            r"GovernedMemory::Memory has no attribute sensitivity of the type sent")
+    required = cedar_policy.reference_schema().replace("project_id?: String",
+                                                       "project_id: String")
+    refused({"policies": PERMIT_ALL, "schema": required},
+            r"sends: GovernedMemory::Memory requires project_id, which a request may leave out")
+    principal = cedar_policy.reference_schema().replace("user_id?: String", "user_id?: Long", 1)
+    refused({"policies": PERMIT_ALL, "schema": principal},
+            r"sends: GovernedMemory::Principal has no attribute user_id of the type sent")
+    typed = cedar_policy.reference_schema().replace("permissions: Set<String>",
+                                                    "permissions: Set<Long>")
+    refused({"policies": PERMIT_ALL, "schema": typed},
+            r"sends: GovernedMemory::Principal does not fit \(an attribute of another type")
+
+
+def test_a_policy_naming_a_missing_entity_is_refused() -> None:
+    schema = example_text("compliance-strict.cedarschema")
+    refused({"policies": example_text("compliance-strict.cedar"), "schema": schema},
+            r"<inline policies>:\d+: policy support-agents-never-write-foreign-preferences: "
+            r"fails on a sample \w+ request: .*GovernedMemory::Team::\"support\"")
+
+
+def test_a_file_on_disk_is_read_and_errors_name_it(tmp_path: Path) -> None:
+    path = tmp_path / "rules.cedar"
+    path.write_text(PERMIT_ALL + "forbid (principal, action, resource) when { 1 + };\n")
+    with pytest.raises(PolicySourceError, match=rf"{path}:3: policy policy1: does not parse"):
+        build({"policies_file": str(path)})
+    path.write_text(PERMIT_ALL)
+    assert build({"policies_file": str(path)}).compiled.names == {"policy0": "all"}
+
+
+def test_without_cedarpy_the_profile_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cedarpy", None)
+    with pytest.raises(MemoryConfigurationError,
+                       match=r"policy 'cedar' needs the cedarpy package \(pip install "
+                             r"'governed-memory\[cedar\]'\)"):
+        build({"policies": PERMIT_ALL})
+
+
+def test_the_reference_schema_declares_every_operation() -> None:
+    from governed_memory.operations import Operation
+
+    schema = cedar_policy.reference_schema()
+    for operation in Operation:
+        assert f'"{operation.value}"' in schema
+    assert only("cedar", {"policies": PERMIT_ALL}).policies.enabled == ("cedar",)
