@@ -2,14 +2,70 @@
 
 ``AuditSink`` appends; ``verify_trail`` proves a trail (and checkpoints) intact;
 ``query`` filters its events; ``subject_report`` answers "what happened to this
-person's data". See ``docs/compliance.md``.
+person's data". ``tree_checkpoint_of`` takes a Merkle checkpoint (``sign_checkpoint``
+signs it), ``prove_inclusion`` and ``prove_consistency`` prove against checkpoints, and
+``governed_memory.audit.proofs`` checks those proofs with nothing else at hand. See
+``docs/compliance.md``.
+
+The names are imported on first use (PEP 562): an auditor's
+``from governed_memory.audit.proofs import verify_inclusion`` must not load the sink,
+asyncio or the event model along with this package. ``query`` alone is bound now: it
+is also a submodule's name, and importing that submodule later would put the module
+where the function is expected.
 """
 
-from governed_memory.audit.chain import FORMAT, ChainFormatError, Checkpoint
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from governed_memory.audit.query import EventFilter, TrailEntry, iter_entries, query
-from governed_memory.audit.report import Erasure, SubjectActivity, SubjectReport, subject_report
-from governed_memory.audit.sink import AuditChainError, AuditSink, audit_sink_from_config
-from governed_memory.audit.verify import Problem, Verification, checkpoint_of, verify_trail
+from governed_memory.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from governed_memory.audit.chain import FORMAT, ChainFormatError, Checkpoint
+    from governed_memory.audit.proofs import (
+        ConsistencyProof,
+        InclusionProof,
+        ProofError,
+        TreeCheckpoint,
+        verify_consistency,
+        verify_inclusion,
+    )
+    from governed_memory.audit.proving import (
+        EventNotInTreeError,
+        prove_consistency,
+        prove_inclusion,
+    )
+    from governed_memory.audit.report import (
+        Erasure,
+        SubjectActivity,
+        SubjectReport,
+        subject_report,
+    )
+    from governed_memory.audit.signing import generate_key_pair, sign_checkpoint
+    from governed_memory.audit.sink import AuditChainError, AuditSink, audit_sink_from_config
+    from governed_memory.audit.verify import (
+        Problem,
+        Verification,
+        checkpoint_of,
+        tree_checkpoint_of,
+        verify_trail,
+    )
+
+_HOMES = {
+    "chain": ("FORMAT", "ChainFormatError", "Checkpoint"),
+    "proofs": ("ConsistencyProof", "InclusionProof", "ProofError", "TreeCheckpoint",
+               "verify_consistency", "verify_inclusion"),
+    "proving": ("EventNotInTreeError", "prove_consistency", "prove_inclusion"),
+    "report": ("Erasure", "SubjectActivity", "SubjectReport", "subject_report"),
+    "signing": ("generate_key_pair", "sign_checkpoint"),
+    "sink": ("AuditChainError", "AuditSink", "audit_sink_from_config"),
+    "verify": ("Problem", "Verification", "checkpoint_of", "tree_checkpoint_of",
+               "verify_trail"),
+}
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, {name: module for module, names in _HOMES.items() for name in names})
 
 __all__ = [
     "FORMAT",
@@ -17,17 +73,29 @@ __all__ = [
     "AuditSink",
     "ChainFormatError",
     "Checkpoint",
+    "ConsistencyProof",
     "Erasure",
     "EventFilter",
+    "EventNotInTreeError",
+    "InclusionProof",
     "Problem",
+    "ProofError",
     "SubjectActivity",
     "SubjectReport",
     "TrailEntry",
+    "TreeCheckpoint",
     "Verification",
     "audit_sink_from_config",
     "checkpoint_of",
+    "generate_key_pair",
     "iter_entries",
+    "prove_consistency",
+    "prove_inclusion",
     "query",
+    "sign_checkpoint",
     "subject_report",
+    "tree_checkpoint_of",
+    "verify_consistency",
+    "verify_inclusion",
     "verify_trail",
 ]

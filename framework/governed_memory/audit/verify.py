@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -33,6 +33,8 @@ from governed_memory.audit.chain import (
     genesis_hash,
     parse_line,
 )
+from governed_memory.audit.merkle import Frontier
+from governed_memory.audit.proofs import TreeCheckpoint, leaf_hash
 
 Pathish = str | os.PathLike[str]
 
@@ -75,6 +77,9 @@ class Verification:
     head: str | None
     checkpoints_checked: int
     problem: Problem | None = None
+    root: str | None = None
+    """The RFC 9162 Merkle root over the entries proven, when it was asked for (or a
+    Merkle checkpoint was checked) and the trail was given from its genesis."""
 
     @property
     def ok(self) -> bool:
@@ -127,7 +132,8 @@ def read_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
 class _Walker:
     """Walks a chain line by line, holding the head; ``step`` returns a problem or None."""
 
-    def __init__(self, wanted: frozenset[int] = frozenset(), keep_ids: int = 0) -> None:
+    def __init__(self, wanted: frozenset[int] = frozenset(), keep_ids: int = 0,
+                 merkle: bool = False) -> None:
         self.chain_id: str | None = None
         self.seq = 0
         self.first_seq = 0
@@ -139,6 +145,11 @@ class _Walker:
         self.hashes: dict[int, str] = {}
         self.event_ids: deque[str] = deque(maxlen=keep_ids)
         self.keep_ids = keep_ids
+        self.frontier = Frontier() if merkle else None
+        """The Merkle tree so far: two hashes an entry on top of the chain's one, so
+        only walks that need a root pay for it."""
+        self.roots: dict[int, bytes] = {}
+        """Merkle roots at the wanted entry numbers (only with a frontier)."""
 
     def resume_from(self, chain_id: str, seq: int, head: str, file_index: int) -> _Walker:
         """Continue a chain already walked up to entry ``seq`` (whose hash is ``head``)
@@ -169,6 +180,7 @@ class _Walker:
                     self.chain_id, self.seq, self.first_seq = str(value["chain_id"]), seq, seq
                     self.file_index = index
                     self.head, self.started = head, True
+                    self.frontier = None  # the entries before are not here to hash
                     self._keep(seq, head)
                     return None
                 if value["chain_id"] != self.chain_id:
@@ -191,9 +203,12 @@ class _Walker:
             return f"entry number {seq} where {self.seq + 1} was due (deleted or reordered)"
         if prev != self.head:
             return "prev does not match the previous entry's hash (deleted, reordered or inserted)"
-        if digest != entry_hash(prev, event_bytes(raw, value)):
+        body = event_bytes(raw, value)
+        if digest != entry_hash(prev, body):
             return "hash does not match the entry's event (the event was altered)"
         self.seq, self.head = seq, str(digest)
+        if self.frontier is not None:
+            self.frontier.append(leaf_hash(body))
         self._keep(seq, self.head)
         event_id = event.get("event_id")
         if self.keep_ids and isinstance(event_id, str):
@@ -203,25 +218,45 @@ class _Walker:
     def _keep(self, seq: int, digest: str) -> None:
         if seq in self.wanted:
             self.hashes[seq] = digest
+            if self.frontier is not None:
+                self.roots[seq] = self.frontier.root()
 
 
-def verify_trail(paths: Sequence[Pathish],
-                 checkpoints: Sequence[Checkpoint] = ()) -> Verification:
+AnyCheckpoint = Checkpoint | TreeCheckpoint
+"""A head-only checkpoint (the sink's), or a Merkle one (``audit checkpoint``'s)."""
+
+PROGRESS_EVERY: Final = 4096
+"""Lines between two progress reports (a call per line would be measurable)."""
+
+
+def size_of(checkpoint: AnyCheckpoint) -> int:
+    return checkpoint.tree_size if isinstance(checkpoint, TreeCheckpoint) else checkpoint.count
+
+
+def verify_trail(paths: Sequence[Pathish], checkpoints: Sequence[AnyCheckpoint] = (), *,
+                 merkle: bool = False,
+                 progress: Callable[[int], None] | None = None) -> Verification:
     """Verify the chain across ``paths`` (files in order, or directories), then each
-    checkpoint against it.
+    checkpoint against it: its head, and for a Merkle checkpoint its root too.
 
     A directory is the whole trail, so it must open with its genesis file: a directory
     whose first file continues a chain has lost the files before it. Files named one
     by one may start later (``first_seq`` says where), but a checkpoint is only proven
     over a trail that starts at its genesis, since it vouches for every entry up to it.
+    ``merkle`` computes the Merkle root of the whole trail (``Verification.root``);
+    ``progress`` is called now and then with the bytes read since its last call.
     """
     expanded = _expand(paths)
     files = tuple(path for path, _ in expanded)
-    walker = _Walker(frozenset(c.count for c in checkpoints))
+    merkle = merkle or any(isinstance(c, TreeCheckpoint) for c in checkpoints)
+    walker = _Walker(frozenset(size_of(c) for c in checkpoints), merkle=merkle)
 
     def result(problem: Problem | None, checked: int = 0) -> Verification:
+        root = (walker.frontier.root().hex()
+                if walker.frontier is not None and problem is None else None)
         return Verification(tuple(str(f) for f in files), walker.chain_id, walker.first_seq,
-                            walker.seq - walker.first_seq, walker.head, checked, problem)
+                            walker.seq - walker.first_seq, walker.head, checked, problem,
+                            root)
 
     if not files:
         where = ", ".join(str(p) for p in paths)
@@ -238,7 +273,13 @@ def verify_trail(paths: Sequence[Pathish],
                 return result(_not_a_trail(path, "the file is empty"))
             return result(Problem(str(path), 0, None, "empty file (no genesis or continue "
                                                       "line)"))
+        unreported = 0
         for number, raw, terminated in lines:
+            if progress is not None:
+                unreported += len(raw) + 1
+                if number % PROGRESS_EVERY == 0:
+                    progress(unreported)
+                    unreported = 0
             due = walker.seq + 1
             if not terminated:
                 return result(Problem(str(path), number, due,
@@ -260,6 +301,8 @@ def verify_trail(paths: Sequence[Pathish],
                 seq = value.get("seq") if value.get("kind") == ENTRY else None
                 return result(Problem(str(path), number,
                                       seq if isinstance(seq, int) else due, reason))
+        if progress is not None and unreported:
+            progress(unreported)
     return result(_check_checkpoints(walker, checkpoints, str(files[-1])), len(checkpoints))
 
 
@@ -283,7 +326,7 @@ def _opening_problem(walker: _Walker, value: dict[str, object], path: Path,
     return None
 
 
-def _check_checkpoints(walker: _Walker, checkpoints: Sequence[Checkpoint],
+def _check_checkpoints(walker: _Walker, checkpoints: Sequence[AnyCheckpoint],
                        last_file: str) -> Problem | None:
     if checkpoints and walker.first_seq > 0:
         return Problem(last_file, 0, walker.first_seq,
@@ -291,19 +334,26 @@ def _check_checkpoints(walker: _Walker, checkpoints: Sequence[Checkpoint],
                        "proves the entries before it are all there; a checkpoint is "
                        "checked only from the genesis: pass the trail's directory or "
                        "every file from audit-000001.jsonl on")
-    for checkpoint in sorted(checkpoints, key=lambda c: c.count):
+    for checkpoint in sorted(checkpoints, key=size_of):
+        count = size_of(checkpoint)
         if checkpoint.chain_id != walker.chain_id:
-            return Problem(last_file, 0, checkpoint.count,
+            return Problem(last_file, 0, count,
                            f"checkpoint belongs to chain {checkpoint.chain_id}, "
                            f"the trail is chain {walker.chain_id}")
-        if checkpoint.count > walker.seq:
-            return Problem(last_file, 0, checkpoint.count,
-                           f"truncated: the checkpoint covers {checkpoint.count} entries, "
+        if count > walker.seq:
+            return Problem(last_file, 0, count,
+                           f"truncated: the checkpoint covers {count} entries, "
                            f"the trail ends at entry {walker.seq}")
-        if walker.hashes.get(checkpoint.count) != checkpoint.head:
-            return Problem(last_file, 0, checkpoint.count,
+        if walker.hashes.get(count) != checkpoint.head:
+            return Problem(last_file, 0, count,
                            "the trail's hash at the checkpoint differs from the checkpoint's "
-                           "head (the trail was rewritten)")
+                           "head (the trail was rewritten, or the checkpoint altered)")
+        if (isinstance(checkpoint, TreeCheckpoint)
+                and walker.roots.get(count) != checkpoint.root_bytes):
+            return Problem(last_file, 0, count,
+                           "the trail's Merkle root at the checkpoint differs from the "
+                           "checkpoint's root, though the heads agree (the checkpoint's "
+                           "root was altered)")
     return None
 
 
@@ -313,6 +363,24 @@ class TrailProblemError(ValueError):
     def __init__(self, problem: Problem) -> None:
         super().__init__(str(problem))
         self.problem = problem
+
+
+def tree_checkpoint_of(paths: Sequence[Pathish], created_at: float, *,
+                       progress: Callable[[int], None] | None = None) -> TreeCheckpoint:
+    """A Merkle checkpoint (unsigned) of a trail that verifies, given from its genesis:
+    the whole chain is verified in the same walk that hashes the tree, so a checkpoint
+    never blesses damage. Raises ``TrailProblemError`` as :func:`checkpoint_of`."""
+    verification = verify_trail(paths, merkle=True, progress=progress)
+    if verification.problem is not None:
+        raise TrailProblemError(verification.problem)
+    if verification.first_seq or verification.root is None:
+        raise TrailProblemError(Problem(
+            verification.files[-1], 0, verification.first_seq,
+            f"the given files start after entry {verification.first_seq}: a Merkle "
+            "checkpoint covers the trail from its genesis (pass its directory)"))
+    assert verification.chain_id is not None and verification.head is not None
+    return TreeCheckpoint(verification.chain_id, verification.last_seq, verification.root,
+                          verification.head, created_at)
 
 
 def checkpoint_of(paths: Sequence[Pathish], created_at: float) -> Checkpoint:

@@ -1,35 +1,57 @@
-"""``governed-memory audit verify|checkpoint|query|report``: read a hash-chained trail.
+"""``governed-memory audit``: verify, query, report on, checkpoint and prove a trail.
 
 Exit codes, so a script can tell an alarm from a wrong argument:
 
-- 0 the trail verifies (and, for ``query``/``report``, was read);
-- 1 ``BROKEN``: it does not (tampering or damage; the first broken entry and why go to
-  stderr);
-- 2 bad arguments;
+- 0 the trail verifies (and, for ``query``/``report``, was read); the proof or
+  signature holds; the proof was written;
+- 1 ``BROKEN``: the trail does not verify, or no longer matches the checkpoint
+  (tampering or damage; the first broken entry and why go to stderr);
+- 2 bad arguments (including a file that is no checkpoint or proof at all, and a key
+  file that cannot be used or that others may read);
 - 3 not a hash-chained trail (a plain JSON lines event log, say);
-- 4 no trail here (a directory without ``audit-*.jsonl`` files).
+- 4 no trail here (a directory without ``audit-*.jsonl`` files);
+- 5 ``REFUSED``: a checkpoint or proof does not hold (unsigned where a key was given,
+  signed by another key, a bad signature, altered, of another trail, a wrong leaf or
+  path);
+- 6 the event is not within the checkpoint's tree (not in the trail, or appended
+  after the checkpoint was taken).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, NoReturn
 
 import click
 
-from governed_memory.audit.chain import ChainFormatError, Checkpoint
+from governed_memory.audit.chain import FORMAT, ChainFormatError, Checkpoint
+from governed_memory.audit.proofs import (
+    CHECKPOINT_FORMAT,
+    ConsistencyProof,
+    InclusionProof,
+    KeyFileError,
+    ProofError,
+    ProofFormatError,
+    TreeCheckpoint,
+    load_document,
+    verify_consistency,
+    verify_inclusion,
+)
 from governed_memory.audit.query import EventFilter, iso, parse_time, query
 from governed_memory.audit.report import CATEGORIES, SubjectReport, subject_report
 from governed_memory.audit.verify import (
     BROKEN,
     NO_TRAIL,
     NOT_A_TRAIL,
+    AnyCheckpoint,
     Problem,
     TrailProblemError,
     Verification,
-    checkpoint_of,
     verify_trail,
 )
 from governed_memory.converter import unstructure
@@ -37,9 +59,14 @@ from governed_memory.events import subject_hash
 
 TRAIL = click.argument("trail", nargs=-1, required=True,
                        type=click.Path(exists=True, path_type=Path))
+A_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 EXIT_CODES = {BROKEN: 1, NOT_A_TRAIL: 3, NO_TRAIL: 4}
 """Exit code by ``Problem.kind`` (0: verified; 2: bad arguments, click's own)."""
+EXIT_REFUSED: Final = 5
+EXIT_NOT_WITHIN: Final = 6
+PROGRESS_FROM_BYTES: Final = 64 * 1024 * 1024
+"""A trail this large takes seconds to read: show a bar (on a terminal only)."""
 
 
 @click.group()
@@ -47,21 +74,109 @@ def audit() -> None:
     """Verify, query and report on a hash-chained audit trail (the ``audit`` sink).
 
     TRAIL is the sink's directory or its ``audit-*.jsonl`` files in order.
+
+    \b
+    Exit codes: 0 ok; 1 BROKEN (the trail does not verify or no longer
+    matches the checkpoint); 2 bad arguments; 3 not a hash-chained trail;
+    4 no trail here; 5 REFUSED (a checkpoint or proof does not hold:
+    unsigned, another key, bad signature, altered, another trail, wrong
+    leaf or path); 6 the event is not within the checkpoint's tree.
     """
 
 
-def _checkpoints(paths: tuple[Path, ...]) -> list[Checkpoint]:
-    found: list[Checkpoint] = []
+def _checkpoints(paths: tuple[Path, ...]) -> list[tuple[str, AnyCheckpoint]]:
+    """Every checkpoint in the files (one JSON per line), with where it was found: the
+    sink's head-only ones and ``audit checkpoint``'s Merkle ones alike."""
+    found: list[tuple[str, AnyCheckpoint]] = []
     for path in paths:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise click.BadParameter(f"{path}: not a checkpoint file (not UTF-8 text)",
+                                     param_hint="--checkpoint") from None
+        for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
-            try:
-                found.append(Checkpoint.from_json(line))
-            except ChainFormatError as exc:
-                raise click.BadParameter(f"{path}:{number}: {exc}",
-                                         param_hint="--checkpoint") from None
+            where = f"{path}:{number}"
+            found.append((where, _checkpoint_line(line, where)))
     return found
+
+
+def _checkpoint_line(line: str, where: str) -> AnyCheckpoint:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        value = None
+    kind = value.get("format") if isinstance(value, dict) else None
+    if kind == CHECKPOINT_FORMAT:
+        try:
+            return TreeCheckpoint.from_json(line)
+        except ProofError as exc:
+            _refuse(f"{where}: {exc}")
+    try:
+        return Checkpoint.from_json(line)
+    except ChainFormatError as exc:
+        raise click.BadParameter(f"{where}: {exc}", param_hint="--checkpoint") from None
+
+
+def _tree_checkpoint(path: Path, option: str = "--checkpoint") -> TreeCheckpoint:
+    """The one Merkle checkpoint a file holds (what ``audit checkpoint`` wrote)."""
+    found = _checkpoints((path,))
+    if len(found) != 1:
+        raise click.BadParameter(f"{path}: holds {len(found)} checkpoints, give a file of "
+                                 "one", param_hint=option)
+    where, checkpoint = found[0]
+    if not isinstance(checkpoint, TreeCheckpoint):
+        raise click.BadParameter(f"{where}: a head-only checkpoint (format {FORMAT}) has no "
+                                 "Merkle root to prove against: take one with `audit "
+                                 "checkpoint`", param_hint=option)
+    return checkpoint
+
+
+def _refuse(message: str) -> NoReturn:
+    click.echo(f"REFUSED {message}", err=True)
+    raise SystemExit(EXIT_REFUSED)
+
+
+def _public_key(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from governed_memory.audit.signing import load_public_key_file
+
+    try:
+        return load_public_key_file(path)
+    except KeyFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="--public-key") from None
+
+
+def _signed_by(key: Any, checkpoints: list[tuple[str, AnyCheckpoint]]) -> None:
+    """Refuse (exit 5) unless every checkpoint is signed by ``key``."""
+    for where, checkpoint in checkpoints:
+        if not isinstance(checkpoint, TreeCheckpoint):
+            _refuse(f"{where}: a head-only checkpoint carries no signature, and one by the "
+                    "given key is required")
+        try:
+            checkpoint.verify_signature(key)
+        except ProofError as exc:
+            _refuse(f"{where}: {exc}")
+
+
+@contextlib.contextmanager
+def _progress(trail: tuple[Path, ...], label: str) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on stderr over the bytes of ``trail``, when it is large and stderr
+    a terminal (a pipe or a test gets the output alone)."""
+    from governed_memory.audit.proving import trail_bytes
+
+    total = trail_bytes(trail)
+    if total < PROGRESS_FROM_BYTES or not _interactive():
+        yield None
+        return
+    with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+        yield bar.update
+
+
+def _interactive() -> bool:
+    return sys.stderr.isatty()
 
 
 def _say(problem: Problem) -> None:
@@ -70,37 +185,57 @@ def _say(problem: Problem) -> None:
     click.echo(f"{prefix}{problem}", err=True)
 
 
-def _verified(trail: tuple[Path, ...], checkpoints: list[Checkpoint]) -> Verification:
+def _verified(trail: tuple[Path, ...], checkpoints: list[AnyCheckpoint]) -> Verification:
     verification = verify_trail(trail, checkpoints)
     if verification.problem is not None:
         _say(verification.problem)
     return verification
 
 
-def _exit_for(problem: Problem) -> None:
+def _exit_for(problem: Problem) -> NoReturn:
     raise SystemExit(EXIT_CODES.get(problem.kind, 1))
 
 
 @audit.command()
-@TRAIL
-@click.option("--checkpoint", "checkpoint_files", multiple=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.argument("trail", nargs=-1, required=False,
+                type=click.Path(exists=True, path_type=Path))
+@click.option("--checkpoint", "checkpoint_files", multiple=True, type=A_FILE,
               help="a file of exported checkpoints (one JSON per line) to check against")
+@click.option("--public-key", type=A_FILE, default=None,
+              help="a PEM Ed25519 public key: every checkpoint must be signed by it "
+                   "(without TRAIL, only the signatures are checked)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
-def verify(trail: tuple[Path, ...], checkpoint_files: tuple[Path, ...], as_json: bool) -> None:
-    """Prove every entry, link, file boundary and checkpoint; report the first break."""
-    verification = verify_trail(trail, _checkpoints(checkpoint_files))
+def verify(trail: tuple[Path, ...], checkpoint_files: tuple[Path, ...],
+           public_key: Path | None, as_json: bool) -> None:
+    """Prove every entry, link, file boundary and checkpoint; report the first break.
+    With --public-key, refuse (exit 5) a checkpoint that is unsigned, signed by another
+    key, or altered since it was signed."""
+    if not trail and not (checkpoint_files and public_key):
+        raise click.UsageError("give TRAIL, or --checkpoint with --public-key to check "
+                               "signatures alone")
+    found = _checkpoints(checkpoint_files)
+    key = _public_key(public_key)
+    if key is not None:
+        _signed_by(key, found)
+        if not trail:
+            _say_signed(found, as_json)
+            return
+    checkpoints = [checkpoint for _, checkpoint in found]
+    with _progress(trail, "verifying") as progress:
+        verification = verify_trail(trail, checkpoints, progress=progress)
     if as_json:
         body = unstructure(verification)
         body["ok"] = verification.ok
         body["status"] = verification.status
+        body["signatures_checked"] = len(found) if key is not None else 0
         click.echo(json.dumps(body, indent=2, sort_keys=True))
     elif verification.ok:
         start = (f" after entry {verification.first_seq} (earlier files not given)"
                  if verification.first_seq else "")
+        signed = f", {len(found)} signed by the key" if key is not None else ""
         click.echo(f"OK chain {verification.chain_id}: {verification.entries} entries"
                    f"{start} in {len(verification.files)} file(s), head {verification.head}, "
-                   f"{verification.checkpoints_checked} checkpoint(s) matched")
+                   f"{verification.checkpoints_checked} checkpoint(s) matched{signed}")
     else:
         assert verification.problem is not None
         _say(verification.problem)
@@ -108,17 +243,190 @@ def verify(trail: tuple[Path, ...], checkpoint_files: tuple[Path, ...], as_json:
         _exit_for(verification.problem)
 
 
+def _say_signed(found: list[tuple[str, AnyCheckpoint]], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"ok": True, "status": "ok", "signatures_checked": len(found),
+                               "checkpoints": [unstructure(c) for _, c in found]},
+                              indent=2, sort_keys=True))
+        return
+    for where, checkpoint in found:
+        assert isinstance(checkpoint, TreeCheckpoint)
+        click.echo(f"OK {where}: chain {checkpoint.chain_id}, {checkpoint.tree_size} "
+                   f"entries, root {checkpoint.root}, signed by {checkpoint.key_id}")
+
+
 @audit.command()
 @TRAIL
-def checkpoint(trail: tuple[Path, ...]) -> None:
-    """Print a checkpoint (entry count and head hash) of a trail that verifies, to keep
-    apart from the trail and pass to ``audit verify --checkpoint`` later."""
+@click.option("--sign", "key_file", type=A_FILE, default=None, metavar="KEYFILE",
+              help="sign it with this Ed25519 private key (PEM PKCS 8, unencrypted, "
+                   "mode 600)")
+def checkpoint(trail: tuple[Path, ...], key_file: Path | None) -> None:
+    """Print a checkpoint of a trail that verifies (entry count, Merkle root and chain
+    head, optionally signed), to keep apart from the trail and pass to ``audit verify
+    --checkpoint``, ``audit prove`` and ``audit consistency`` later."""
+    from governed_memory.audit.verify import tree_checkpoint_of
+
+    key = None
+    if key_file is not None:  # before the long walk: a bad key fails at once
+        from governed_memory.audit.signing import load_private_key
+
+        try:
+            key = load_private_key(key_file)
+        except KeyFileError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sign") from None
     try:
-        found = checkpoint_of(trail, time.time())
+        with _progress(trail, "checkpointing") as progress:
+            found = tree_checkpoint_of(trail, time.time(), progress=progress)
     except TrailProblemError as exc:
         _say(exc.problem)
         _exit_for(exc.problem)
+    if key is not None:
+        from governed_memory.audit.signing import sign_checkpoint
+
+        found = sign_checkpoint(found, key)
     click.echo(found.to_json())
+
+
+@audit.command()
+@click.argument("private_key", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("public_key", type=click.Path(dir_okay=False, path_type=Path))
+def keygen(private_key: Path, public_key: Path) -> None:
+    """Make an Ed25519 key pair for signing checkpoints: PRIVATE_KEY (PEM PKCS 8, mode
+    600) and PUBLIC_KEY (PEM) to hand to auditors. Prints the key id, never the key;
+    refuses to overwrite a file."""
+    from governed_memory.audit.signing import generate_key_pair
+
+    try:
+        kid = generate_key_pair(private_key, public_key)
+    except KeyFileError as exc:
+        raise click.BadParameter(str(exc)) from None
+    click.echo(f"key id {kid}")
+    click.echo(f"private key {private_key} (keep it where the trail's writers cannot "
+               f"reach), public key {public_key}", err=True)
+
+
+def _trail_failure(exc: Exception) -> NoReturn:
+    """The exit for what proving over a trail ran into."""
+    from governed_memory.audit.proving import EventNotInTreeError
+
+    if isinstance(exc, TrailProblemError):
+        _say(exc.problem)
+        _exit_for(exc.problem)
+    if isinstance(exc, EventNotInTreeError):
+        click.echo(str(exc), err=True)
+        raise SystemExit(EXIT_NOT_WITHIN)
+    _refuse(str(exc))
+
+
+@audit.command()
+@click.argument("event_id")
+@TRAIL
+@click.option("--checkpoint", "checkpoint_file", type=A_FILE, required=True,
+              help="the Merkle checkpoint to prove against (`audit checkpoint`'s output)")
+@click.option("--public-key", type=A_FILE, default=None,
+              help="refuse (exit 5) unless the checkpoint is signed by this key")
+@click.option("--event-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="also write the event's JSON here, to hand over with the proof")
+def prove(event_id: str, trail: tuple[Path, ...], checkpoint_file: Path,
+          public_key: Path | None, event_out: Path | None) -> None:
+    """Print an inclusion proof (JSON) that event EVENT_ID was in the trail when the
+    checkpoint was taken; `audit verify-proof` or governed_memory.audit.proofs checks
+    it with the event and the checkpoint alone. Exit 6 if the event is not within the
+    checkpoint."""
+    from governed_memory.audit.proving import EventNotInTreeError, prove_inclusion
+
+    cp = _tree_checkpoint(checkpoint_file)
+    key = _public_key(public_key)
+    if key is not None:
+        _signed_by(key, [(str(checkpoint_file), cp)])
+    try:
+        with _progress(trail, "proving") as progress:
+            proof, event = prove_inclusion(trail, event_id, cp, progress=progress)
+    except (TrailProblemError, EventNotInTreeError, ProofError) as exc:
+        _trail_failure(exc)
+    if event_out is not None:
+        event_out.write_bytes(event + b"\n")
+    click.echo(proof.to_json())
+    click.echo(f"event {event_id} is entry {proof.seq} of {proof.tree_size} "
+               f"({len(proof.audit_path)} hashes)", err=True)
+
+
+@audit.command()
+@click.argument("first", type=A_FILE)
+@click.argument("second", type=A_FILE)
+@TRAIL
+@click.option("--public-key", type=A_FILE, default=None,
+              help="refuse (exit 5) unless both checkpoints are signed by this key")
+def consistency(first: Path, second: Path, trail: tuple[Path, ...],
+                public_key: Path | None) -> None:
+    """Print a consistency proof (JSON) that checkpoint SECOND's tree extends FIRST's:
+    nothing FIRST covers was changed or removed by the time SECOND was taken."""
+    from governed_memory.audit.proofs import TreeSizeError
+    from governed_memory.audit.proving import prove_consistency
+
+    older, newer = _tree_checkpoint(first, "FIRST"), _tree_checkpoint(second, "SECOND")
+    key = _public_key(public_key)
+    if key is not None:
+        _signed_by(key, [(str(first), older), (str(second), newer)])
+    if older.tree_size > newer.tree_size:
+        raise click.BadParameter(f"FIRST covers {older.tree_size} entries, SECOND "
+                                 f"{newer.tree_size}: give the older checkpoint first")
+    try:
+        with _progress(trail, "proving") as progress:
+            proof = prove_consistency(trail, older, newer, progress=progress)
+    except TreeSizeError as exc:
+        raise click.BadParameter(str(exc)) from None
+    except (TrailProblemError, ProofError) as exc:
+        _trail_failure(exc)
+    click.echo(proof.to_json())
+
+
+@audit.command("verify-proof")
+@click.argument("proof_file", metavar="PROOF", type=A_FILE)
+@click.option("--checkpoint", "checkpoint_file", type=A_FILE, required=True,
+              help="the checkpoint the proof is against (for a consistency proof, the "
+                   "later one)")
+@click.option("--event", "event_file", type=A_FILE, default=None,
+              help="the event's JSON (inclusion proofs)")
+@click.option("--earlier", "earlier_file", type=A_FILE, default=None,
+              help="the earlier checkpoint (consistency proofs)")
+@click.option("--public-key", type=A_FILE, default=None,
+              help="refuse (exit 5) unless the checkpoint(s) are signed by this key")
+def verify_proof(proof_file: Path, checkpoint_file: Path, event_file: Path | None,
+                 earlier_file: Path | None, public_key: Path | None) -> None:
+    """Check an inclusion or consistency proof with nothing but it, the checkpoint(s)
+    and the event: no trail needed. Exit 5 (REFUSED) and why, if it does not hold."""
+    try:
+        document = load_document(proof_file.read_bytes())
+    except ProofFormatError as exc:
+        if "unknown format" in str(exc) or "not JSON" in str(exc):
+            raise click.BadParameter(f"{proof_file}: {exc}", param_hint="PROOF") from None
+        _refuse(f"{proof_file}: {exc}")
+    later = _tree_checkpoint(checkpoint_file)
+    key = _public_key(public_key)
+    try:
+        if isinstance(document, InclusionProof):
+            if event_file is None:
+                raise click.UsageError("an inclusion proof is checked with the event: "
+                                       "give --event")
+            verify_inclusion(event_file.read_bytes(), document, later, public_key=key)
+            click.echo(f"OK event {document.event_id} is entry {document.seq} of chain "
+                       f"{later.chain_id} at {later.tree_size} entries (root {later.root})"
+                       + (f", signed by {later.key_id}" if key is not None else ""))
+        elif isinstance(document, ConsistencyProof):
+            if earlier_file is None:
+                raise click.UsageError("a consistency proof is checked against two "
+                                       "checkpoints: give --earlier")
+            earlier = _tree_checkpoint(earlier_file, "--earlier")
+            verify_consistency(earlier, later, document, public_key=key)
+            click.echo(f"OK chain {later.chain_id} at {later.tree_size} entries extends "
+                       f"itself at {earlier.tree_size} entries"
+                       + (f", both signed by {later.key_id}" if key is not None else ""))
+        else:
+            raise click.BadParameter(f"{proof_file}: a checkpoint, not a proof",
+                                     param_hint="PROOF")
+    except ProofError as exc:
+        _refuse(str(exc))
 
 
 def _time(_: click.Context, __: click.Parameter, value: str | None) -> float | None:
