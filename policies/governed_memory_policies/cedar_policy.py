@@ -117,11 +117,14 @@ class CedarPolicy:
         self.revision = f"{CODE_REVISION}:{compiled.set_hash}"
         self._context = json.dumps(context_attributes(profile), sort_keys=True)
         self._authorize = cedarpy.is_authorized_batch
-        self._prepare = functools.lru_cache(maxsize=_CACHE_SIZE)(self._prepare_uncached)
+        # A decision is a pure function of the principal and the requests (the set, its
+        # entities and the context are fixed for this policy; Cedar reads no clock), so
+        # a repeated one is remembered, bounded, rather than evaluated again.
+        self._decisions = functools.lru_cache(maxsize=_CACHE_SIZE)(self._decide)
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
-        # Well under 100 µs a decision (bench/policy_cost.py), so it runs on the loop: a
-        # hop to a thread would cost more than the call.
+        # On the loop: a hop to a thread costs about what a decision does
+        # (bench/policy_cost.py), and would buy nothing on a GIL-bound call this short.
         try:
             return self.decide(check.principal, access_requests(check))
         except Exception as exc:  # fail closed, with a reason that says so
@@ -129,8 +132,12 @@ class CedarPolicy:
             return PolicyVerdict.deny(shorten(f"Cedar evaluation failed: {exc}"))
 
     def decide(self, principal: Principal, requests: Sequence[AccessRequest]) -> PolicyVerdict:
+        return self._decisions(principal, tuple(requests))
+
+    def _decide(self, principal: Principal, requests: tuple[AccessRequest, ...]
+                ) -> PolicyVerdict:
         compiled = self.compiled
-        prepared = self._prepare(principal, tuple(requests))
+        prepared = self._prepare(principal, requests)
         results = self._authorize(list(prepared.requests), compiled.policies,
                                   prepared.entities)
         verdicts: list[PolicyVerdict] = []
@@ -184,11 +191,9 @@ class CedarPolicy:
     def _ids(self, policies: Sequence[str]) -> str:
         return ", ".join(self.compiled.names.get(p, p) for p in policies)
 
-    def _prepare_uncached(self, principal: Principal, requests: tuple[AccessRequest, ...]
-                          ) -> _Prepared:
-        """The per-request entities and request bodies; kept (bounded) because an
-        agent's next operation usually has the same principal and scopes, and parsing
-        entities is most of what a Cedar call costs."""
+    def _prepare(self, principal: Principal, requests: tuple[AccessRequest, ...]
+                 ) -> _Prepared:
+        """The request's entities (parsed by Cedar) and request bodies."""
         entities, bodies = _render(principal_attributes(principal), requests,
                                    self._context)
         # Not validated against the schema again (that doubles the cost): the profile

@@ -74,6 +74,11 @@ _PACKAGE: Final = re.compile(r"package\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A
 _MESSAGE: Final = re.compile(r"\(errormsg (\d+):")
 _OFFSET: Final = re.compile(r"\(error \d+:(?P<file>[^|]*)\|(?P<offset>\d+)\|")
 _CACHE_SIZE: Final = 1024
+_IMPURE: Final = re.compile(r"\b(?:time\.now_ns|rand\.|uuid\.|http\.send|net\.lookup|"
+                            r"opa\.runtime|io\.jwt\.decode_verify|"
+                            r"crypto\.x509\.parse_and_verify)")
+"""Built-ins whose answer can change from one call to the next: a module naming one (even
+in a comment) has every decision evaluated afresh."""
 
 _WRAPPER: Final = """package {decision}
 
@@ -115,6 +120,8 @@ class CompiledModule:
     lock: threading.Lock
     package: str
     set_hash: str
+    pure: bool
+    """No built-in whose answer changes between calls (time, randomness, the network)."""
 
     def query(self, value: regopy.Input) -> Any:
         """The decision object, or an :class:`_Failure` saying why there is none.
@@ -159,10 +166,15 @@ class RegoPolicy:
         self._context = context_attributes(profile)
         self._input = regopy.Input
         self._inputs = functools.lru_cache(maxsize=_CACHE_SIZE)(self._input_uncached)
+        # A decision is a pure function of the input unless the module asks the clock,
+        # chance or the network: then it is evaluated every time, else remembered.
+        self.remembers = compiled.pure
+        self._decisions = (functools.lru_cache(maxsize=_CACHE_SIZE)(self._decide)
+                           if compiled.pure else self._decide)
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
-        # Runs on the loop: a decision costs less than a hop to a thread would
-        # (bench/policy_cost.py).
+        # On the loop: a hop to a thread costs about what a decision does
+        # (bench/policy_cost.py), and rego-cpp's interpreter is locked for one query anyway.
         try:
             return self.decide(check.principal, access_requests(check))
         except Exception as exc:  # fail closed
@@ -170,6 +182,10 @@ class RegoPolicy:
             return PolicyVerdict.deny(shorten(f"Rego evaluation failed: {exc}"))
 
     def decide(self, principal: Principal, requests: Sequence[AccessRequest]) -> PolicyVerdict:
+        return self._decisions(principal, tuple(requests))
+
+    def _decide(self, principal: Principal, requests: tuple[AccessRequest, ...]
+                ) -> PolicyVerdict:
         verdicts = [_verdict(request, self.compiled.query(self._inputs(principal, request)))
                     for request in requests]
         effect = max(v.effect for v in verdicts)
@@ -278,7 +294,8 @@ def _compile(module: Source, data: tuple[Source, Any] | None, digest: str) -> Co
     if not bundle.ok():
         raise PolicySourceError("does not compile", source=module.name)
     runner = _interpreter()
-    compiled = CompiledModule(bundle, runner, threading.Lock(), package, digest)
+    pure = _IMPURE.search(module.text) is None
+    compiled = CompiledModule(bundle, runner, threading.Lock(), package, digest, pure)
     _check_samples(compiled, module)
     return compiled
 

@@ -191,12 +191,13 @@ async def test_a_failing_engine_denies(monkeypatch: pytest.MonkeyPatch) -> None:
                                             "Cedar evaluation failed: engine down")
 
 
-async def test_repeated_requests_reuse_their_entities() -> None:
-    policy = inline(PERMIT_ALL)
+async def test_a_repeated_decision_is_remembered() -> None:
+    policy = inline(PERMIT_ALL + "// remembered\n")
     for _ in range(3):
         await verdict(policy, add())
-    info = policy._prepare.cache_info()
-    assert (info.hits, info.misses) == (2, 1)
+    await verdict(policy, add(key="another"))
+    info = policy._decisions.cache_info()
+    assert (info.hits, info.misses) == (2, 2)
 
 
 def test_no_content_reaches_cedar() -> None:

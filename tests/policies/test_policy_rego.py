@@ -177,12 +177,17 @@ async def test_a_failing_engine_denies(monkeypatch: pytest.MonkeyPatch) -> None:
     assert await verdict(policy, add()) == (Effect.DENY, "Rego evaluation failed: engine down")
 
 
-async def test_repeated_requests_reuse_their_input() -> None:
-    policy = inline(ALLOW_ALL + "# reuse\n")
+async def test_a_repeated_decision_is_remembered_unless_the_module_asks_the_clock() -> None:
+    policy = inline(ALLOW_ALL + "# remembered\n")
     for _ in range(3):
         await verdict(policy, add())
-    info = policy._inputs.cache_info()
-    assert (info.hits, info.misses) == (2, 1)
+    assert policy.remembers
+    assert policy._decisions.cache_info().hits == 2
+    clocked = inline(ALLOW_ALL + 'deny contains "late" if time.now_ns() < 0\n')
+    assert not clocked.remembers
+    for _ in range(3):
+        assert (await verdict(clocked, add()))[0] is Effect.ALLOW
+    assert clocked._inputs.cache_info().hits == 2  # its input is still built once
 
 
 # -- the revision ----------------------------------------------------------------------------
