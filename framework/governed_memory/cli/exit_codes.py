@@ -36,8 +36,9 @@ Exit codes:
   8  storage error
   9  unavailable (provider down, fail-closed audit trail cannot record)
 \b
-audit verify|query|report have their own: 1 BROKEN, 3 not a hash-chained
-trail, 4 no trail there (see `governed-memory audit --help`)."""
+audit commands have their own: 1 BROKEN, 3 not a hash-chained trail, 4 no
+trail there, 5 REFUSED (checkpoint or proof), 6 event outside the checkpoint
+(see `governed-memory audit --help`)."""
 
 
 def exit_code(code: str) -> int:
