@@ -1217,6 +1217,25 @@ def _rrf_grid(group: Sequence[Mapping[str, Any]], sets: Sequence[str]) -> list[s
     return lines
 
 
+METRICS = ("hit@1", "hit@5", "hit@10", "ndcg@10", "mean")
+
+
+def to_json(report: Mapping[str, Any]) -> str:
+    """The report as JSON, one study row a line; fusion rows keep their metrics as
+    lists in ``fusion_metrics`` order (the per-kind figures are in the lexical rows)."""
+    fusion = [{**row, "sets": {s: [m[k] for k in METRICS] for s, m in row["sets"].items()}}
+              for row in report["fusion"]]
+    parts = []
+    for key, value in {**report, "fusion_metrics": list(METRICS), "fusion": fusion}.items():
+        if key in ("lexical", "fusion"):
+            body = "[\n" + ",\n".join(json.dumps(row, separators=(",", ":"))
+                                       for row in value) + "\n]"
+        else:
+            body = json.dumps(value, indent=1)
+        parts.append(f"{json.dumps(key)}: {body}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--embedders", default="hashing,minilm",
@@ -1235,7 +1254,7 @@ def main() -> None:
     out = args.out if args.out is not None else (None if args.quick else RESULTS)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "analysis.json").write_text(json.dumps(report, indent=1) + "\n")
+        (out / "analysis.json").write_text(to_json(report))
         (out / "analysis.md").write_text(text)
     print(text)
 
