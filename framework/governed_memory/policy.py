@@ -124,8 +124,10 @@ class PolicyDecision:
         return next((o for o in self.outcomes if o.effect is Effect.DENY), None)
 
     def reasons(self) -> tuple[str, ...]:
+        """Every deny, review and transform, and each allow that says why (a policy set
+        naming the rules that permitted it): what an auditor reads in the event."""
         return tuple(f"{o.policy}: {o.reason}" for o in self.outcomes
-                     if o.effect is not Effect.ALLOW or o.transformed)
+                     if o.effect is not Effect.ALLOW or o.transformed or o.reason)
 
 
 def authorize_scope(principal: Principal, request: Request[Any]) -> str | None:

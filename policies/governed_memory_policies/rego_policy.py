@@ -216,7 +216,7 @@ def _verdict(request: AccessRequest, decision: Any) -> PolicyVerdict:
         return PolicyVerdict.deny(f"no Rego rule allows {request.action}")
     if review:
         return PolicyVerdict.review(shorten("; ".join(sorted(review))))
-    return PolicyVerdict.allow("allowed")
+    return PolicyVerdict.allow()  # `allow` carries no message: nothing to record
 
 
 def _shape_problem(decision: Any) -> str | None:

@@ -131,7 +131,10 @@ async def test_support_agents_write_no_preference_of_another_project(run: Run) -
     assert own.status is RecordStatus.ACTIVE
     committed = run.last("committed")
     assert (committed.outcome, committed.policy_revision) == ("committed", run.revision)
-    assert not any(r.startswith(f"{engine}:") for r in committed.reasons)
+    # Cedar names the policies that permitted the write; a Rego allow says nothing.
+    mine = [r for r in committed.reasons if r.startswith(f"{engine}:")]
+    assert mine == (["cedar: permitted by baseline"] if engine == "cedar"
+                    else []), mine
     fact = await run.manager.add(SUPPORT_BOT, BILLING, "the invoice is due on the 3rd",
                                  memory_type="fact", idempotency_key=run.key())
     # They may read another project but not change what is there.
