@@ -20,6 +20,8 @@ from typing import Any, Final
 
 from psycopg import AsyncConnection, sql
 
+from governed_memory_native import tokens
+from governed_memory_native.postgres_reindex import rebuild_lexical_index
 from governed_memory_native.schema_migrations import Migration, pending
 from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
 
@@ -475,7 +477,20 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS occurred_at double precision",
         ),
     ),
+    Migration(
+        version=9,
+        description="the lexical index rebuilt with the stemming analyzer: "
+                    + tokens.ANALYZER,
+        # No SQL: the terms come from Python (postgres_reindex), see _REBUILDS.
+        statements=(),
+    ),
 )
+
+_REBUILDS: Final = frozenset({9})
+"""Versions after whose statements the lexical index is rebuilt from the records with
+the current analyzer (:mod:`postgres_reindex`), in the same transaction. A version
+that changes what ``tokens.words`` returns belongs here (SQLite's counterpart rebuilds
+in SQL)."""
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 
@@ -550,6 +565,8 @@ async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at
         for migration in pending(MIGRATIONS, version, "schema"):
             for statement in migration.statements:
                 await conn.execute(statement)
+            if migration.version in _REBUILDS:
+                await rebuild_lexical_index(conn)
             await conn.execute(
                 f"INSERT INTO {MIGRATIONS_TABLE} (version, description, applied_at)"
                 " VALUES (%s, %s, %s)",

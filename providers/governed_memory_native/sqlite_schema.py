@@ -11,11 +11,51 @@ from __future__ import annotations
 
 from typing import Final
 
+from governed_memory_native import tokens
 from governed_memory_native.schema_migrations import Migration
 
 VECTOR_LOG_KEEP: Final = 10_000
 """Changes kept in ``vector_changes`` per (identity, scope): an index further behind than
 this rebuilds from the stored vectors instead of catching up."""
+
+
+_LEXICAL_BACKFILL: Final = (
+    # Active records are counted and indexed, with the terms of tokens.index_text (the
+    # analyzer every write uses), split and counted here. v9 built the index this way
+    # and v13 rebuilt it (new analyzer) into emptied tables.
+    """
+    INSERT INTO lexical_scopes (scope_hash, documents, total_length)
+        SELECT scope_hash, count(*), sum(token_count) FROM memory_records
+        WHERE status = 'active' GROUP BY scope_hash ORDER BY scope_hash
+    """,
+    """
+    INSERT INTO lexical_docs (doc, scope_id, length)
+        SELECT r.seq, s.scope_id, r.token_count FROM memory_records AS r
+        JOIN lexical_scopes AS s ON s.scope_hash = r.scope_hash
+        WHERE r.status = 'active'
+    """,
+    """
+    INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,
+                                  valid_from, invalid_at)
+        WITH RECURSIVE split (doc, rest, word) AS (
+            SELECT d.doc, gm_index_text(r.content) || ' ', ''
+            FROM lexical_docs AS d JOIN memory_records AS r ON r.seq = d.doc
+            UNION ALL
+            SELECT doc, substr(rest, instr(rest, ' ') + 1),
+                   substr(rest, 1, instr(rest, ' ') - 1)
+            FROM split WHERE rest <> ''
+        )
+        SELECT d.scope_id, w.word, w.doc, count(*), d.length, r.visibility,
+               r.valid_from, r.invalid_at
+        FROM split AS w JOIN lexical_docs AS d ON d.doc = w.doc
+        JOIN memory_records AS r ON r.seq = w.doc
+        WHERE w.word <> '' GROUP BY w.doc, w.word
+    """,
+    """
+    INSERT INTO lexical_terms (scope_id, term, documents)
+        SELECT scope_id, term, count(*) FROM lexical_postings GROUP BY scope_id, term
+    """,
+)
 
 
 def _vector_trigger(name: str, event: str, row: str, count: str, when: str = "") -> str:
@@ -321,40 +361,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             ) WITHOUT ROWID
             """,
             "CREATE INDEX lexical_postings_doc ON lexical_postings (doc)",
-            # Backfill: active records are counted and indexed, with the words of
-            # tokens.index_text (the tokenizer every write uses), split and counted here.
-            """
-            INSERT INTO lexical_scopes (scope_hash, documents, total_length)
-                SELECT scope_hash, count(*), sum(token_count) FROM memory_records
-                WHERE status = 'active' GROUP BY scope_hash ORDER BY scope_hash
-            """,
-            """
-            INSERT INTO lexical_docs (doc, scope_id, length)
-                SELECT r.seq, s.scope_id, r.token_count FROM memory_records AS r
-                JOIN lexical_scopes AS s ON s.scope_hash = r.scope_hash
-                WHERE r.status = 'active'
-            """,
-            """
-            INSERT INTO lexical_postings (scope_id, term, doc, tf, length, visibility,
-                                          valid_from, invalid_at)
-                WITH RECURSIVE split (doc, rest, word) AS (
-                    SELECT d.doc, gm_index_text(r.content) || ' ', ''
-                    FROM lexical_docs AS d JOIN memory_records AS r ON r.seq = d.doc
-                    UNION ALL
-                    SELECT doc, substr(rest, instr(rest, ' ') + 1),
-                           substr(rest, 1, instr(rest, ' ') - 1)
-                    FROM split WHERE rest <> ''
-                )
-                SELECT d.scope_id, w.word, w.doc, count(*), d.length, r.visibility,
-                       r.valid_from, r.invalid_at
-                FROM split AS w JOIN lexical_docs AS d ON d.doc = w.doc
-                JOIN memory_records AS r ON r.seq = w.doc
-                WHERE w.word <> '' GROUP BY w.doc, w.word
-            """,
-            """
-            INSERT INTO lexical_terms (scope_id, term, documents)
-                SELECT scope_id, term, count(*) FROM lexical_postings GROUP BY scope_id, term
-            """,
+            *_LEXICAL_BACKFILL,
             # No FTS5 any more: erasure no longer rewrites a global index ('optimize').
             "DROP TABLE memory_fts_terms",
             "DROP TABLE memory_fts",
@@ -469,6 +476,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             # records row the way type and metadata filters do, so the postings carry
             # no copy and need no rebuild.
             "ALTER TABLE memory_records ADD COLUMN occurred_at REAL",
+        ),
+    ),
+    Migration(
+        version=13,
+        description="the lexical index rebuilt with the stemming analyzer: "
+                    + tokens.ANALYZER,
+        statements=(
+            # Stored terms are the old analyzer's words (no possessive rule, no stems),
+            # which a query's stems would no longer meet: every lexical table is rebuilt
+            # from the records, as v9 first built it, with gm_index_text and
+            # gm_word_count (tokens.index_text and tokens.word_count, registered on the
+            # connection). The delta and tombstones are folded in by being rebuilt away.
+            "UPDATE memory_records SET token_count = gm_word_count(content)",
+            "DELETE FROM lexical_delta",
+            "DELETE FROM lexical_tombstones",
+            "DELETE FROM lexical_postings",
+            "DELETE FROM lexical_terms",
+            "DELETE FROM lexical_docs",
+            "DELETE FROM lexical_scopes",
+            *_LEXICAL_BACKFILL,
         ),
     ),
 )

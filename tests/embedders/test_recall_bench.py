@@ -147,7 +147,7 @@ async def test_the_bench_runs_end_to_end_on_a_small_data_set(tmp_path: Path) -> 
     report = await recall.run(args)
     methods = {(row["method"], row["path"]) for row in report["results"]}
     assert ("lexical (BM25)", "governed") in methods
-    assert ("hybrid (RRF k=60)", "baseline") in methods
+    assert ("hybrid (RRF k=5)", "baseline") in methods
     for row in report["results"]:
         assert 0.0 <= row["hit@5"] <= row["hit@10"] <= 1.0
     # the provider's exact cosine over the same embedder agrees with the brute-force one
@@ -155,7 +155,7 @@ async def test_the_bench_runs_end_to_end_on_a_small_data_set(tmp_path: Path) -> 
     rows = {(row["method"], row["path"]): row for row in report["results"]}
     governed, baseline = rows["vector (cosine)", "governed"], rows["vector (cosine)", "baseline"]
     assert abs(governed["hit@10"] - baseline["hit@10"]) <= 0.1
-    assert ("hybrid (RRF k=60)", "governed") in rows
+    assert ("hybrid (RRF k=5)", "governed") in rows
     assert report["meta"]["data"]["turns"] == 120
     assert "| lexical (BM25) | - | governed |" in recall.markdown(report)
 

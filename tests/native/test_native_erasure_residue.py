@@ -30,15 +30,18 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
+from governed_memory_native.tokens import words
 from lexical_support import check_sqlite_index, table_counts
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
 
 FILLER = ("tea", "green", "hike", "mountain", "coffee", "monday", "report", "launch",
           "carol", "office", "window", "seat", "zebra", "zone", "quiet", "query")
 MARKER = "zzqxjresidue"
-# Look for the tail of the marker, which no other term shares a prefix with (B-tree
-# pages may prefix-compress neighbouring keys).
-NEEDLE = MARKER[2:].encode()
+# Look for the tail of the marker's stem (the term the index stores; the content's word
+# starts with it too), which no other term shares a prefix with (B-tree pages may
+# prefix-compress neighbouring keys).
+NEEDLE = words(MARKER)[0][2:].encode()
+assert MARKER.encode().startswith(b"zz" + NEEDLE)
 
 
 def _rows_holding_needle(path: Path) -> dict[str, int]:

@@ -42,12 +42,12 @@ def _search(query: str, *scopes: Scope, limit: int = 10, **filters: object) -> S
 
 async def test_vector_candidates_find_what_words_miss(hybrid: NativeMemoryProvider,
                                                       clock: ManualClock) -> None:
-    teas = await hybrid.add(note("morning routine: jasmine teas"), make_ctx(clock))
+    teas = await hybrid.add(note("morning routine: jasmine teapots"), make_ctx(clock))
     await hybrid.add(note("evening: espresso shots"), make_ctx(clock))
     result = await hybrid.search(_search("tea"), make_ctx(clock))
     assert result.hits and result.hits[0].record.id == teas.id
     names = [signal.name for signal in result.hits[0].explanation.signals]
-    assert names == ["vector_cosine"]  # "tea" is not the word "teas"
+    assert names == ["vector_cosine"]  # "tea" is not the word "teapot" (nor its stem)
     assert result.snapshot_id is not None
 
 
@@ -62,7 +62,7 @@ async def test_both_signals_are_explained(hybrid: NativeMemoryProvider,
     assert set(signals) == {"lexical_bm25", "vector_cosine"}
     assert signals["lexical_bm25"].rank == 1 and signals["vector_cosine"].rank == 1
     assert 0 < signals["vector_cosine"].value <= 1
-    assert top.score == pytest.approx(2 / (60 + 1))  # both weights 1, rank 1 each
+    assert top.score == pytest.approx(2 / (5 + 1))  # both weights 1, rank 1 each (rrf_k 5)
     assert top.explanation.tie_break == "score desc, id asc"
     assert [hit.rank for hit in result.hits] == list(range(1, len(result.hits) + 1))
 
@@ -131,7 +131,7 @@ async def test_vectors_of_another_embedder_never_rank(tmp_path: Path,
     provider.configure_indexing(settings(ControlledEmbedder(), "sync"))
     await provider.start()
     try:
-        await provider.add(note("jasmine teas"), make_ctx(clock))
+        await provider.add(note("jasmine teapots"), make_ctx(clock))
         provider.configure_indexing(settings(ControlledEmbedder(revision_suffix="-2"), "sync"))
         result = await provider.search(_search("tea"), make_ctx(clock))
         assert result.hits == ()  # no lexical match, and the old vectors do not count
@@ -218,7 +218,7 @@ def test_fusion_weights_decide_between_signals() -> None:
                             now=0.0, limit=2)
     assert [item.record_id for item in first] == ["A", "B"]
     assert [item.record_id for item in second] == ["B", "A"]
-    assert first[0].score == pytest.approx(3 / 61 + 1 / 62)
+    assert first[0].score == pytest.approx(3 / 6 + 1 / 7)  # rrf_k 5: ranks 1 and 2
 
 
 @hsettings(max_examples=200, deadline=None)

@@ -22,8 +22,8 @@ FULLWIDTH = "\uff46\uff55\uff4c\uff4cwidth"  # "fullwidth" in fullwidth forms
 
 # (stored content, a query that must find it, the normalized word it shares)
 FORMS = [
-    ("ﬁnance report", "ﬁnance", "finance"),       # ligature
-    ("ﬁnance report", "finance", "finance"),
+    ("ﬁnance report", "ﬁnance", "financ"),        # ligature (stemmed: "financ")
+    ("ﬁnance report", "finance", "financ"),
     (FULLWIDTH + " note", FULLWIDTH, "fullwidth"),  # fullwidth forms
     (FULLWIDTH + " note", "fullwidth", "fullwidth"),
     ("x² formula", "x²", "x2"),                     # superscript
