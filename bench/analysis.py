@@ -57,6 +57,7 @@ import re
 import subprocess
 import sys
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -128,8 +129,20 @@ _POSSESSIVE = re.compile(r"(?<=[^\W_])['\u2019]s\b", re.IGNORECASE)
 _ALNUM = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
 
 
+_WORD = re.compile(r"[^\W_]+")
+
+
+def plain_words(text: str) -> list[str]:
+    """The provider's words before schema v13 (NFKD, combining marks dropped, case
+    folded, runs of letters and digits): the base every analyzer here extends. Since
+    v13 ``tokens.words`` is "possessive + stem" of these (checked on every run)."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return _WORD.findall(stripped.lower())
+
+
 def _stop_set(text: str) -> frozenset[str]:
-    return frozenset(word for item in text.split() for word in tokens.words(item))
+    return frozenset(word for item in text.split() for word in plain_words(item))
 
 
 SNOWBALL_STOP = _stop_set(SNOWBALL_ENGLISH_STOP)
@@ -151,7 +164,7 @@ class Analyzer:
     def __call__(self, text: str) -> list[str]:
         if self.possessive:
             text = _POSSESSIVE.sub("", text)
-        words = tokens.words(text)
+        words = plain_words(text)
         if self.split_digits:
             words = [part for word in words for part in _ALNUM.split(word) if part]
         if self.stop:
@@ -173,7 +186,7 @@ def _stemmer(algorithm: str) -> Any:
 
 
 ANALYZERS = (
-    Analyzer("provider (words)"),
+    Analyzer("words (before v13)"),
     Analyzer("possessive", possessive=True),
     Analyzer("stem", stem="english"),
     Analyzer("stop (Snowball list)", stop=SNOWBALL_STOP),
@@ -662,7 +675,7 @@ def stemmer_costs(datasets: Sequence[Data]) -> dict[str, Any]:
     for data in datasets:
         for split in data.splits:
             for text in split.texts["memory"] + split.queries:
-                stream.extend(tokens.words(text))
+                stream.extend(plain_words(text))
     vocabulary = sorted(set(stream))
     fast = Stemmer.Stemmer("english")
     uncached = Stemmer.Stemmer("english", 0)
@@ -758,10 +771,11 @@ def pool_costs(data: Data, store: Vectors | None, embedder: str | None,
 
 _GOVERNED = {"lexical (BM25)": ("lexical", 1.0, 0.0, None, None),
              "vector (cosine)": ("vector", 0.0, 1.0, None, None),
-             "hybrid (RRF k=60)": ("rrf", 1.0, 1.0, 60, 500),
-             "hybrid, lexical 2 : vector 1": ("rrf", 2.0, 1.0, 60, 500)}
-"""``recall.py``'s governed rows and the offline row that must equal each: it searches
-with limit 100, so its pools are ``retrieval.pool_size(100)`` = 500 per signal."""
+             recall.HYBRID_LABEL: ("rrf", 1.0, 1.0, recall.RRF_K, "rule"),
+             "hybrid, lexical 2 : vector 1": ("rrf", 2.0, 1.0, recall.RRF_K, "rule")}
+"""``recall.py``'s governed rows and the offline row that must equal each: its vector
+and hybrid searches ask for ``recall.SEARCH_LIMIT`` (10), so their pools are
+``retrieval.pool_size(10)`` = 50 per signal (the "rule" pools at limit 10)."""
 
 
 def verify(datasets: Sequence[Data], fusion: Sequence[Mapping[str, Any]],
@@ -771,7 +785,7 @@ def verify(datasets: Sequence[Data], fusion: Sequence[Mapping[str, Any]],
     if not path.is_file():
         return []
     report = json.loads(path.read_text())
-    assert retrieval.pool_size(100) == 500
+    assert retrieval.pool_size(recall.SEARCH_LIMIT) == 50
     sources = [(report["meta"]["data"], [r for r in report["results"]
                                          if r.get("path") == "governed"])]
     if "wiki" in report:
@@ -789,7 +803,8 @@ def verify(datasets: Sequence[Data], fusion: Sequence[Mapping[str, Any]],
         for row in rows:
             method, w_l, w_v, k, pool = _GOVERNED[row["method"]]
             embedder = "hashing" if row["embedder"] == "-" else row["embedder"]
-            mine = next((r for r in fusion if r["lexical"] == "provider"
+            # the provider's analyzer since v13 is the recommended one (see main)
+            mine = next((r for r in fusion if r["lexical"] == "recommended"
                          and r["vector"] == embedder and r["method"] == method
                          and r.get("w_lexical") == w_l and r.get("w_vector") == w_v
                          and r.get("rrf_k") == k and r.get("pool") == pool
@@ -847,6 +862,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         datasets = [conversations(args.seed, 4, 600), conversations(args.seed, 10, 600),
                     wiki(recall.WIKI_ARTICLES), wiki(None)]
     log("data: " + ", ".join(d.name for d in datasets))
+    provider = ANALYZERS_BY_NAME[RECOMMENDED["analyzer"]]
+    differ = sum(provider(text) != tokens.words(text) for data in datasets
+                 for split in data.splits for text in split.texts["memory"] + split.queries)
+    if differ:
+        raise AssertionError(f"tokens.words differs from {provider.name!r} on {differ} texts")
     lexical_rows, checks, indexes = lexical_study(datasets, log)
     best_lexical = min(lexical_rows, key=lambda r: r["rank"])
     lexical_configs = {

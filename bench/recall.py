@@ -26,7 +26,7 @@ of that ingest is reported. Two paths measure the rankings:
   vector 1). A provider that cannot do this says why and those rows are absent.
 - **baseline** (conversations only, clearly labelled): the governed lexical ranking, a
   brute-force cosine ranking over the embedder's vectors, and reciprocal-rank fusion
-  (k = 60) of the two; a yardstick for the provider's own cosine and fusion.
+  (the provider's default rrf_k) of the two; a yardstick for the provider's own cosine and fusion.
 
 Writes ``bench/results/recall.json`` and ``recall.md`` (``--quick`` writes nothing
 unless ``--out`` is given).
@@ -57,8 +57,12 @@ RESULTS = Path(__file__).parent / "results"
 KS = (1, 5, 10)
 NDCG_K = 10
 DEPTH = 100
-"""How deep each ranking goes (the provider's page limit, and the baseline's)."""
-RRF_K = 60
+"""How deep the lexical ranking and the baseline's rankings go (exact at any depth: the
+baseline fuses these with the provider's default rrf_k)."""
+SEARCH_LIMIT = max(*KS, NDCG_K)
+"""The page a vector or hybrid search asks for: the deepest k scored, as an application
+asking for its top 10 would (the provider's candidate pools follow the limit:
+``max(5 x limit, 50)`` per signal)."""
 TENANT = "bench"
 INGEST_CONCURRENCY = 32
 WIKI_ARTICLES = 40
@@ -68,7 +72,17 @@ queries) keep a MiniLM run within minutes on two cores; 0 takes them all."""
 Ranking = tuple[str, ...]
 """Memory ids of the data set (turn or passage ids), best first."""
 
-GOVERNED_LABELS = {"vector": "vector (cosine)", "hybrid": "hybrid (RRF k=60)",
+
+def _rrf_k() -> int:
+    from governed_memory.indexing import RankingConfig
+
+    return RankingConfig().rrf_k
+
+
+RRF_K = _rrf_k()
+"""The provider's default reciprocal-rank constant, which the baseline uses too."""
+HYBRID_LABEL = f"hybrid (RRF k={RRF_K})"
+GOVERNED_LABELS = {"vector": "vector (cosine)", "hybrid": HYBRID_LABEL,
                    "hybrid-lexical-2": "hybrid, lexical 2 : vector 1"}
 
 
@@ -209,7 +223,8 @@ async def store_conversations(manager: Any, data: DataSet) -> Ingest:
 
 
 async def search_conversations(manager: Any, data: DataSet, ranking: Any = None,
-                               signals: set[str] | None = None) -> dict[str, Ranking]:
+                               signals: set[str] | None = None,
+                               limit: int = DEPTH) -> dict[str, Ranking]:
     """Every question searched in its conversation's scope with ``ranking`` options; the
     names of the signals the hits' explanations carry are added to ``signals``."""
     principal = _principal()
@@ -217,7 +232,7 @@ async def search_conversations(manager: Any, data: DataSet, ranking: Any = None,
     for conversation in data.conversations:
         scope = _scope(conversation)
         for question in conversation.questions:
-            result = await manager.search(principal, scope, question.text, limit=DEPTH,
+            result = await manager.search(principal, scope, question.text, limit=limit,
                                           ranking=ranking)
             if signals is not None:
                 signals.update(signal.name for hit in result.hits
@@ -302,7 +317,8 @@ async def provider_vector_rankings(backend: str, directory: Path, embedder: str,
         out: dict[str, dict[str, Ranking]] = {}
         for method, options in ranking_options().items():
             seen: set[str] = set()
-            out[method] = await search_conversations(manager, data, options, seen)
+            out[method] = await search_conversations(manager, data, options, seen,
+                                                     SEARCH_LIMIT)
             if method == "vector" and (missing := _vector_signal_missing(seen)):
                 return missing  # never label lexical as vector
         return out, ingest
@@ -366,11 +382,12 @@ async def wiki_store(manager: Any, data: Any) -> Ingest:
 
 
 async def wiki_search(manager: Any, data: Any, ranking: Any = None,
-                      signals: set[str] | None = None) -> dict[str, Ranking]:
+                      signals: set[str] | None = None,
+                      limit: int = DEPTH) -> dict[str, Ranking]:
     principal, scope = _principal(), _wiki_scope()
     rankings: dict[str, Ranking] = {}
     for query in data.queries:
-        result = await manager.search(principal, scope, query.text, limit=DEPTH,
+        result = await manager.search(principal, scope, query.text, limit=limit,
                                       ranking=ranking)
         if signals is not None:
             signals.update(signal.name for hit in result.hits
@@ -405,7 +422,7 @@ async def wiki_run(args: argparse.Namespace, plugins: Any, directory: Path,
             ingests.append({"embedder": name, **ingest.summary()})
             for method, options in ranking_options().items():
                 seen: set[str] = set()
-                found = await wiki_search(manager, data, options, seen)
+                found = await wiki_search(manager, data, options, seen, SEARCH_LIMIT)
                 if method == "vector" and (missing := _vector_signal_missing(seen)):
                     return missing
                 rows.append({"method": GOVERNED_LABELS[method], "embedder": name,
@@ -472,7 +489,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 found, throughput[name] = await baseline_rankings(embedder, data, lexical)
                 rows.append({"method": "vector (cosine)", "embedder": name, "path": "baseline",
                              **summarise(questions, found["vector"])})
-                rows.append({"method": "hybrid (RRF k=60)", "embedder": name,
+                rows.append({"method": HYBRID_LABEL, "embedder": name,
                              "path": "baseline", **summarise(questions, found["hybrid"])})
                 if args.ablation:
                     bare, _ = await baseline_rankings(embedder, data, lexical,
@@ -579,7 +596,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "(the provider's weighted reciprocal-rank fusion, lexical 1 : vector 1), and "
         "lexical 2 : vector 1. `baseline` rows are a stand-alone yardstick computed by "
         "this bench from the same embedder: brute-force cosine, and reciprocal-rank fusion "
-        "(k = 60, equal weights) of that with the governed BM25 ranking; the last row per "
+        f"(k = {RRF_K}, equal weights) of that with the governed BM25 ranking; the last row per "
         "embedder embeds the turn text without the speaker's name.",
         "",
         "| method | embedder | path | hit@1 | hit@5 | hit@10 | nDCG@10 | " + " | ".join(

@@ -195,9 +195,11 @@ def load(articles: int | None = None) -> WikiSet:
             continue
         titles.append(title)
         passages.extend(mine)
+        # by first passage, a heading before its subheadings: the order (and so the
+        # fingerprint) must not depend on the set's hash order (PYTHONHASHSEED)
         paths = sorted({p.path[:depth] for p in mine for depth in range(1, len(p.path) + 1)},
-                       key=lambda h: next(i for i, p in enumerate(mine)
-                                          if p.path[:len(h)] == h))
+                       key=lambda h: (next(i for i, p in enumerate(mine)
+                                           if p.path[:len(h)] == h), len(h), h))
         for heading_path in paths:
             relevance = {p.passage_id: 2 if p.path[:len(heading_path)] == heading_path
                          else 1 for p in mine}
