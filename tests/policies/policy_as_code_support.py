@@ -9,10 +9,13 @@ from importlib.resources import files
 from typing import Any
 
 import pytest
+from actors import ALICE
+from governed_memory.policy import Effect, MemoryPolicy
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.profiles import MemoryProfileSpec, load_profile
+from governed_memory.requests import AddRequest
 from governed_memory.scope import Scope
-from policy_support import profile
+from policy_support import check, profile
 
 PACKAGE = "governed_memory_profiles"
 EXAMPLES = "policies"
@@ -66,3 +69,14 @@ ALICE_ADMIN = Principal("user:alice-admin", PrincipalKind.USER, "acme", "alice",
                         frozenset({Permission.READ, Permission.WRITE, Permission.ADMIN}))
 HELPDESK = Scope("acme", project_id="helpdesk", user_id="alice")
 BILLING = Scope("acme", project_id="billing", user_id="alice")
+
+
+async def verdict(policy: MemoryPolicy, request: Any, principal: Principal = ALICE
+                  ) -> tuple[Effect, str]:
+    """The effect and reason ``policy`` gives ``request`` by ``principal``."""
+    found = await policy.evaluate(check(request, principal))
+    return found.effect, found.reason
+
+
+def add(scope: Scope = HELPDESK, **fields: Any) -> AddRequest:
+    return AddRequest(scope=scope, content="prefers tea", **fields)

@@ -17,9 +17,11 @@ from policy_as_code_support import (
     HELPDESK,
     OTHER_BOT,
     SUPPORT_BOT,
+    add,
     example_text,
     only,
     require,
+    verdict,
 )
 
 require("cedarpy", "cedar")
@@ -50,16 +52,6 @@ def build(config: dict[str, Any]) -> cedar_policy.CedarPolicy:
 
 def inline(policies: str, **extra: Any) -> cedar_policy.CedarPolicy:
     return build({"policies": policies, **extra})
-
-
-async def verdict(policy: cedar_policy.CedarPolicy, request: Any, principal: Any = ALICE
-                  ) -> tuple[Effect, str]:
-    found = await policy.evaluate(check(request, principal))
-    return found.effect, found.reason
-
-
-def add(scope: Scope = HELPDESK, **fields: Any) -> AddRequest:
-    return AddRequest(scope=scope, content="prefers tea", **fields)
 
 
 # -- the example set for compliance-strict, rule by rule -----------------------------------

@@ -16,18 +16,19 @@ from policy_as_code_support import (
     OTHER_BOT,
     REGO_EXAMPLE,
     SUPPORT_BOT,
+    add,
     example_text,
     require,
+    verdict,
 )
 
 require("regopy", "rego")
 
-from actors import ADMIN, ALICE, ALICE_SCOPE  # noqa: E402
+from actors import ADMIN, ALICE_SCOPE  # noqa: E402
 from governed_memory.errors import MemoryConfigurationError  # noqa: E402
 from governed_memory.policy import Effect, PolicyEngine  # noqa: E402
 from governed_memory.records import MemoryType, Provenance  # noqa: E402
 from governed_memory.requests import (  # noqa: E402
-    AddRequest,
     DeleteRequest,
     DeleteUserRequest,
     GetRequest,
@@ -37,7 +38,7 @@ from governed_memory.requests import (  # noqa: E402
 from governed_memory.scope import Scope  # noqa: E402
 from governed_memory_policies import rego_policy  # noqa: E402
 from governed_memory_policies.policy_as_code import PolicySourceError  # noqa: E402
-from policy_support import check, profile  # noqa: E402
+from policy_support import profile  # noqa: E402
 
 PROFILE = profile()
 HEADER = "package test.memory\n\nimport rego.v1\n\n"
@@ -50,16 +51,6 @@ def build(config: dict[str, Any]) -> rego_policy.RegoPolicy:
 
 def inline(module: str, **extra: Any) -> rego_policy.RegoPolicy:
     return build({"module": module, **extra})
-
-
-async def verdict(policy: rego_policy.RegoPolicy, request: Any, principal: Any = ALICE
-                  ) -> tuple[Effect, str]:
-    found = await policy.evaluate(check(request, principal))
-    return found.effect, found.reason
-
-
-def add(scope: Scope = HELPDESK, **fields: Any) -> AddRequest:
-    return AddRequest(scope=scope, content="prefers tea", **fields)
 
 
 # -- the example module for compliance-strict, rule by rule --------------------------------
