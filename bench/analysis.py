@@ -57,7 +57,6 @@ import re
 import subprocess
 import sys
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -125,20 +124,13 @@ then there these they this to was will with
 """
 """Lucene's classic ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (33 words)."""
 
-_POSSESSIVE = re.compile(r"(?<=[^\W_])['\u2019]s\b", re.IGNORECASE)
+_POSSESSIVE = tokens.POSSESSIVE
 _ALNUM = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
 
 
-_WORD = re.compile(r"[^\W_]+")
-
-
-def plain_words(text: str) -> list[str]:
-    """The provider's words before schema v13 (NFKD, combining marks dropped, case
-    folded, runs of letters and digits): the base every analyzer here extends. Since
-    v13 ``tokens.words`` is "possessive + stem" of these (checked on every run)."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return _WORD.findall(stripped.lower())
+# The provider's words before schema v13, the base every analyzer here extends; since
+# v13 tokens.words is "possessive + stem" of these (checked on every run).
+plain_words = tokens.plain_words
 
 
 def _stop_set(text: str) -> frozenset[str]:

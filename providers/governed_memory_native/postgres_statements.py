@@ -194,9 +194,9 @@ class PostgresRecords(SqlRecords):
         self._tx = tx
 
     @staticmethod
-    def _lexical_params(record: MemoryRecord) -> dict[str, Any]:
-        """:data:`_LEXICAL_INDEX`'s parameters for ``record``'s current content."""
-        terms = words(record.content)
+    def _lexical_params(record: MemoryRecord, terms: list[str]) -> dict[str, Any]:
+        """:data:`_LEXICAL_INDEX`'s parameters for ``record``'s current content, whose
+        terms (``words(record.content)``) the caller has already counted."""
         counts = Counter(terms)
         return {"lex_scope": record.scope_hash, "lex_length": len(terms),
                 "lex_visibility": record.visibility.value,
@@ -210,13 +210,14 @@ class PostgresRecords(SqlRecords):
         columns = ", ".join(RECORD_COLUMNS)
         values = ", ".join(f"%({name})s" for name in RECORD_COLUMNS)
         params = record_params(record)
-        params["token_count"] = len(words(record.content))
+        terms = words(record.content)  # tokenized once: token_count and the postings
+        params["token_count"] = len(terms)
         insert = (f"INSERT INTO memory_records ({columns}, token_count)"
                   f" VALUES ({values}, %(token_count)s)")
         if record.status is not RecordStatus.ACTIVE:
             await self._tx.queue(insert, params)
             return
-        params.update(self._lexical_params(record))
+        params.update(self._lexical_params(record, terms))
         await self._tx.queue(f"WITH r AS ({insert} RETURNING seq),{_LEXICAL_INDEX}", params)
 
     async def insert_new(self, versions: Sequence[MemoryVersion]) -> None:
@@ -317,7 +318,8 @@ class PostgresRecords(SqlRecords):
         )
         params = record_params(record)
         params["expected_revision"] = expected_revision
-        params["token_count"] = len(words(record.content))
+        terms = words(record.content)
+        params["token_count"] = len(terms)
         rows = await self._tx.rows(
             f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
             " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
@@ -330,7 +332,7 @@ class PostgresRecords(SqlRecords):
         await self._tx.queue(_UNINDEX, {"docs": [seq]})
         if record.status is RecordStatus.ACTIVE:
             await self._tx.queue(f"WITH r AS (SELECT %(doc)s::bigint AS seq),{_LEXICAL_INDEX}",
-                              {"doc": seq, **self._lexical_params(record)})
+                              {"doc": seq, **self._lexical_params(record, terms)})
         return True
 
 

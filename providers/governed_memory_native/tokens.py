@@ -25,7 +25,7 @@ stored records.
 Stored postings hold the terms of the analyzer that wrote them, so changing what
 :func:`words` returns for any text is a schema change: it needs a migration that
 rebuilds every backend's lexical index (SQLite v13 and PostgreSQL v9 did it for
-:data:`ANALYZER`), and ``tests/native/test_native_tokenizer.py`` pins the output.
+:data:`ANALYZER`), and ``tests/native/test_native_analyzer_migration.py`` pins the output.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ ANALYZER: Final = "words/nfkd-casefold + possessive + snowball-english (PyStemme
 """What :func:`words` does, as recorded in the migrations that indexed with it."""
 
 _WORD: Final = re.compile(r"[^\W_]+")
-_POSSESSIVE: Final = re.compile(r"(?<=[^\W_])['\u2019]s\b", re.IGNORECASE)
+POSSESSIVE: Final = re.compile(r"(?<=[^\W_])['\u2019]s\b", re.IGNORECASE)
+"""An English possessive's ``'s`` (or ``\u2019s``) after a letter or digit."""
 MAX_QUERY_TOKENS: Final = 128
 """Bounds the cost of one search: a 4 KiB query could otherwise OR a thousand terms."""
 
@@ -57,11 +58,18 @@ class _Stemmers(threading.local):
 _STEMMERS: Final = _Stemmers()
 
 
-def words(text: str) -> list[str]:
-    """Every term of ``text``, normalized and stemmed, in order and with repeats."""
-    decomposed = unicodedata.normalize("NFKD", _POSSESSIVE.sub("", text))
+def plain_words(text: str) -> list[str]:
+    """Every word of ``text``, normalized but neither stemmed nor stripped of
+    possessives: the analyzer before SQLite v13, which ``bench/analysis.py`` extends."""
+    decomposed = unicodedata.normalize("NFKD", text)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     found: list[str] = _WORD.findall(stripped.lower())
+    return found
+
+
+def words(text: str) -> list[str]:
+    """Every term of ``text``, normalized and stemmed, in order and with repeats."""
+    found = plain_words(POSSESSIVE.sub("", text))
     if not found:
         return found
     stems: list[str] = _STEMMERS.english.stemWords(found)
