@@ -16,9 +16,13 @@ matched: deny). A policy that errors denies (Cedar would skip it, which for a fo
 would fail open).
 
 Everything that can be checked when the profile loads is: the policies parse and
-validate against the schema (an error names the file, the line and the policy), the
-schema describes every request this plugin sends, and every policy evaluates without
-error on sample requests. Parsing happens once per policy set, not per call.
+validate against the schema (an error names the file, the line and the policy's
+``@id``), every policy can apply (:mod:`governed_memory_policies.cedar_checks`: no
+attribute a request never carries, no ``has`` of an undeclared attribute, no condition
+the validator proves false), the schema describes every request this plugin sends, and
+every policy evaluates without error on sample requests. Parsing happens once per
+policy set, not per call. A policy that errors at evaluation is named by its ``@id`` in
+the reason, as in every other reason.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
@@ -38,6 +43,7 @@ from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.principal import Principal
 from governed_memory.profiles.spec import MemoryProfileSpec
 
+from governed_memory_policies.cedar_checks import Problem, find_problems
 from governed_memory_policies.names import CEDAR
 from governed_memory_policies.policy_as_code import (
     SAMPLE_PRINCIPALS,
@@ -47,6 +53,7 @@ from governed_memory_policies.policy_as_code import (
     access_requests,
     check_keys,
     context_attributes,
+    json_kind,
     missing_package,
     principal_attributes,
     read_json_document,
@@ -74,6 +81,9 @@ CONFIG_KEYS: Final = ("policies", "policies_file", "schema", "schema_file", "ent
                       "entities_file", "resource_package")
 _REQUEST_ERROR: Final = "failed to build request"
 _CACHE_SIZE: Final = 1024
+ENTITY_EXAMPLE: Final = ('[{"uid": {"type": "GovernedMemory::Team", "id": "support"}, '
+                         '"attrs": {"agents": ["agent:support-bot"]}, "parents": []}]')
+"""The shape of ``entities``, shown when a value does not have it."""
 
 
 def reference_schema() -> str:
@@ -162,8 +172,7 @@ class CedarPolicy:
         matched (whether the rest permits decides)."""
         diagnostics = result.diagnostics
         if diagnostics.errors:
-            return PolicyVerdict.deny(shorten(f"Cedar evaluation failed: "
-                                              f"{diagnostics.errors[0]}"))
+            return self._failed(diagnostics.errors[0])
         determining = list(diagnostics.reasons)
         if result.allowed:
             return PolicyVerdict.allow(f"permitted by {self._ids(determining)}")
@@ -177,8 +186,7 @@ class CedarPolicy:
     def _review_verdict(self, request: AccessRequest, held: cedarpy.AuthzResult,
                         rest: cedarpy.AuthzResult) -> PolicyVerdict:
         if rest.diagnostics.errors:
-            return PolicyVerdict.deny(shorten(f"Cedar evaluation failed: "
-                                              f"{rest.diagnostics.errors[0]}"))
+            return self._failed(rest.diagnostics.errors[0])
         if not rest.allowed:
             return PolicyVerdict.deny(f"no Cedar policy permits {request.action}")
         notes = []
@@ -187,6 +195,12 @@ class CedarPolicy:
             notes.append(self.compiled.names.get(policy, policy) + (f" ({note})" if note
                                                                     else ""))
         return PolicyVerdict.review(shorten("held for review by " + ", ".join(notes)))
+
+    def _failed(self, error: str) -> PolicyVerdict:
+        """A denial naming the policy that erred by its ``@id`` (Cedar says
+        ``policy3``, which no reviewer knows)."""
+        return PolicyVerdict.deny(shorten("Cedar evaluation failed: "
+                                          + evaluation_error(error, self.compiled.names)))
 
     def _ids(self, policies: Sequence[str]) -> str:
         return ", ".join(self.compiled.names.get(p, p) for p in policies)
@@ -246,7 +260,8 @@ def build(config: Mapping[str, Any], profile: MemoryProfileSpec) -> CedarPolicy:
     assert policies is not None
     schema = read_source(config, "schema", required=False) or Source(
         f"governed_memory_policies/{REFERENCE_SCHEMA}", reference_schema())
-    entities = read_json_document(config, "entities", expect=list)
+    entities = read_json_document(config, "entities", expect=list,
+                                  shape=f"an array of entities, e.g. {ENTITY_EXAMPLE}")
     return CedarPolicy(compile_set(policies, schema, entities), profile)
 
 
@@ -272,7 +287,8 @@ def _compile(policies: Source, schema: Source, entities: tuple[Source, Any] | No
              digest: str) -> CompiledSet:
     import cedarpy
 
-    starts = _policy_lines(policies.text)
+    spans = _statements(policies.text)
+    starts = [line for _, _, line in spans]
     try:
         parsed = cedarpy.PolicySet.from_str(policies.text)
     except ValueError as exc:
@@ -317,6 +333,16 @@ def _compile(policies: Source, schema: Source, entities: tuple[Source, Any] | No
     compiled = CompiledSet(parsed, without_review, schema_handle, base, names, review,
                            digest)
     _check_requests(compiled, policies, schema, starts)
+    # After the schema is known to describe the requests: a schema that lacks an
+    # attribute a request carries is named as such, not as a policy that cannot apply.
+    try:
+        problems = find_problems(static, schema_handle,
+                                 {"principal": PRINCIPAL_TYPE, "resource": RESOURCE_TYPE})
+    except ValueError as exc:  # Cedar refused a probe: refuse the set rather than guess
+        raise PolicySourceError(f"could not be checked: {_first_line(exc)}",
+                                source=policies.name) from None
+    if problems:
+        raise _never_applies(policies, spans, names, problems)
     return compiled
 
 
@@ -338,15 +364,85 @@ def _base_entities(entities: tuple[Source, Any] | None, schema: cedarpy.Schema
 
     source, value = entities if entities else (Source("<no entities>", "[]"), [])
     for index, entity in enumerate(value):
-        kind = entity.get("uid", {}).get("type") if isinstance(entity, Mapping) else None
+        problem = _entity_shape(entity)
+        if problem is not None:
+            raise PolicySourceError(f"entity {index} {problem}; an entity is an object like "
+                                    f"{ENTITY_EXAMPLE[1:-1]}", source=source.name)
+        kind = _uid(entity["uid"])["type"]
         if kind in (PRINCIPAL_TYPE, RESOURCE_TYPE):
             raise PolicySourceError(f"entity {index} is a {kind}: those are built from each "
                                     "operation, never given", source=source.name)
     try:
         return cedarpy.Entities.from_json_str(canonical_json(value), schema)
     except ValueError as exc:
-        raise PolicySourceError(f"the entities do not fit the schema: {_first_line(exc)}",
+        problem = _misfit(value, schema) or _first_line(exc)
+        raise PolicySourceError(f"the entities do not fit the schema: {problem}",
                                 source=source.name) from None
+
+
+def _misfit(entities: Sequence[Mapping[str, Any]], schema: cedarpy.Schema) -> str | None:
+    """Which entity, and which attribute of it, the schema refuses (Cedar's own error
+    says neither), found by trying each entity alone and then without each attribute."""
+    import cedarpy
+
+    def fits(entity: Mapping[str, Any]) -> bool:
+        try:
+            cedarpy.Entities.from_json_str(canonical_json([entity]), schema)
+        except ValueError:
+            return False
+        return True
+
+    for index, entity in enumerate(entities):
+        if fits(entity):
+            continue
+        uid = _uid(entity["uid"])
+        kind = uid["type"]
+        named = f"entity {index} ({kind}::{json.dumps(uid['id'])})"
+        bare = {**entity, "parents": []}
+        if fits(bare):
+            return f"{named}: a parent is of a type the schema does not let {kind} be in"
+        attributes = dict(entity["attrs"])
+        wrong = [name for name in attributes if fits(
+            {**bare, "attrs": {k: v for k, v in attributes.items() if k != name}})]
+        if wrong:
+            return (f"{named}: attribute {', '.join(wrong)} is not declared for {kind}, or "
+                    "has another type")
+        return (f"{named}: the schema declares no entity type {kind}, or one of its "
+                "required attributes is left out or of another type")
+    return None
+
+
+def _entity_shape(entity: Any) -> str | None:
+    """What is wrong with one entity's shape (Cedar says only "error during entity
+    deserialization"), or ``None``."""
+    if not isinstance(entity, Mapping):
+        return f"is a JSON {json_kind(entity)}, not an object"
+    missing = [key for key in ("uid", "attrs", "parents") if key not in entity]
+    if missing:
+        return f"has no {', '.join(missing)}"
+    uid = _uid(entity["uid"])
+    if not (isinstance(uid, Mapping) and isinstance(uid.get("type"), str)
+            and isinstance(uid.get("id"), str)):
+        return 'has a uid that is not {"type": "<Namespace::Type>", "id": "<id>"}'
+    if not isinstance(entity["attrs"], Mapping):
+        return f"has attrs that are a JSON {json_kind(entity['attrs'])}, not an object"
+    parents = entity["parents"]
+    if not isinstance(parents, list):
+        return f"has parents that are a JSON {json_kind(parents)}, not an array of uids"
+    for parent in parents:
+        uid = _uid(parent)
+        if not (isinstance(uid, Mapping) and isinstance(uid.get("type"), str)
+                and isinstance(uid.get("id"), str)):
+            return ('has a parent that is not a uid {"type": "<Namespace::Type>", '
+                    '"id": "<id>"}')
+    return None
+
+
+def _uid(uid: Any) -> Any:
+    """An entity's uid, written ``{"type", "id"}`` or ``{"__entity": {"type", "id"}}``."""
+    if isinstance(uid, Mapping) and set(uid) == {"__entity"}:
+        return uid["__entity"]
+    return uid
 
 
 def _check_requests(compiled: CompiledSet, policies: Source, schema: Source,
@@ -379,7 +475,8 @@ def _check_requests(compiled: CompiledSet, policies: Source, schema: Source,
                     continue
                 policy = _erring_policy(error, compiled.names)
                 raise PolicySourceError(
-                    f"fails on a sample {request.action} request: {_first_line(error)}",
+                    f"fails on a sample {request.action} request: "
+                    f"{_first_line(_named(error, compiled.names))}",
                     source=policies.name,
                     line=_line(starts, policy) if policy else None,
                     policy=compiled.names.get(policy, policy) if policy else None)
@@ -430,6 +527,70 @@ def _erring_policy(error: str, names: Mapping[str, str]) -> str | None:
     return None
 
 
+def _named(text: str, names: Mapping[str, str]) -> str:
+    """Cedar's message with each positional id (`` `policy3` ``) as the policy's @id."""
+    for policy_id, shown in names.items():
+        if shown != policy_id:
+            text = text.replace(f"`{policy_id}`", f"`{shown}`")
+    return text
+
+
+def evaluation_error(error: str, names: Mapping[str, str]) -> str:
+    """``policy <@id>: <what failed>`` from Cedar's ``error while evaluating policy
+    `policy3`: <what failed>``; Cedar's text, with @ids, when it names no policy."""
+    policy = _erring_policy(error, names)
+    if policy is None:
+        return _named(error, names)
+    _, marker, rest = error.partition(f"`{policy}`: ")
+    detail = rest if marker else _named(error, names)
+    return f"policy {names[policy]}: {detail}"
+
+
+def _never_applies(policies: Source, spans: Sequence[tuple[int, int, int]],
+                   names: Mapping[str, str], problems: Sequence[Problem]
+                   ) -> PolicySourceError:
+    """One error for every policy that can never apply (or never take a branch it was
+    written for), placed at the first."""
+    placed = []
+    for problem in problems:
+        index = int(problem.policy_id.removeprefix("policy"))
+        begin, end, line = spans[index]
+        if problem.word is not None:
+            line = _word_line(policies.text, begin, end, line, problem.word)
+        placed.append((line, names.get(problem.policy_id, problem.policy_id), problem))
+    line, shown, first = placed[0]
+    more = "".join(f"; policy {name} (line {at}): {p.detail}" for at, name, p in placed[1:])
+    return PolicySourceError(first.detail + more, source=policies.name, line=line,
+                             policy=shown)
+
+
+def _word_line(text: str, begin: int, end: int, line: int, word: str) -> int:
+    """The line of the first whole ``word`` in ``text[begin:end]`` outside a comment;
+    ``line`` (the policy's first) when there is none."""
+    for number, row in enumerate(text[begin:end].split("\n")):
+        code = _code_part(row)
+        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", code):
+            return line + number
+    return line
+
+
+def _code_part(row: str) -> str:
+    """A line without its ``//`` comment (a ``//`` inside a string is kept)."""
+    quoted = False
+    index = 0
+    while index < len(row):
+        char = row[index]
+        if char == "\\" and quoted:
+            index += 2
+            continue
+        if char == '"':
+            quoted = not quoted
+        elif not quoted and row.startswith("//", index):
+            return row[:index]
+        index += 1
+    return row
+
+
 def _parse_error(policies: Source, exc: ValueError) -> PolicySourceError:
     """Cedar's parse error names no line: parse policy by policy to find it."""
     import cedarpy
@@ -450,8 +611,8 @@ def _validation_error(policies: Source, schema: Source, starts: Sequence[int],
     for error in errors:
         line = _line(starts, error.policy_id)
         shown = names.get(error.policy_id, error.policy_id)
-        lines.append(f"{shown} (line {line}): {error.error}" if line else
-                     f"{shown}: {error.error}")
+        message = _named(error.error, names)
+        lines.append(f"{shown} (line {line}): {message}" if line else f"{shown}: {message}")
     first = errors[0]
     return PolicySourceError(
         f"does not validate against the schema {schema.name}: " + "; ".join(lines),
@@ -467,10 +628,6 @@ def _line(starts: Sequence[int], policy_id: str | None) -> int | None:
         return starts[int(policy_id.removeprefix("policy"))]
     except (ValueError, IndexError):
         return None
-
-
-def _policy_lines(text: str) -> list[int]:
-    return [line for _, _, line in _statements(text)]
 
 
 def _statements(text: str) -> list[tuple[int, int, int]]:

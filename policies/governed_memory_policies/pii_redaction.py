@@ -1,9 +1,12 @@
-"""``pii-redaction``: e-mail addresses and phone numbers replaced before storage.
+"""``pii-redaction``: personal data of the kinds a profile lists replaced before storage.
 
 Off by default (``privacy.pii_redaction = false``): contact details are often exactly
-what an assistant should remember. When on, each match becomes ``[REDACTED:email]`` or
-``[REDACTED:phone]`` in content, key, metadata values and provenance; a metadata *key*
-holding one is refused instead (renaming keys could merge two of them).
+what an assistant should remember. When on, each finding of a kind in
+``privacy.pii_kinds`` (``email``, ``phone``, ``payment_card``, ``iban``, ``ssn``,
+``ipv4``, ``ipv6``; :mod:`governed_memory_policies.pii_detectors` says how each is
+found and validated) becomes ``[REDACTED:<kind>]`` in content, key, metadata values and
+provenance; a metadata *key* holding one is refused instead (renaming keys could merge
+two of them).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ class PiiRedactionPolicy:
     def __init__(self, enabled: bool, kinds: tuple[PiiKind, ...]) -> None:
         self.enabled = enabled
         self.kinds = kinds
-        self.detectors = tuple(PII_DETECTORS[kind] for kind in kinds)
+        # In the detectors' own order, not the profile's: where two findings tie, the
+        # validated kind (a card, an IBAN) names it rather than the shape (a phone).
+        self.detectors = tuple(d for kind, d in PII_DETECTORS.items() if kind in kinds)
         self.revision = config_revision(self.name, "1", [enabled, [k.value for k in kinds]])
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:

@@ -278,10 +278,11 @@ def _read_file(config: Mapping[str, Any], key: str, path: str) -> str:
                                        f"{type(exc).__name__}") from None
 
 
-def read_json_document(config: Mapping[str, Any], key: str, *, expect: type
+def read_json_document(config: Mapping[str, Any], key: str, *, expect: type, shape: str
                        ) -> tuple[Source, Any] | None:
     """A JSON document inline (a string of JSON, or the table or array itself) or from
-    ``<key>_file``; a syntax error names its line."""
+    ``<key>_file``; a syntax error names its line, a value of another kind says what
+    ``shape`` was expected (with an example)."""
     inline = config.get(key)
     if inline is not None and not isinstance(inline, str):
         if config.get(f"{key}_file") is not None:
@@ -299,16 +300,18 @@ def read_json_document(config: Mapping[str, Any], key: str, *, expect: type
             raise PolicySourceError(f"not valid JSON: {exc.msg}", source=source.name,
                                     line=exc.lineno) from None
     if not isinstance(value, expect):
-        raise PolicySourceError(f"expected a JSON {_json_kind(expect)}, got "
-                                f"{_json_kind(type(value))}", source=source.name)
+        raise PolicySourceError(f"expected {shape}; got a JSON {json_kind(value)}",
+                                source=source.name)
     return source, value
 
 
-_JSON_KINDS: Final[dict[type, str]] = {dict: "object", list: "array", str: "string"}
-
-
-def _json_kind(kind: type) -> str:
-    return _JSON_KINDS.get(kind, kind.__name__)
+def json_kind(value: Any) -> str:
+    """What JSON calls the kind of ``value`` (as parsed from JSON or TOML)."""
+    for kind, name in ((bool, "boolean"), (Mapping, "object"), (list | tuple, "array"),
+                       (str, "string"), (int | float, "number")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
 
 
 def _plain(value: Any) -> Any:

@@ -21,8 +21,10 @@ The module's package defines three rules, whose messages are the decision's reas
 Deny beats allow; review applies only to what would be allowed. An evaluation error
 (conflicting rule values, a built-in function's error, an unknown function) or a
 decision of the wrong shape denies. The module is compiled once into a bundle when the
-profile loads, and evaluated on sample requests then, so a module that cannot decide is
-refused before any operation runs.
+profile loads, checked for rules and references that could never apply
+(:mod:`governed_memory_policies.rego_checks`: a rule nothing reads, an ``input`` field a
+request never has, a ``data`` path the document does not hold), and evaluated on sample
+requests, so a module that cannot decide is refused before any operation runs.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from governed_memory_policies.policy_as_code import (
     set_hash,
     shorten,
 )
+from governed_memory_policies.rego_checks import find_problems
 
 if TYPE_CHECKING:
     import regopy  # type: ignore[import-untyped]
@@ -74,6 +77,8 @@ _PACKAGE: Final = re.compile(r"package\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A
 _MESSAGE: Final = re.compile(r"\(errormsg (\d+):")
 _OFFSET: Final = re.compile(r"\(error \d+:(?P<file>[^|]*)\|(?P<offset>\d+)\|")
 _CACHE_SIZE: Final = 1024
+DATA_EXAMPLE: Final = '{"teams": {"support": {"agents": ["agent:support-bot"]}}}'
+"""The shape of ``data``, shown when a value does not have it."""
 _IMPURE: Final = re.compile(r"\b(?:time\.now_ns|rand\.|uuid\.|http\.send|net\.lookup|"
                             r"opa\.runtime|io\.jwt\.decode_verify|"
                             r"crypto\.x509\.parse_and_verify)")
@@ -251,7 +256,8 @@ def build(config: Mapping[str, Any], profile: MemoryProfileSpec) -> RegoPolicy:
         raise missing_package(REGO, "regopy", "rego") from None
     module = read_source(config, "module", required=True)
     assert module is not None
-    data = read_json_document(config, "data", expect=dict)
+    data = read_json_document(config, "data", expect=dict,
+                              shape=f"an object (the module's data), e.g. {DATA_EXAMPLE}")
     return RegoPolicy(compile_module(module, data), profile)
 
 
@@ -293,6 +299,11 @@ def _compile(module: Source, data: tuple[Source, Any] | None, digest: str) -> Co
         raise _rego_error(module, exc) from None
     if not bundle.ok():
         raise PolicySourceError("does not compile", source=module.name)
+    problems = find_problems(module.text, package, data[1] if data else {})
+    if problems:
+        first, rest = problems[0], problems[1:]
+        more = "".join(f"; line {p.line}: {p.detail}" for p in rest)
+        raise PolicySourceError(first.detail + more, source=module.name, line=first.line)
     runner = _interpreter()
     pure = _IMPURE.search(module.text) is None
     compiled = CompiledModule(bundle, runner, threading.Lock(), package, digest, pure)

@@ -168,8 +168,21 @@ async def test_an_evaluation_error_denies() -> None:
                     '{ resource has key && resource.key == "boom" && '
                     '9223372036854775807 + 1 > 0 };')
     effect, reason = await verdict(policy, add(key="boom"))
-    assert effect is Effect.DENY and reason.startswith("Cedar evaluation failed: ")
+    # The reason names the policy by its @id, never Cedar's positional `policy1`.
+    assert (effect, reason) == (Effect.DENY, "Cedar evaluation failed: policy overflow: integer "
+                                             "overflow while attempting to add the values "
+                                             "`9223372036854775807` and `1`")
     assert (await verdict(policy, add(key="fine")))[0] is Effect.ALLOW
+
+
+async def test_an_evaluation_error_of_a_review_policy_names_its_id() -> None:
+    policy = inline(PERMIT_ALL + '@id("held-overflow") @review\nforbid (principal, action, '
+                    'resource) when { resource has key && resource.key == "boom" && '
+                    '9223372036854775807 + 1 > 0 };')
+    effect, reason = await verdict(policy, add(key="boom"))
+    assert effect is Effect.DENY
+    assert reason.startswith("Cedar evaluation failed: policy held-overflow: integer overflow")
+    assert "policy1" not in reason
 
 
 async def test_a_failing_engine_denies(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -290,16 +303,48 @@ def test_a_policy_the_schema_refuses_names_the_policy_and_line() -> None:
     ({"policies": PERMIT_ALL, "schema": "namespace GovernedMemory { entity"},
      "<inline schema>: the schema does not parse"),
     ({"policies": PERMIT_ALL, "entities": "[{"}, "<inline entities>:1: not valid JSON"),
-    ({"policies": PERMIT_ALL, "entities": {"a": 1}}, "expected a JSON array, got object"),
+    ({"policies": PERMIT_ALL, "entities": {"a": 1}},
+     r'<inline entities>: expected an array of entities, e\.g\. \[\{"uid": \{"type": '
+     r'"GovernedMemory::Team", "id": "support"\}, "attrs": .*\]; got a JSON object'),
+    ({"policies": PERMIT_ALL, "entities": ["GovernedMemory::Team::support"]},
+     r'<inline entities>: entity 0 is a JSON string, not an object; an entity is an object '
+     r'like \{"uid": \{"type": "GovernedMemory::Team", "id": "support"\}, "attrs": '),
+    ({"policies": PERMIT_ALL, "entities": [{"uid": {"type": "GovernedMemory::Team",
+                                                    "id": "x"}, "attrs": {}}]},
+     "entity 0 has no parents; an entity is an object like"),
+    ({"policies": PERMIT_ALL, "entities": [{"uid": 'GovernedMemory::Team::"x"', "attrs": {},
+                                            "parents": []}]},
+     r'entity 0 has a uid that is not \{"type": "<Namespace::Type>", "id": "<id>"\}'),
+    ({"policies": PERMIT_ALL, "entities": [{"uid": {"type": "GovernedMemory::Team",
+                                                    "id": "x"}, "attrs": [], "parents": []}]},
+     "entity 0 has attrs that are a JSON array, not an object"),
+    ({"policies": PERMIT_ALL, "entities": [{"uid": {"type": "GovernedMemory::Team",
+                                                    "id": "x"}, "attrs": {}, "parents": ["y"]}]},
+     r'entity 0 has a parent that is not a uid \{"type": "<Namespace::Type>", "id": "<id>"\}'),
     ({"policies": PERMIT_ALL, "entities": [{"uid": {"type": "GovernedMemory::Principal",
                                                     "id": "x"}, "attrs": {}, "parents": []}]},
      "entity 0 is a GovernedMemory::Principal: those are built from each operation"),
     ({"policies": PERMIT_ALL, "entities": [{"uid": {"type": "GovernedMemory::Team",
                                                     "id": "x"}, "attrs": {}, "parents": []}]},
-     "<inline entities>: the entities do not fit the schema"),
+     r'<inline entities>: the entities do not fit the schema: entity 0 '
+     r'\(GovernedMemory::Team::"x"\): the schema declares no entity type GovernedMemory::Team'),
 ])
 def test_bad_configuration_is_refused_clearly(config: dict[str, Any], match: str) -> None:
     refused(config, match)
+
+
+def test_entities_the_schema_refuses_are_named_with_the_attribute_or_parent() -> None:
+    schema = example_text("compliance-strict.cedarschema")
+    team = {"uid": {"type": "GovernedMemory::Team", "id": "ops"},
+            "attrs": {"agents": [], "project_id": "p"}, "parents": []}
+    refused({"policies": PERMIT_ALL, "schema": schema,
+             "entities": [team, {**team, "attrs": {**team["attrs"], "budget": 3}}]},
+            r'the entities do not fit the schema: entity 1 \(GovernedMemory::Team::"ops"\): '
+            r"attribute budget is not declared for GovernedMemory::Team, or has another type")
+    refused({"policies": PERMIT_ALL, "schema": schema,
+             "entities": [{**team, "parents": [{"type": "GovernedMemory::Team", "id": "x"}]}]},
+            r"entity 0 \(GovernedMemory::Team::\"ops\"\): a parent is of a type the schema "
+            r"does not let GovernedMemory::Team be in")
 
 
 def test_a_schema_that_misses_an_action_is_refused() -> None:
@@ -357,3 +402,174 @@ def test_the_reference_schema_declares_every_operation() -> None:
     for operation in Operation:
         assert f'"{operation.value}"' in schema
     assert only("cedar", {"policies": PERMIT_ALL}).policies.enabled == ("cedar",)
+
+
+# -- refused when a policy could never apply (issue 28) --------------------------------------
+
+TEAM_SCHEMA = example_text("compliance-strict.cedarschema")
+TEAM_ENTITIES = example_text("compliance-strict.entities.json")
+
+
+def never_applies(policies: str, match: str, **extra: Any) -> PolicySourceError:
+    error = refused({"policies": policies, **extra}, match)
+    assert isinstance(error, PolicySourceError)
+    return error
+
+
+def test_a_misspelt_attribute_under_has_is_refused_with_id_file_and_line() -> None:
+    # The issue's policy: it validated, loaded, and never denied.
+    error = never_applies(
+        PERMIT_ALL + '\n@id("restricted-memories-need-admin")\n'
+        'forbid (principal, action in GovernedMemory::Action::"write", resource)\nwhen {\n'
+        '  resource has sensitivty && resource.sensitivty == "restricted" &&\n'
+        '  !principal.permissions.contains("memory:admin")\n};\n',
+        r"^<inline policies>:7: policy restricted-memories-need-admin: `resource has "
+        r"sensitivty` is always false: a request's resource has no attribute sensitivty "
+        r"\(did you mean sensitivity\?\); it carries tenant_id, ")
+    assert (error.line, error.policy) == (7, "restricted-memories-need-admin")
+    assert "resource.sensitivty" not in str(error)  # one message for one mistake
+
+
+async def test_the_corrected_policy_loads_and_denies() -> None:
+    policy = inline(PERMIT_ALL + '@id("restricted")\nforbid (principal, action in '
+                    'GovernedMemory::Action::"write", resource) when { resource has sensitivity '
+                    '&& resource.sensitivity == "restricted" };')
+    assert await verdict(policy, add(metadata={"sensitivity": "restricted"})) == (
+        Effect.DENY, "forbidden by restricted")
+
+
+@pytest.mark.parametrize(("condition", "named"), [
+    ("unless { principal has permisions }", "`principal has permisions` is always false"),
+    ('when { context has profile_idd && context.profile_idd == "x" }',
+     "`context has profile_idd` is always false: a request's context has no attribute "
+     "profile_idd \\(did you mean profile_id\\?\\); it carries profile_id, profile_version, "
+     "profile_revision"),
+    # nested, inside ||, if-then-else, negation, a set and a record
+    ('when { principal.kind == "agent" && (resource has key || (resource has tenant_id && '
+     '!(principal has usr_id))) }', "`principal has usr_id`"),
+    ('when { if resource has memorytype then true else false }', "`resource has memorytype`"),
+    ('when { [resource has projekt_id].contains(true) }', "`resource has projekt_id`"),
+    ('when { {"a": resource has scope }.a }', "`resource has scope`"),
+    # a has-chain: `has a.b` is `has a && a has b`
+    ('when { context has profile.id }', "`context has profile`"),
+])
+def test_an_attribute_a_request_never_carries_is_refused_anywhere(condition: str,
+                                                                    named: str) -> None:
+    never_applies(PERMIT_ALL + f'@id("typo")\nforbid (principal, action, resource) {condition};',
+                  rf"<inline policies>:4: policy typo: .*{named}")
+
+
+def test_an_attribute_the_schema_declares_but_no_request_carries_is_refused() -> None:
+    schema = cedar_policy.reference_schema().replace("visibility?: String,",
+                                                     "visibility?: String,\n    team?: String,")
+    never_applies(PERMIT_ALL + '@id("team")\nforbid (principal, action, resource) when '
+                  '{ resource has team && resource.team == "ops" };',
+                  r"policy team: `resource has team` is always false: a request's resource "
+                  r"has no attribute team;", schema=schema)
+
+
+def test_a_has_of_an_undeclared_entity_or_record_attribute_is_refused() -> None:
+    schema = TEAM_SCHEMA.replace("project_id: String,\n  };",
+                                 "project_id: String,\n    info: {lead?: String},\n  };")
+    assert schema != TEAM_SCHEMA
+    entities = json.dumps([{"uid": {"type": "GovernedMemory::Team", "id": "support"},
+                            "attrs": {"agents": [], "project_id": "helpdesk", "info": {}},
+                            "parents": []}])
+    config = {"schema": schema, "entities": entities}
+    never_applies(PERMIT_ALL + '@id("agents")\nforbid (principal, action, resource) when '
+                  '{ GovernedMemory::Team::"support" has agentz };',
+                  r':4: policy agents: `GovernedMemory::Team::"support" has agentz` is always '
+                  r"false: the schema declares no attribute agentz there", **config)
+    never_applies(PERMIT_ALL + '@id("lead")\nforbid (principal, action, resource)\nwhen {\n'
+                  '  GovernedMemory::Team::"support" has info.leed\n};',
+                  r':6: policy lead: `GovernedMemory::Team::"support".info has leed` is always '
+                  r"false", **config)
+    # Declared (optional) attributes load.
+    inline(PERMIT_ALL + '@id("lead")\nforbid (principal, action, resource) when '
+           '{ GovernedMemory::Team::"support" has info.lead && '
+           'GovernedMemory::Team::"support".info.lead == principal.principal_id };', **config)
+
+
+@pytest.mark.parametrize("conditions", [
+    "when { false }",
+    "unless { true }",
+    "when { true } when { false }",
+    'when { resource has key } unless { 1 == 1 || true }',
+])
+def test_a_policy_the_validator_proves_never_applies_is_refused(conditions: str) -> None:
+    never_applies(PERMIT_ALL + f'@id("never")\nforbid (principal, action, resource) '
+                               f'{conditions};',
+                  r"<inline policies>:3: policy never: can never apply: Cedar's validator "
+                  r"proves its conditions are never all true")
+
+
+def test_membership_a_request_never_has_is_refused() -> None:
+    # The schema lets a Principal be in a Team, but a request's principal has no parents.
+    schema = TEAM_SCHEMA.replace("entity Principal = {", "entity Principal in [Team] = {")
+    assert schema != TEAM_SCHEMA
+    config = {"schema": schema, "entities": TEAM_ENTITIES}
+    for scope, condition in (('principal in GovernedMemory::Team::"support"', ""),
+                             ("principal", 'when { principal in GovernedMemory::Team::"support" }'),
+                             ('principal is GovernedMemory::Principal in '
+                              'GovernedMemory::Team::"support"', "")):
+        never_applies(PERMIT_ALL + f'@id("team")\nforbid ({scope}, action, resource) '
+                                   f'{condition};',
+                      r'policy team: `principal in GovernedMemory::Team::"support"` never '
+                      r"holds: a request's principal is a GovernedMemory::Principal without "
+                      r"parents \(membership is not sent\); compare attributes instead", **config)
+    # Without the schema's membership Cedar's validator refuses it, or proves it false.
+    never_applies(PERMIT_ALL + '@id("team")\nforbid (principal, action, resource) when '
+                  '{ principal in GovernedMemory::Team::"support" };',
+                  r"policy team: `principal in", schema=TEAM_SCHEMA, entities=TEAM_ENTITIES)
+
+
+def test_every_problem_is_listed_and_the_first_placed() -> None:
+    error = never_applies(
+        PERMIT_ALL + '@id("one")\nforbid (principal, action, resource) when { false };\n'
+        '// resource has sensitivty (a comment is not where the typo is)\n'
+        '@id("two")\nforbid (principal, action, resource)\n'
+        '  when { resource has sensitivty };\n',
+        r"<inline policies>:3: policy one: can never apply: .*; policy two \(line 8\): "
+        r"`resource has sensitivty` is always false")
+    assert error.line == 3
+
+
+def test_policies_that_can_apply_load_unchanged() -> None:
+    # What the checks must not refuse: every attribute a request carries, a has on a
+    # required one, an entity of the set, a request's own entity type, a dead branch.
+    inline(PERMIT_ALL + """
+        @id("wide") forbid (principal, action, resource) when {
+          (principal has user_id && resource has user_id && principal.user_id != resource.user_id)
+          || (principal has principal_id && context has profile_id && resource has scope_hash
+              && resource has record_id && resource has key && resource has memory_type
+              && resource has source_type && resource has visibility && resource has run_id
+              && principal.kind == "nobody")
+        };
+        @id("self") forbid (principal in GovernedMemory::Principal::"svc:blocked", action,
+                            resource in GovernedMemory::Memory::"nowhere");
+        """)
+    build(CEDAR_EXAMPLE)
+
+
+def test_the_guide_quotes_the_real_message() -> None:
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "policies-as-code.md").read_text()
+    start = guide.index("  broken@1.0.0: policies.extra.cedar: policies/memory.cedar:7:")
+    quoted = " ".join(guide[start:guide.index("```", start)].split())
+    error = never_applies(
+        PERMIT_ALL + '\n@id("restricted-memories-need-admin")\n'
+        'forbid (principal, action in GovernedMemory::Action::"write", resource)\nwhen {\n'
+        '  resource has sensitivty && resource.sensitivty == "restricted"\n};\n', "sensitivty")
+    shown = str(error).replace("<inline policies>", "policies/memory.cedar")
+    head, _, tail = quoted.removeprefix("broken@1.0.0: policies.extra.cedar: ").partition("…")
+    assert shown.startswith(head) and shown.endswith(tail)
+
+
+def test_the_validators_error_names_the_id_not_the_position() -> None:
+    for access in ('resource.projekt', 'resource["projekt"]'):
+        error = refused({"policies": PERMIT_ALL + '@id("typo")\nforbid (principal, action, '
+                                                  f'resource) when {{ {access} == "x" }};'},
+                        r"typo \(line 3\): for policy `typo`, attribute `projekt`")
+        assert "policy1" not in str(error)
+

@@ -224,7 +224,9 @@ def test_a_syntax_error_names_its_line(capfd: pytest.CaptureFixture[str]) -> Non
     ({"module": "package governed_memory_decision\n"}, "package governed_memory_decision is "
                                                        "reserved"),
     ({"module": ALLOW_ALL, "data": "{\n  \"a\": ,\n}"}, r"<inline data>:2: not valid JSON"),
-    ({"module": ALLOW_ALL, "data": "[1, 2]"}, "<inline data>: expected a JSON object, got array"),
+    ({"module": ALLOW_ALL, "data": "[1, 2]"},
+     r"<inline data>: expected an object \(the module's data\), e\.g\. \{\"teams\": .*\}; "
+     r"got a JSON array"),
     ({"module": ALLOW_ALL + 'allow := "yes"\n'}, "conflict|fails on a sample"),
     ({"module": HEADER + 'default allow := "yes"\n'},
      "<inline module>: fails on a sample add request: decision malformed: allow must be true "
@@ -259,3 +261,83 @@ def test_without_regopy_the_profile_names_the_extra(monkeypatch: pytest.MonkeyPa
                        match=r"policy 'rego' needs the regopy package \(pip install "
                              r"'governed-memory\[rego\]'\)"):
         build({"module": ALLOW_ALL})
+
+
+# -- refused when a rule could never apply (issue 28) ----------------------------------------
+
+TEAMS = {"teams": {"support": {"agents": ["agent:support-bot"], "project_id": "helpdesk"}}}
+
+
+@pytest.mark.parametrize(("module", "match"), [
+    # A misspelt rule name: the engine reads allow, deny and review only.
+    (ALLOW_ALL + 'denny contains "no deletes" if {\n  input.action == "delete"\n}\n',
+     r"<inline module>:6: rule denny is never used \(did you mean deny\?\): a decision reads "
+     r"only allow, deny and review of package test\.memory"),
+    (ALLOW_ALL + 'is_agent if input.principal.kind == "agent"\n',
+     r"<inline module>:6: rule is_agent is never used"),
+    # An input field no request carries: undefined on every request.
+    (ALLOW_ALL + 'deny contains "restricted" if {\n  input.resource.sensitivty == '
+                 '"restricted"\n}\n',
+     r"<inline module>:7: input\.resource\.sensitivty is never set \(did you mean "
+     r"sensitivity\?\): a request's resource carries tenant_id, "),
+    (ALLOW_ALL + 'deny contains "x" if input["principal"]["role"] == "agent"\n',
+     r":6: input\.principal\.role is never set: a request's principal carries principal_id, "),
+    (ALLOW_ALL + 'deny contains "x" if input.actor == "agent"\n',
+     r":6: input\.actor is never set \(did you mean action\?\): the input has principal, "
+     r"action, action_kind, resource, context"),
+    (ALLOW_ALL + 'deny contains "x" if input.action.name == "add"\n',
+     r":6: input\.action\.name is never set: input\.action is a string"),
+    (HEADER + "import input.resource as res\n\ndefault allow := true\n"
+              'deny contains "x" if res.projekt == "p"\n',
+     r":8: input\.resource\.projekt is never set \(did you mean project_id\?\)"),
+    # A data path the document does not hold: undefined on every request.
+    (ALLOW_ALL + 'deny contains "x" if {\n  team := data.teams.suport\n  '
+                 "input.principal.principal_id in team.agents\n}\n",
+     r":7: data\.teams\.suport is not in the data document \(did you mean support\?\): "
+     r"data\.teams holds support"),
+    (HEADER + "import data.teams\n\ndefault allow := true\n"
+              'deny contains "x" if input.principal.principal_id in teams.support.agentz\n',
+     r":8: data\.teams\.support\.agentz is not in the data document \(did you mean agents\?\)"),
+    # A rule of the module's own package, read through data, that it does not define.
+    (ALLOW_ALL + 'deny contains "x" if data.test.memory.restrictd\n'
+                 'restricted if input.resource.sensitivity == "restricted"\n',
+     r":6: data\.test\.memory\.restrictd is not defined \(did you mean restricted\?\): "
+     r"package test\.memory defines allow, deny, restricted"),
+])
+def test_a_rule_that_could_never_apply_is_refused(module: str, match: str) -> None:
+    refused({"module": module, "data": TEAMS}, match)
+
+
+def test_every_problem_is_listed() -> None:
+    refused({"module": ALLOW_ALL + 'denny contains "x" if input.resource.projekt == "p"\n'},
+            r":6: input\.resource\.projekt is never set.*; line 6: rule denny is never used")
+
+
+def test_modules_whose_rules_can_apply_load() -> None:
+    # Helpers used by a decision rule (by name, or through data.<package>), a function, an
+    # else chain, strings and comments that look like references, and the example.
+    inline(HEADER + """import data.teams
+
+default allow := false
+
+allow := true if {
+    input.action_kind == "read"
+} else := true if {
+    "memory:write" in input.principal.permissions
+}
+
+deny contains msg if {
+    agent
+    input.principal.principal_id in teams.support.agents
+    msg := label("input.resource.sensitivty # not a reference")
+    data.test.memory.restricted
+}
+
+# input.resource.projekt and denny are only mentioned here
+agent if input.principal.kind == "agent"
+
+restricted if input.resource.sensitivity == "restricted"
+
+label(text) := concat(": ", ["refused", text])
+""", data=TEAMS)
+    build(REGO_EXAMPLE)

@@ -285,8 +285,16 @@ class SecretGuardMode(enum.StrEnum):
 
 
 class PiiKind(enum.StrEnum):
+    """What ``pii-redaction`` can find (the detectors live in the policies package;
+    docs/domain-packs.md says what each matches and how it is validated)."""
+
     EMAIL = "email"
     PHONE = "phone"
+    PAYMENT_CARD = "payment_card"
+    IBAN = "iban"
+    SSN = "ssn"
+    IPV4 = "ipv4"
+    IPV6 = "ipv6"
 
 
 class EventDetail(enum.StrEnum):
