@@ -59,3 +59,10 @@ def event_ids_in(directory: Path) -> list[str]:
 def append_bytes(path: Path, data: bytes) -> None:
     with open(path, "ab") as handle:
         handle.write(data)
+
+
+def dup(text: bytes, after: bytes, member: bytes) -> bytes:
+    """``text`` with ``member`` (``"key":value,``) inserted right after the first
+    ``after``: a second copy of a key that object already has, written first."""
+    at = text.index(after) + len(after)
+    return text[:at] + member + text[at:]

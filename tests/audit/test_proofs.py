@@ -24,6 +24,7 @@ from governed_memory.audit.proofs import (
     KeyMismatchError,
     LeafMismatchError,
     PathLengthError,
+    ProofDocumentError,
     ProofError,
     ProofFormatError,
     RootMismatchError,
@@ -232,7 +233,7 @@ def test_inclusion_tampering_is_refused_each_with_its_own_error() -> None:
     _refused(BadSignatureError, refuse, chosen, proof, forged, public_key=PUBLIC)
     # not an event at all
     _refused(ProofFormatError, refuse, "[1, 2]", proof, checkpoint)
-    _refused(ProofFormatError, refuse, b"{not json", proof, checkpoint)
+    _refused(ProofDocumentError, refuse, b"{not json", proof, checkpoint)
 
 
 def test_consistency_tampering_is_refused_each_with_its_own_error() -> None:

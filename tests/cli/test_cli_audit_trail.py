@@ -270,3 +270,28 @@ def test_query_text_shows_the_policy_revision_and_the_reasons(run: Run,
     assert f"policy_revision={event['policy_revision']}" in line
     assert f"decision={event['decision_id']}" in line
     assert event["reasons"] and f"reasons={json.dumps(event['reasons'])}" in line
+
+
+def test_query_summarizes_recent_work_per_principal(run: Run, tmp_path: Path) -> None:
+    """Issue 28: ``--since "1 hour ago"`` is taken, and ``--summary principal`` says who
+    touched the subject, how often, allowed or denied (real operations, real trail)."""
+    db = ["--db", str(tmp_path / "memory.db")]
+    run("add", *db, *ALICE, "prefers oolong tea")
+    run("add", *db, *ALICE, "password: hunter2", code=3)  # local refuses credentials
+    run("search", *db, *ALICE, "tea")
+    trail = str(tmp_path / "audit")
+    body = _json(run("audit", "query", trail, "--subject", "acme", "alice", "--since",
+                     "1 hour ago", "--summary", "principal", "--json"))
+    (row,) = body["principals"]
+    operator = next(e.event["principal_id"] for e in iter_entries([tmp_path / "audit"]))
+    assert row["principal_id"] == operator and row["tenant_ids"] == ["acme"]
+    assert (row["operations"], row["allowed"], row["denied"]) == (3, 2, 1)
+    assert row["by_operation"] == {"add": {"committed": 1, "deny": 1},
+                                   "search": {"completed": 1}}
+    table = run("audit", "query", trail, "--since", "1h", "--summary", "principal")
+    assert table.stdout.splitlines()[1].split()[:7] == [operator, "acme", "3", "2", "1", "0",
+                                                        "0"]
+    none = run("audit", "query", trail, "--until", "2 days ago", "--summary", "principal")
+    assert none.stderr.startswith("0 principal(s)")
+    bad = run("audit", "query", trail, "--since", "last tuesday", code=2)
+    assert "1 hour ago" in bad.stderr

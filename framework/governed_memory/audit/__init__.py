@@ -1,9 +1,13 @@
 """The tamper-evident audit trail: a hash-chained sink, and reading it back.
 
 ``AuditSink`` appends; ``verify_trail`` proves a trail (and checkpoints) intact;
-``query`` filters its events; ``subject_report`` answers "what happened to this
-person's data". ``tree_checkpoint_of`` takes a Merkle checkpoint (``sign_checkpoint``
-signs it), ``prove_inclusion`` and ``prove_consistency`` prove against checkpoints, and
+``query`` filters its events; ``principal_summary`` sums them up per principal (who
+touched it, how often, allowed or denied); ``subject_report`` answers "what happened to
+this person's data"; ``parse_time`` reads a time as an auditor types it (``1h``,
+``2 days ago``, ISO 8601). Every JSON text is read by ``read_json``, which refuses a
+duplicate key (``DuplicateKeyError``) and other JSON no writer of the trail produces.
+``tree_checkpoint_of`` takes a Merkle checkpoint (``sign_checkpoint`` signs it),
+``prove_inclusion`` and ``prove_consistency`` prove against checkpoints, and
 ``governed_memory.audit.proofs`` checks those proofs with nothing else at hand. See
 ``docs/compliance.md``.
 
@@ -44,6 +48,9 @@ if TYPE_CHECKING:
     )
     from governed_memory.audit.signing import generate_key_pair, sign_checkpoint
     from governed_memory.audit.sink import AuditChainError, AuditSink, audit_sink_from_config
+    from governed_memory.audit.strict_json import DuplicateKeyError, JsonDocumentError, read_json
+    from governed_memory.audit.summary import PrincipalActivity, principal_summary
+    from governed_memory.audit.times import parse_time
     from governed_memory.audit.verify import (
         Problem,
         Verification,
@@ -60,6 +67,9 @@ _HOMES = {
     "report": ("Erasure", "SubjectActivity", "SubjectReport", "subject_report"),
     "signing": ("generate_key_pair", "sign_checkpoint"),
     "sink": ("AuditChainError", "AuditSink", "audit_sink_from_config"),
+    "strict_json": ("DuplicateKeyError", "JsonDocumentError", "read_json"),
+    "summary": ("PrincipalActivity", "principal_summary"),
+    "times": ("parse_time",),
     "verify": ("Problem", "Verification", "checkpoint_of", "tree_checkpoint_of",
                "verify_trail"),
 }
@@ -74,10 +84,13 @@ __all__ = [
     "ChainFormatError",
     "Checkpoint",
     "ConsistencyProof",
+    "DuplicateKeyError",
     "Erasure",
     "EventFilter",
     "EventNotInTreeError",
     "InclusionProof",
+    "JsonDocumentError",
+    "PrincipalActivity",
     "Problem",
     "ProofError",
     "SubjectActivity",
@@ -89,9 +102,12 @@ __all__ = [
     "checkpoint_of",
     "generate_key_pair",
     "iter_entries",
+    "parse_time",
+    "principal_summary",
     "prove_consistency",
     "prove_inclusion",
     "query",
+    "read_json",
     "sign_checkpoint",
     "subject_report",
     "tree_checkpoint_of",

@@ -11,16 +11,29 @@ The one-byte prefixes separate the two domains, so no event can be crafted to ha
 like a genesis and the reverse. ``H(i-1)`` enters as its 32 raw bytes. Lines are
 written in canonical form (sorted keys, no spaces, ASCII), and a verifier insists on
 that form, so every changed byte shows, even one that would parse to the same value.
+Lines and checkpoints are read by :mod:`governed_memory.audit.strict_json`, so a
+refusal names what is wrong (a duplicate key and the object holding it, a ``NaN``)
+rather than only that the bytes differ.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import re
 from typing import Any, Final
 
 import attrs
+
+from governed_memory.audit.strict_json import (
+    DuplicateKeyError,
+    JsonDocumentError,
+    read_canonical_json,
+    read_json,
+)
+from governed_memory.audit.strict_json import (
+    canonical_bytes as canonical_bytes,  # the chain's byte form, defined with its reader
+)
 
 FORMAT: Final = "governed-memory-audit/1"
 GENESIS: Final = "genesis"
@@ -39,10 +52,19 @@ class ChainFormatError(ValueError):
     """A line that is not a well-formed chain line (its reason is safe to show)."""
 
 
-def canonical_bytes(value: Any) -> bytes:
-    """The one byte form of a JSON value that hashes and files use."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode("ascii")
+class ChainDocumentError(ChainFormatError, JsonDocumentError):
+    """A chain line or head-only checkpoint that is not strict JSON (see
+    :mod:`governed_memory.audit.strict_json`)."""
+
+
+class ChainDuplicateKeyError(ChainDocumentError, DuplicateKeyError):
+    """A chain line or head-only checkpoint with two equal keys in one object."""
+
+
+def read_chain_json(data: bytes | str, document: str) -> Any:
+    """:func:`read_json` raising this module's errors (``ChainFormatError``s)."""
+    return read_json(data, document, error=ChainDocumentError,
+                     duplicate=ChainDuplicateKeyError)
 
 
 def genesis_hash(chain_id: str, created_at: float) -> str:
@@ -96,18 +118,10 @@ def entry_line(seq: int, previous: str, event: Any) -> tuple[bytes, str]:
 def parse_line(raw: bytes) -> dict[str, Any]:
     """One line (without its newline) as a mapping, refusing anything a writer of this
     format could not have produced."""
-    try:
-        value = json.loads(raw.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        raise ChainFormatError("not a JSON line") from None
+    value = read_canonical_json(raw, "", edited="not in canonical form (the line was edited)",
+                                error=ChainDocumentError, duplicate=ChainDuplicateKeyError)
     if not isinstance(value, dict):
         raise ChainFormatError("not a JSON object")
-    try:
-        canonical = canonical_bytes(value)
-    except ValueError:
-        raise ChainFormatError("holds a value JSON cannot represent") from None
-    if canonical != raw:
-        raise ChainFormatError("not in canonical form (the line was edited)")
     kind = value.get("kind")
     if kind not in KINDS:
         raise ChainFormatError(f"unknown line kind {kind!r}")
@@ -160,19 +174,26 @@ class Checkpoint:
                                 "created_at": self.created_at}).decode("ascii")
 
     @classmethod
-    def from_json(cls, text: str) -> Checkpoint:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            raise ChainFormatError("checkpoint is not JSON") from None
+    def from_json(cls, text: str | bytes, *, source: str = "checkpoint") -> Checkpoint:
+        """A checkpoint from its JSON (any layout: one kept in a ticket or a mail may
+        have been reflowed), with exactly its fields of exactly their types: a
+        ``"count": "40"`` or ``40.0`` is refused, not read as 40. ``source`` names it
+        in a refusal."""
+        value = read_chain_json(text, source)
         if not isinstance(value, dict) or value.get("format") != FORMAT:
-            raise ChainFormatError("not a governed-memory audit checkpoint")
-        try:
-            checkpoint = cls(str(value["chain_id"]), int(value["count"]), str(value["head"]),
-                             float(value["created_at"]))
-        except (KeyError, TypeError, ValueError):
-            raise ChainFormatError("checkpoint lacks chain_id, count, head or created_at"
-                                   ) from None
-        if checkpoint.count < 0 or not _is_digest(checkpoint.head):
-            raise ChainFormatError("checkpoint count or head is malformed")
-        return checkpoint
+            raise ChainFormatError(f"{source}: not a governed-memory audit checkpoint")
+        fields = {"format", "chain_id", "count", "head", "created_at"}
+        if set(value) != fields:
+            raise ChainFormatError(f"{source}: checkpoint has fields {sorted(value)}, "
+                                   f"expected {sorted(fields)}")
+        chain_id, count, head, created_at = (value["chain_id"], value["count"],
+                                             value["head"], value["created_at"])
+        if not (isinstance(chain_id, str) and chain_id
+                and isinstance(count, int) and not isinstance(count, bool) and count >= 0
+                and isinstance(head, str) and _is_digest(head)
+                and isinstance(created_at, int | float) and not isinstance(created_at, bool)
+                and math.isfinite(created_at)):
+            raise ChainFormatError(f"{source}: checkpoint needs a chain_id (text), a count "
+                                   "(a whole number from 0), a head (a SHA-256 hex digest) "
+                                   "and a created_at (epoch seconds)")
+        return cls(chain_id, count, head, float(created_at))

@@ -3,8 +3,9 @@
 An auditor is shown one event, an inclusion proof and a checkpoint, and must be able to
 tell whether the event was in the trail when the checkpoint was taken, without the
 trail, its storage or the code that wrote it. So this module reads no file and imports
-no sink: the standard library, the chain's canonical JSON, the project's strict
-converter and, only when a public key is given, the ``cryptography`` package.
+no sink: the standard library, the chain's canonical JSON, the audit tools' strict JSON
+reader, the project's strict converter and, only when a public key is given, the
+``cryptography`` package.
 
 The tree is RFC 9162's (§2.1), over the trail's entries in order:
 
@@ -22,14 +23,18 @@ An entry's ``seq`` is its leaf index plus one.
 Documents (checkpoints, proofs) are canonical JSON, like trail lines: sorted keys, no
 spaces, ASCII, lower-case hex. A reformatted or re-encoded document is refused, so that
 every changed byte shows; each names its format and version and the trail's chain id,
-so a proof or checkpoint of another trail, or of another format, is refused too. Every
-refusal is a :class:`ProofError` whose subclass says what failed.
+so a proof or checkpoint of another trail, or of another format, is refused too. An
+event may come in any layout, but every text is read strictly
+(:mod:`governed_memory.audit.strict_json`): an event with two equal keys would hash as
+the recorded event while a reader keeping the first value sees another, so it is
+refused (:class:`ProofDuplicateKeyError`), as are ``NaN`` and numbers written otherwise
+than the canonical form writes them. Every refusal is a :class:`ProofError` whose
+subclass says what failed.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import struct
@@ -38,7 +43,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import attrs
 
-from governed_memory.audit.chain import canonical_bytes
+from governed_memory.audit.strict_json import (
+    DuplicateKeyError,
+    JsonDocumentError,
+    canonical_bytes,
+    read_json,
+)
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import MemoryValidationError
 
@@ -76,6 +86,19 @@ class ProofError(ValueError):
 
 class ProofFormatError(ProofError):
     """Not a well-formed document of a known format and version (or not canonical)."""
+
+
+class ProofDocumentError(ProofFormatError, JsonDocumentError):
+    """An event, proof or checkpoint text that is not strict JSON: not JSON at all
+    (``code`` ``invalid_json``), or JSON the canonical form never writes, such as
+    ``NaN``, a byte order mark, ``1E2`` or data after the value
+    (``non_canonical_json``). ``document`` names it."""
+
+
+class ProofDuplicateKeyError(ProofDocumentError, DuplicateKeyError):
+    """An event, proof or checkpoint text with two equal keys in one object, at any
+    depth: it could verify as one document and read as another. ``key`` and ``where``
+    (the object's path, ``$`` for the top level) say which."""
 
 
 class ForeignTrailError(ProofError):
@@ -139,15 +162,25 @@ def event_leaf(event: Mapping[str, Any] | bytes | str) -> bytes:
     return leaf_hash(_event(event)[1])
 
 
+def read_proof_json(text: str | bytes, document: str) -> Any:
+    """:func:`~governed_memory.audit.strict_json.read_json` raising this module's
+    errors (:class:`ProofDocumentError`, :class:`ProofDuplicateKeyError`)."""
+    return read_json(text, document, error=ProofDocumentError,
+                     duplicate=ProofDuplicateKeyError)
+
+
+def load_event(text: str | bytes, *, source: str = "the event") -> dict[str, Any]:
+    """An event from its JSON text, in any layout but strictly read (``source`` names it
+    in a refusal): what :func:`verify_inclusion` does with an event given as text."""
+    value = read_proof_json(text, source)
+    if not isinstance(value, dict):
+        raise ProofFormatError(f"{source}: not a JSON object")
+    return value
+
+
 def _event(event: Mapping[str, Any] | bytes | str) -> tuple[dict[str, Any], bytes]:
     """The event as a JSON object and as its canonical bytes."""
-    if isinstance(event, bytes | str):
-        try:
-            value = json.loads(event)
-        except ValueError:
-            raise ProofFormatError("the event is not JSON") from None
-    else:
-        value = dict(event)
+    value = load_event(event) if isinstance(event, bytes | str) else dict(event)
     if not isinstance(value, dict):
         raise ProofFormatError("the event is not a JSON object")
     try:
@@ -298,14 +331,11 @@ DIGEST: Final = _matches(_DIGEST, "a lower-case SHA-256 hex digest")
 # -- documents -----------------------------------------------------------------------------
 
 
-def _load(text: str | bytes, kind: type[T], fmt: str) -> T:
+def _load(text: str | bytes, kind: type[T], fmt: str, source: str | None) -> T:
     """A document from its canonical JSON text, refusing any other text for it."""
     raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     raw = raw.removesuffix(b"\n")
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        raise ProofFormatError(f"not a {fmt} document: not JSON") from None
+    value = read_proof_json(raw, source or f"a {fmt} document")
     if not isinstance(value, dict) or value.get("format") != fmt:
         found = value.get("format") if isinstance(value, dict) else None
         raise ProofFormatError(f"not a {fmt} document (format {found!r})")
@@ -375,8 +405,10 @@ class TreeCheckpoint:
         return _text(self)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> TreeCheckpoint:
-        return _load(text, cls, CHECKPOINT_FORMAT)
+    def from_json(cls, text: str | bytes, *, source: str | None = None) -> TreeCheckpoint:
+        """The document from its canonical JSON text; ``source`` (a file name, say)
+        names it in a refusal."""
+        return _load(text, cls, CHECKPOINT_FORMAT, source)
 
     def signed_bytes(self, key_id: str) -> bytes:
         """What the signature covers: every field but the signature, with ``key_id``,
@@ -431,8 +463,10 @@ class InclusionProof:
         return _text(self)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> InclusionProof:
-        return _load(text, cls, INCLUSION_FORMAT)
+    def from_json(cls, text: str | bytes, *, source: str | None = None) -> InclusionProof:
+        """The document from its canonical JSON text; ``source`` (a file name, say)
+        names it in a refusal."""
+        return _load(text, cls, INCLUSION_FORMAT, source)
 
     def to_bytes(self) -> bytes:
         """The compact form (the layout of RFC 9162 §4.12's inclusion proof, with our
@@ -495,37 +529,51 @@ class ConsistencyProof:
         return _text(self)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> ConsistencyProof:
-        return _load(text, cls, CONSISTENCY_FORMAT)
+    def from_json(cls, text: str | bytes, *, source: str | None = None) -> ConsistencyProof:
+        """The document from its canonical JSON text; ``source`` (a file name, say)
+        names it in a refusal."""
+        return _load(text, cls, CONSISTENCY_FORMAT, source)
 
 
-def load_document(text: str | bytes) -> TreeCheckpoint | InclusionProof | ConsistencyProof:
-    """Whichever of the three documents ``text`` is, by its ``format``."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise ProofFormatError("not a checkpoint or proof: not JSON") from None
+def load_document(text: str | bytes, *, source: str | None = None
+                  ) -> TreeCheckpoint | InclusionProof | ConsistencyProof:
+    """Whichever of the three documents ``text`` is, by its ``format``; ``source``
+    names it in a refusal."""
+    value = read_proof_json(text, source or "a checkpoint or proof")
     kinds: dict[str, Any] = {CHECKPOINT_FORMAT: TreeCheckpoint,
                              INCLUSION_FORMAT: InclusionProof,
                              CONSISTENCY_FORMAT: ConsistencyProof}
     kind = kinds.get(str(value.get("format"))) if isinstance(value, dict) else None
     if kind is None:
-        raise ProofFormatError("not a governed-memory checkpoint or proof (unknown format)")
-    loaded: TreeCheckpoint | InclusionProof | ConsistencyProof = kind.from_json(text)
+        prefix = f"{source}: " if source else ""
+        raise ProofFormatError(f"{prefix}not a governed-memory checkpoint or proof "
+                               "(unknown format)")
+    loaded: TreeCheckpoint | InclusionProof | ConsistencyProof = kind.from_json(
+        text, source=source)
     return loaded
 
 
 # -- keys --------------------------------------------------------------------------------
 
 
+def check_single_pem(data: bytes | bytearray, what: str) -> None:
+    """Refuse key data holding more than one PEM block (which key would be meant?)."""
+    blocks = data.count(b"-----BEGIN ")
+    if blocks > 1:
+        raise KeyFileError(f"holds {blocks} PEM blocks, and a {what} file holds one key")
+
+
 def load_public_key(key: Ed25519PublicKey | bytes | str) -> Ed25519PublicKey:
-    """An Ed25519 public key from PEM (SubjectPublicKeyInfo) text or bytes, or as is."""
+    """An Ed25519 public key from PEM (SubjectPublicKeyInfo) text or bytes, or as is.
+    PEM holding more than one block is refused: the parser would take the first key,
+    another tool perhaps the last, and a signature must be checked against one key."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     if isinstance(key, Ed25519PublicKey):
         return key
     data = key.encode("ascii", "replace") if isinstance(key, str) else key
+    check_single_pem(data, "public key")
     try:
         loaded = serialization.load_pem_public_key(data)
     except (ValueError, TypeError):
@@ -609,6 +657,8 @@ __all__ = [
     "KeyMismatchError",
     "LeafMismatchError",
     "PathLengthError",
+    "ProofDocumentError",
+    "ProofDuplicateKeyError",
     "ProofError",
     "ProofFormatError",
     "RootMismatchError",
@@ -621,8 +671,10 @@ __all__ = [
     "key_id",
     "leaf_hash",
     "load_document",
+    "load_event",
     "load_public_key",
     "node_hash",
+    "read_proof_json",
     "root_from_inclusion",
     "verify_consistency",
     "verify_inclusion",

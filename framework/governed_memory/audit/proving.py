@@ -21,11 +21,11 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
-from governed_memory.audit.chain import ChainFormatError, parse_line
+from governed_memory.audit.chain import ChainFormatError, parse_line, read_chain_json
 from governed_memory.audit.merkle import MerkleTree
 from governed_memory.audit.proofs import (
     LEAF_PREFIX,
@@ -134,9 +134,10 @@ def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
                 if number == 1:
                     if not line.endswith(b"\n"):
                         raise broken(1, "incomplete first line (torn write or truncation)")
-                    chain_id = _opening(line[:-1], position, chain_id, count, broken)
+                    opening = _opening(line[:-1], position, chain_id, count, broken)
+                    chain_id = str(opening["chain_id"])
                     if position == 0:
-                        heads[0] = str(json.loads(line)["hash"])
+                        heads[0] = str(opening["hash"])
                     continue
                 done = limit is not None and count >= limit
                 if done and (needle is None or later is not None):
@@ -148,11 +149,12 @@ def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
                     raise broken(number, "incomplete last line (torn write or truncation)")
                 raw = line[:-1]
                 if not raw.startswith(_ENTRY_HEAD) or (cut := raw.rfind(_TAIL)) < 0:
-                    raise broken(number, "not an entry line")
+                    raise broken(number, _why_not_an_entry(raw))
                 body = raw[len(_ENTRY_HEAD):cut]
                 count += 1
                 if done:
-                    if needle is not None and needle in body and _is_event(body, event_id):
+                    if (needle is not None and needle in body
+                            and _is_event(body, event_id, number, broken)):
                         later = count
                     continue
                 leaves += sha256(prefix + body).digest()
@@ -160,7 +162,7 @@ def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
                     at = cut + len(_TAIL)
                     heads[count] = raw[at:at + 64].decode("ascii", "replace")
                 if (needle is not None and found is None and needle in body
-                        and _is_event(body, event_id)):
+                        and _is_event(body, event_id, number, broken)):
                     found = Found(count - 1, body)
         if progress is not None and unreported:
             progress(unreported)
@@ -169,9 +171,9 @@ def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
 
 
 def _opening(raw: bytes, position: int, chain_id: str | None, count: int,
-             broken: Callable[..., TrailProblemError]) -> str:
-    """The chain id from a file's first line, which must open the trail (a genesis, in
-    the first file) or continue it exactly where the previous file ended."""
+             broken: Callable[..., TrailProblemError]) -> dict[str, Any]:
+    """A file's first line, which must open the trail (a genesis, in the first file) or
+    continue it exactly where the previous file ended."""
     try:
         value = parse_line(raw)
     except ChainFormatError as exc:
@@ -184,19 +186,32 @@ def _opening(raw: bytes, position: int, chain_id: str | None, count: int,
         if kind != "genesis":
             raise broken(1, "a proof covers the trail from its genesis: pass the trail's "
                             "directory or every file from audit-000001.jsonl on")
-        return str(value["chain_id"])
+        return value
     if kind != "continue" or value["chain_id"] != chain_id or value["seq"] != count:
         raise broken(1, "the file does not continue the previous one (another chain, or "
                         "entries missing between them)")
-    return str(chain_id)
+    return value
 
 
-def _is_event(body: bytes, event_id: str | None) -> bool:
-    """Whether the event really is ``event_id`` (the bytes could sit deeper inside)."""
+def _why_not_an_entry(raw: bytes) -> str:
+    """What is wrong with a line that is not shaped as an entry line (read only then,
+    so the streaming pass stays a slice and a hash a line)."""
     try:
-        value = json.loads(body)
-    except ValueError:
-        return False
+        parse_line(raw)
+    except ChainFormatError as exc:
+        return str(exc)
+    return "not an entry line"
+
+
+def _is_event(body: bytes, event_id: str | None, number: int,
+              broken: Callable[..., TrailProblemError]) -> bool:
+    """Whether the event really is ``event_id`` (the bytes could sit deeper inside).
+    An event that is not strict JSON is damage (a line a writer of this format cannot
+    have written), never a match or a miss."""
+    try:
+        value = read_chain_json(body, "")
+    except ChainFormatError as exc:
+        raise broken(number, f"the entry's event: {exc}") from None
     return isinstance(value, dict) and value.get("event_id") == event_id
 
 

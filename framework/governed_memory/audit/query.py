@@ -7,15 +7,13 @@ an entry whose event has a field this version does not know.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from governed_memory.audit.chain import ENTRY
+from governed_memory.audit.chain import ENTRY, ChainFormatError, read_chain_json
 from governed_memory.audit.verify import Pathish, chain_files, read_lines
 
 
@@ -38,14 +36,16 @@ def json_lines(path: Path) -> Iterator[Any]:
     """The decoded value of each complete line of one trail file.
 
     A torn last line (no newline: the writer died mid-append) and a line that is not
-    JSON are passed over here; telling whether that is damage is ``verify``'s job.
+    strict JSON (:mod:`~governed_memory.audit.strict_json`: a duplicate key, say) are
+    passed over here, never read one way of several; telling whether that is damage is
+    ``verify``'s job, and ``audit query``/``report`` verify first unless told not to.
     """
     for _, raw, terminated in read_lines(path):
         if not terminated:
             continue
         try:
-            yield json.loads(raw)
-        except ValueError:
+            yield read_chain_json(raw, "")
+        except ChainFormatError:
             continue
 
 
@@ -101,22 +101,3 @@ class EventFilter:
 
 def query(paths: Sequence[Pathish], where: EventFilter) -> Iterator[TrailEntry]:
     return (entry for entry in iter_entries(paths) if where.matches(entry.event))
-
-
-def parse_time(text: str) -> float:
-    """Epoch seconds, or an ISO 8601 instant (a naive one is read as UTC)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"not epoch seconds or an ISO 8601 time: {text!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp()
-
-
-def iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds")

@@ -4,7 +4,8 @@ The signer's half (the auditor's is ``TreeCheckpoint.verify_signature``). Keys a
 files, PEM: the private key PKCS 8 and unencrypted, the public key SubjectPublicKeyInfo,
 the forms ``openssl genpkey -algorithm ed25519`` and ``openssl pkey -pubout`` write.
 A private key file that its group or others may read or write is refused, as ssh
-refuses one: a signature proves only as much as the key is kept. No key material is
+refuses one: a signature proves only as much as the key is kept; so is a key file of
+more than one PEM block (which key it means would depend on the reader). No key material is
 ever printed, logged, put into an error message or written anywhere but the key files
 ``generate_key_pair`` creates; the trail and checkpoints carry only the key id (a
 SHA-256 fingerprint of the public key). ``cryptography`` is imported here, and only
@@ -20,7 +21,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from governed_memory.audit.proofs import KeyFileError, TreeCheckpoint, key_id, load_public_key
+from governed_memory.audit.proofs import (
+    KeyFileError,
+    TreeCheckpoint,
+    check_single_pem,
+    key_id,
+    load_public_key,
+)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -57,6 +64,11 @@ def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
             data = bytearray(handle.read())
     except OSError as exc:
         raise KeyFileError(f"{where}: cannot read the private key ({exc.strerror})") from None
+    try:
+        check_single_pem(data, "private key")
+    except KeyFileError as exc:
+        data[:] = bytes(len(data))
+        raise KeyFileError(f"{where}: {exc}") from None
     try:
         key = serialization.load_pem_private_key(bytes(data), password=None)
     except TypeError:

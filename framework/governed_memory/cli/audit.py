@@ -6,15 +6,22 @@ Exit codes, so a script can tell an alarm from a wrong argument:
   signature holds; the proof was written;
 - 1 ``BROKEN``: the trail does not verify, or no longer matches the checkpoint
   (tampering or damage; the first broken entry and why go to stderr);
-- 2 bad arguments (including a file that is no checkpoint or proof at all, and a key
-  file that cannot be used or that others may read);
+- 2 bad arguments (including a file that is no checkpoint or proof at all, a document
+  that is not JSON, and a key file that cannot be used, that others may read or that
+  holds more than one key);
 - 3 not a hash-chained trail (a plain JSON lines event log, say);
 - 4 no trail here (a directory without ``audit-*.jsonl`` files);
 - 5 ``REFUSED``: a checkpoint or proof does not hold (unsigned where a key was given,
   signed by another key, a bad signature, altered, of another trail, a wrong leaf or
-  path);
+  path); also an event, proof or checkpoint that is JSON no honest writer produced (a
+  duplicate key at any depth, ``NaN``, a byte order mark, a number spelled otherwise
+  than the canonical form spells it, data after the value), told as one line
+  ``error (<code>): <file>: <why>`` (see :mod:`governed_memory.audit.strict_json`);
 - 6 the event is not within the checkpoint's tree (not in the trail, or appended
   after the checkpoint was taken).
+
+A trail line with such JSON is damage like any other edit: ``BROKEN`` (1), naming the
+line and the duplicate key.
 """
 
 from __future__ import annotations
@@ -39,11 +46,15 @@ from governed_memory.audit.proofs import (
     ProofFormatError,
     TreeCheckpoint,
     load_document,
+    load_event,
     verify_consistency,
     verify_inclusion,
 )
-from governed_memory.audit.query import EventFilter, iso, parse_time, query
+from governed_memory.audit.query import EventFilter, query
 from governed_memory.audit.report import CATEGORIES, SubjectReport, subject_report
+from governed_memory.audit.strict_json import INVALID_JSON, JsonDocumentError, read_json
+from governed_memory.audit.summary import PrincipalActivity, principal_summary
+from governed_memory.audit.times import iso, parse_time
 from governed_memory.audit.verify import (
     BROKEN,
     NO_TRAIL,
@@ -63,6 +74,7 @@ A_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 EXIT_CODES = {BROKEN: 1, NOT_A_TRAIL: 3, NO_TRAIL: 4}
 """Exit code by ``Problem.kind`` (0: verified; 2: bad arguments, click's own)."""
+EXIT_USAGE: Final = 2
 EXIT_REFUSED: Final = 5
 EXIT_NOT_WITHIN: Final = 6
 PROGRESS_FROM_BYTES: Final = 64 * 1024 * 1024
@@ -80,7 +92,9 @@ def audit() -> None:
     matches the checkpoint); 2 bad arguments; 3 not a hash-chained trail;
     4 no trail here; 5 REFUSED (a checkpoint or proof does not hold:
     unsigned, another key, bad signature, altered, another trail, wrong
-    leaf or path); 6 the event is not within the checkpoint's tree.
+    leaf or path; or an event, proof or checkpoint with a duplicate key,
+    NaN or other JSON no writer of it produces: error (duplicate_key) ...);
+    6 the event is not within the checkpoint's tree.
     """
 
 
@@ -89,34 +103,37 @@ def _checkpoints(paths: tuple[Path, ...]) -> list[tuple[str, AnyCheckpoint]]:
     sink's head-only ones and ``audit checkpoint``'s Merkle ones alike."""
     found: list[tuple[str, AnyCheckpoint]] = []
     for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise click.BadParameter(f"{path}: not a checkpoint file (not UTF-8 text)",
-                                     param_hint="--checkpoint") from None
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
             if not line.strip():
                 continue
             where = f"{path}:{number}"
-            found.append((where, _checkpoint_line(line, where)))
+            found.append((where, _checkpoint_line(line.removesuffix(b"\r"), where)))
     return found
 
 
-def _checkpoint_line(line: str, where: str) -> AnyCheckpoint:
+def _checkpoint_line(line: bytes, where: str) -> AnyCheckpoint:
     try:
-        value = json.loads(line)
-    except ValueError:
-        value = None
+        value = read_json(line, where)
+    except JsonDocumentError as exc:
+        _bad_document(exc)
     kind = value.get("format") if isinstance(value, dict) else None
     if kind == CHECKPOINT_FORMAT:
         try:
-            return TreeCheckpoint.from_json(line)
+            return TreeCheckpoint.from_json(line, source=where)
         except ProofError as exc:
             _refuse(f"{where}: {exc}")
     try:
-        return Checkpoint.from_json(line)
+        return Checkpoint.from_json(line, source=where)
     except ChainFormatError as exc:
-        raise click.BadParameter(f"{where}: {exc}", param_hint="--checkpoint") from None
+        raise click.BadParameter(str(exc), param_hint="--checkpoint") from None
+
+
+def _bad_document(exc: JsonDocumentError) -> NoReturn:
+    """A document that is not strict JSON: one line, ``error (<code>): <file>: <why>``;
+    exit 2 if it is not JSON at all (no such document was given), else 5 (REFUSED: JSON
+    that no writer of it produces, such as a duplicate key, is what an edit leaves)."""
+    click.echo(f"error ({exc.code}): {exc}", err=True)
+    raise SystemExit(EXIT_USAGE if exc.code == INVALID_JSON else EXIT_REFUSED)
 
 
 def _tree_checkpoint(path: Path, option: str = "--checkpoint") -> TreeCheckpoint:
@@ -136,6 +153,11 @@ def _tree_checkpoint(path: Path, option: str = "--checkpoint") -> TreeCheckpoint
 def _refuse(message: str) -> NoReturn:
     click.echo(f"REFUSED {message}", err=True)
     raise SystemExit(EXIT_REFUSED)
+
+
+def _now() -> float:
+    """Now, for times ago (``--since 1h``); a test stands a fixed clock in."""
+    return time.time()
 
 
 def _public_key(path: Path | None) -> Any:
@@ -397,10 +419,12 @@ def verify_proof(proof_file: Path, checkpoint_file: Path, event_file: Path | Non
     """Check an inclusion or consistency proof with nothing but it, the checkpoint(s)
     and the event: no trail needed. Exit 5 (REFUSED) and why, if it does not hold."""
     try:
-        document = load_document(proof_file.read_bytes())
+        document = load_document(proof_file.read_bytes(), source=str(proof_file))
+    except JsonDocumentError as exc:
+        _bad_document(exc)
     except ProofFormatError as exc:
-        if "unknown format" in str(exc) or "not JSON" in str(exc):
-            raise click.BadParameter(f"{proof_file}: {exc}", param_hint="PROOF") from None
+        if "unknown format" in str(exc):
+            raise click.BadParameter(str(exc), param_hint="PROOF") from None
         _refuse(f"{proof_file}: {exc}")
     later = _tree_checkpoint(checkpoint_file)
     key = _public_key(public_key)
@@ -409,7 +433,11 @@ def verify_proof(proof_file: Path, checkpoint_file: Path, event_file: Path | Non
             if event_file is None:
                 raise click.UsageError("an inclusion proof is checked with the event: "
                                        "give --event")
-            verify_inclusion(event_file.read_bytes(), document, later, public_key=key)
+            try:
+                event = load_event(event_file.read_bytes(), source=str(event_file))
+            except JsonDocumentError as exc:
+                _bad_document(exc)
+            verify_inclusion(event, document, later, public_key=key)
             click.echo(f"OK event {document.event_id} is entry {document.seq} of chain "
                        f"{later.chain_id} at {later.tree_size} entries (root {later.root})"
                        + (f", signed by {later.key_id}" if key is not None else ""))
@@ -433,9 +461,13 @@ def _time(_: click.Context, __: click.Parameter, value: str | None) -> float | N
     if value is None:
         return None
     try:
-        return parse_time(value)
+        return parse_time(value, _now())
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+TIME_HELP = ("epoch seconds, ISO 8601 (UTC without an offset), or a time ago: 90s, 30m, "
+             "1h, 2d, 1w, '1 hour ago'")
 
 
 @audit.command("query")
@@ -448,21 +480,33 @@ def _time(_: click.Context, __: click.Parameter, value: str | None) -> float | N
 @click.option("--operation", default=None,
               help="an operation (add, search, delete_user, …) or an event type")
 @click.option("--outcome", default=None, help="committed, completed, deny, rejected, …")
-@click.option("--since", default=None, callback=_time, help="epoch seconds or ISO 8601")
-@click.option("--until", default=None, callback=_time, help="epoch seconds or ISO 8601")
-@click.option("--limit", type=click.IntRange(min=1), default=None)
+@click.option("--since", default=None, callback=_time, metavar="TIME",
+              help=f"from this time on: {TIME_HELP}")
+@click.option("--until", default=None, callback=_time, metavar="TIME",
+              help=f"before this time: {TIME_HELP}")
+@click.option("--summary", type=click.Choice(["principal"]), default=None,
+              help="instead of the events, one row per principal: its operations by "
+                   "operation and outcome, how many allowed, denied, rejected, failed")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="at most this many events (with --summary: rows)")
 @click.option("--no-verify", is_flag=True, help="read without verifying the chain first")
-@click.option("--json", "as_json", is_flag=True, help="one JSON event per line")
+@click.option("--json", "as_json", is_flag=True,
+              help="one JSON event per line (with --summary: one JSON document)")
 def query_(trail: tuple[Path, ...], tenant: str | None, principal: str | None,
            scope_hash: str | None, subject: tuple[str, str] | None, operation: str | None,
            outcome: str | None, since: float | None, until: float | None,
-           limit: int | None, no_verify: bool, as_json: bool) -> None:
+           summary: str | None, limit: int | None, no_verify: bool, as_json: bool) -> None:
     """Events matching every filter given, in chain order. The text form shows each
-    event's decision, policy revision and reasons too (``--json`` has every field)."""
+    event's decision, policy revision and reasons too (``--json`` has every field).
+    ``--summary principal`` sums the matching events up per principal instead: who
+    touched this tenant, subject or scope, how often, allowed or denied."""
     _verify_unless(no_verify, trail)
     where = EventFilter(tenant=tenant, principal=principal, scope_hash=scope_hash,
                         subject_hash=subject_hash(*subject) if subject else None,
                         operation=operation, outcome=outcome, since=since, until=until)
+    if summary is not None:
+        _print_summary(principal_summary(query(trail, where)), limit, as_json)
+        return
     shown = 0
     for entry in query(trail, where):
         if limit is not None and shown >= limit:
@@ -475,6 +519,37 @@ def query_(trail: tuple[Path, ...], tenant: str | None, principal: str | None,
         click.echo(_query_line(entry.seq, entry.occurred_at, event))
     if not as_json:
         click.echo(f"{shown} event(s)", err=True)
+
+
+SUMMARY_COLUMNS: Final = ("principal", "tenant", "operations", "allowed", "denied",
+                          "rejected", "failed", "last seen", "by operation and outcome")
+
+
+def _print_summary(rows: tuple[PrincipalActivity, ...], limit: int | None,
+                   as_json: bool) -> None:
+    """The per-principal summary: a table (a header, then a row per principal, counts
+    right-aligned) or one JSON document; totals go to stderr with the text form."""
+    shown = rows[:limit] if limit is not None else rows
+    if as_json:
+        click.echo(json.dumps({
+            "summary": "principal", "principals": [unstructure(row) for row in shown],
+            "operations": sum(row.operations for row in rows),
+            "events": sum(row.events for row in rows)}, indent=2, sort_keys=True))
+        return
+    table = [list(SUMMARY_COLUMNS)] + [[
+        row.principal_id, ",".join(row.tenant_ids) or "-", str(row.operations),
+        str(row.allowed), str(row.denied), str(row.rejected), str(row.failed),
+        iso(row.last_at),
+        " ".join(f"{operation}:{outcome}={count}"
+                 for operation, outcomes in row.by_operation.items()
+                 for outcome, count in outcomes.items()) or "-"] for row in shown]
+    widths = [max(len(line[column]) for line in table) for column in range(len(table[0]))]
+    for line in table:
+        cells = [cell.rjust(width) if 2 <= column <= 6 else cell.ljust(width)
+                 for column, (cell, width) in enumerate(zip(line, widths, strict=True))]
+        click.echo("  ".join(cells).rstrip())
+    click.echo(f"{len(rows)} principal(s), {sum(row.operations for row in rows)} "
+               f"operation(s) in {sum(row.events for row in rows)} event(s)", err=True)
 
 
 @audit.command()
