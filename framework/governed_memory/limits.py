@@ -7,6 +7,7 @@ on exactly where the line is (a 64 KiB body is fine, one byte more is not).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -26,6 +27,10 @@ MAX_JSON_DEPTH: Final = 32
 MAX_EPOCH_SECONDS: Final = 253_402_300_799.0
 """9999-12-31T23:59:59Z: the last second a timestamp field may name. Beyond it a value is
 no date at all (``1e300``), and no datastore or datetime library agrees on it."""
+MAX_INT64: Final = 2**63 - 1
+"""The largest integer every backend holds (SQLite ``INTEGER``, PostgreSQL ``bigint``,
+Redis): a sequence number, a count or any other integer a request carries is bounded by
+it here, so no datastore ever sees a number it would overflow on."""
 WILDCARDS: Final = frozenset("*%")
 """Characters no identifier may hold: ``*`` (glob, Mem0 and Redis patterns) and ``%``
 (SQL ``LIKE``), so no value can ever act as a wildcard in a datastore."""
@@ -75,12 +80,47 @@ def check_identifier(value: object, field: str) -> str:
     return text
 
 
+def is_real(value: object) -> bool:
+    """An ``int`` or ``float`` (never a ``bool``) that is a finite 64-bit float.
+
+    ``math.isfinite`` converts an ``int`` to a float first and raises ``OverflowError``
+    for one past ``1.8e308``; this answers ``False`` instead, so every numeric check
+    built on it refuses such a value with a validation error rather than crashing.
+    """
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -sys.float_info.max <= value <= sys.float_info.max
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def shown(number: int) -> str:
+    """An integer for an error message: in full when short, else its size only (a
+    message never echoes a huge number, and ``str`` refuses one past 4300 digits)."""
+    if abs(number) < 10**20:
+        return str(number)
+    return f"a {abs(number).bit_length()}-bit integer"
+
+
+def check_int(value: object, field: str, *, minimum: int = 0,
+              maximum: int = MAX_INT64) -> int:
+    """An ``int`` (never a ``bool``) in ``[minimum, maximum]``; the default range is the
+    non-negative 64-bit integers every backend stores."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MemoryValidationError(f"{field} must be an integer", field=field)
+    if not minimum <= value <= maximum:
+        raise MemoryValidationError(
+            f"{field} must be an integer from {minimum} to {maximum}", field=field)
+    return value
+
+
 def check_page_size(limit: object, field: str = "limit") -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise MemoryValidationError(f"{field} must be an integer", field=field)
     if not MIN_PAGE_SIZE <= limit <= MAX_PAGE_SIZE:
         raise MemoryValidationError(
-            f"{field} must be between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}, got {limit}", field=field
+            f"{field} must be between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}, got {shown(limit)}",
+            field=field
         )
     return limit
 

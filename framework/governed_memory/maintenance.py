@@ -14,7 +14,6 @@ operator's tenant and carry counts, never record content.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -31,7 +30,7 @@ from governed_memory.indexing import (
     ReindexPage,
     WorkerReport,
 )
-from governed_memory.limits import check_text
+from governed_memory.limits import check_text, is_real
 from governed_memory.operations import Operation
 from governed_memory.replay import HasReplay, snapshots_of
 from governed_memory.request import Audited, Checked, Request, summarised
@@ -153,8 +152,7 @@ class ProcessIndexJobsRequest(StoreRequest[WorkerRound]):
     def validate(self) -> None:
         check_text(self.worker_id, "worker_id", max_bytes=256)
         _check_int(self.limit, "limit", 1, MAX_WORKER_BATCH)
-        if (isinstance(self.lease_s, bool) or not isinstance(self.lease_s, int | float)
-                or not math.isfinite(self.lease_s) or not 0.1 <= self.lease_s <= 86_400):
+        if not is_real(self.lease_s) or not 0.1 <= self.lease_s <= 86_400:
             raise MemoryValidationError("lease_s must be from 0.1 to 86400 seconds",
                                         field="lease_s")
 

@@ -11,7 +11,6 @@ and what its replay reports.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -20,6 +19,7 @@ import attrs
 
 from governed_memory.errors import MemoryValidationError
 from governed_memory.indexing import SIGNALS, RankingConfig
+from governed_memory.limits import is_real
 
 __all__ = ["MODES", "RankingOptions"]
 
@@ -61,8 +61,7 @@ class RankingOptions:
             if name not in SIGNALS:
                 raise MemoryValidationError(f"unknown signal; known: {', '.join(SIGNALS)}",
                                             field=f"ranking.weights.{name}")
-            if isinstance(weight, bool) or not isinstance(weight, int | float) or (
-                    not math.isfinite(weight) or weight < 0):
+            if not is_real(weight) or weight < 0:  # is_real: a huge int cannot overflow
                 raise MemoryValidationError("a weight is a non-negative number",
                                             field=f"ranking.weights.{name}")
         if self.recency is not None and not isinstance(self.recency, bool):

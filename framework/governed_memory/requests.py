@@ -31,6 +31,7 @@ from governed_memory.limits import (
     check_metadata_budget,
     check_page_size,
     check_text,
+    is_real,
 )
 from governed_memory.operations import Operation
 from governed_memory.outbox import erasure_evidence
@@ -67,8 +68,7 @@ def _check_optional_text(value: str | None, field: str, max_bytes: int) -> None:
 def _check_time(value: float | None, field: str) -> None:
     if value is None:
         return
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not math.isfinite(value)):
+    if not is_real(value):  # a bool, a non-number, NaN, an infinity or an int past 1e308
         raise MemoryValidationError(f"{field} must be finite UTC epoch seconds", field=field)
     if value < 0:
         raise MemoryValidationError(f"{field} must not be negative", field=field)
@@ -86,7 +86,7 @@ def _check_interval(valid_from: float | None, invalid_at: float | None) -> None:
 def _check_importance(value: float | None) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+    if not is_real(value) or not 0.0 <= value <= 1.0:
         raise MemoryValidationError("importance must be a number between 0 and 1",
                                     field="importance")
 
@@ -274,8 +274,7 @@ class AddRequest(_Request[MemoryRecord]):
         if not isinstance(self.dedup, DedupMode):
             raise MemoryValidationError("dedup must be a DedupMode", field="dedup")
         threshold = self.dedup_threshold
-        if (isinstance(threshold, bool) or not isinstance(threshold, int | float)
-                or not 0 < threshold <= 1):
+        if not is_real(threshold) or not 0 < threshold <= 1:
             raise MemoryValidationError("dedup_threshold must be in (0, 1]",
                                         field="dedup_threshold")
 

@@ -149,5 +149,7 @@ def parse_body(data: object, kind: type[B]) -> B:
         messages = transform_error(exc, path="body")
         field = messages[0].rpartition(" @ ")[2] if messages else "body"
         raise MemoryValidationError("; ".join(messages), field=field) from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        # ArithmeticError: a conversion overflowing (int to float); the JSON reader
+        # bounds numbers to 64 bits so none should, but a refusal is never a 500.
         raise MemoryValidationError(f"body: {exc}", field="body") from None

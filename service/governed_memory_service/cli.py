@@ -11,20 +11,19 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from governed_memory import Permission, PrincipalKind
-from governed_memory.errors import MemoryValidationError
+from governed_memory.cli.exit_codes import EXIT_CODES
+from governed_memory.errors import GovernedMemoryError, MemoryNotFoundError, MemoryValidationError
 
 from governed_memory_service.api_keys import ApiKeyStore, default_key_store_path
+from governed_memory_service.command_files import creatable, keys_option
 from governed_memory_service.mcp_stdio import mcp
 from governed_memory_service.serve import serve
 
 __all__ = ["main"]
-
-_db_option = click.option("--keys-db", "keys_db", type=click.Path(path_type=Path),
-                          default=None, help="the key store (default "
-                          "$GOVERNED_MEMORY_HOME/keys.db, else ./.governed-memory/keys.db)")
 
 
 @click.group()
@@ -38,7 +37,6 @@ def keys() -> None:
 
 
 @keys.command("create")
-@_db_option
 @click.option("--tenant", required=True)
 @click.option("--kind", type=click.Choice([k.value for k in PrincipalKind]), default="user")
 @click.option("--user", "user_id", default=None, help="bind the key to this user")
@@ -46,12 +44,19 @@ def keys() -> None:
 @click.option("--permission", "permissions", multiple=True, required=True,
               type=click.Choice([p.value for p in Permission]))
 @click.option("--label", default=None)
-def create(keys_db: Path | None, tenant: str, kind: str, user_id: str | None,
+@keys_option
+def create(keys: Path | None, tenant: str, kind: str, user_id: str | None,
            principal_id: str | None, permissions: tuple[str, ...], label: str | None) -> None:
-    """Create a key; its secret is printed once and cannot be shown again."""
+    """Create a key; its secret is printed once and cannot be shown again. Creates the
+    key store if there is none (and the default home, but no other directory)."""
+    path = keys or default_key_store_path()
+    try:
+        creatable([("the key store", path)])
+    except GovernedMemoryError as exc:
+        _fail(exc)
 
     async def run() -> str:
-        async with ApiKeyStore(keys_db or default_key_store_path()) as store:
+        async with ApiKeyStore(path) as store:
             issued = await store.create(tenant_id=tenant, kind=kind, user_id=user_id,
                                         principal_id=principal_id, permissions=permissions,
                                         label=label)
@@ -65,25 +70,30 @@ def create(keys_db: Path | None, tenant: str, kind: str, user_id: str | None,
     click.echo("store the token now: only its hash is kept", err=True)
 
 
-def _existing_store(keys_db: Path | None) -> Path:
+def _fail(error: GovernedMemoryError) -> NoReturn:
+    """Exit as the CLI's data commands do: the code and message, the code's exit status."""
+    click.echo(f"error ({error.code}): {error}", err=True)
+    sys.exit(EXIT_CODES.get(error.code, 1))
+
+
+def _existing_store(keys: Path | None) -> Path:
     """The key store a read or a revocation acts on; a missing one is an error naming
     the path (exit 4, as for a data command's missing database), never a new empty
     store in the working directory."""
-    path = keys_db or default_key_store_path()
+    path = keys or default_key_store_path()
     if not path.is_file():
-        click.echo(f"error (not_found): no key store at {path} (`governed-memory keys "
-                   "create` makes one; --keys-db names another)", err=True)
-        sys.exit(4)
+        _fail(MemoryNotFoundError(f"no key store at {path} (`governed-memory keys create` "
+                                  "makes one; --keys names another)"))
     return path
 
 
 @keys.command("list")
-@_db_option
 @click.option("--tenant", default=None)
-def list_keys(keys_db: Path | None, tenant: str | None) -> None:
+@keys_option
+def list_keys(keys: Path | None, tenant: str | None) -> None:
     """Every key's id and bindings (never a secret), one JSON object a line."""
 
-    path = _existing_store(keys_db)
+    path = _existing_store(keys)
 
     async def run() -> list[str]:
         async with ApiKeyStore(path) as store:
@@ -100,12 +110,12 @@ def list_keys(keys_db: Path | None, tenant: str | None) -> None:
 
 
 @keys.command("revoke")
-@_db_option
 @click.argument("key_id")
-def revoke(keys_db: Path | None, key_id: str) -> None:
+@keys_option
+def revoke(keys: Path | None, key_id: str) -> None:
     """Revoke a key at once."""
 
-    path = _existing_store(keys_db)
+    path = _existing_store(keys)
 
     async def run() -> bool:
         async with ApiKeyStore(path) as store:

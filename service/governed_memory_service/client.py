@@ -8,7 +8,10 @@ raises the same typed errors.
 
 An application moves from in-process to remote by changing how it builds the object;
 the principal is no argument here, since the credential the client holds *is* the
-principal (the server derives it, never the caller).
+principal (the server derives it, never the caller). One difference: with a credential
+bound to a user, a scope without ``user_id`` is that user's scope on the server (as
+over MCP and in the tiers), where in process it names the tenant's shared scope; only a
+credential bound to no user reaches the shared scopes remotely.
 """
 
 from __future__ import annotations

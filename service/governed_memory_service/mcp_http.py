@@ -8,6 +8,12 @@ the request its call arrived in (the SDK hands each message's HTTP request to th
 tool's context). The SDK runs in stateless mode, so no MCP session outlives the request
 that opened it and nothing can carry one caller's principal into another's call.
 
+A POST's body is read and checked by the service before the SDK parses it, with the
+routes' own helpers: past the app's byte limit it is a 413 problem document, and
+anything but RFC 8259 JSON within :mod:`~governed_memory_service.json_input`'s bounds
+(no ``NaN``, no 5,000-digit integer, no nesting 50,000 deep), or JSON that is not one
+JSON-RPC message, is a 422 problem naming what is wrong, as on every route.
+
 It is dispatched by a middleware rather than a route: ``/mcp`` speaks JSON-RPC, not
 the REST API that the routes table and the OpenAPI document describe.
 
@@ -24,17 +30,26 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from governed_memory import GovernedMemoryManager, Principal
-from governed_memory.errors import GovernedMemoryError, MemoryUnavailableError
+from governed_memory.errors import (
+    GovernedMemoryError,
+    MemoryUnavailableError,
+    MemoryValidationError,
+)
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import jsonrpc_message_adapter
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governed_memory_service.authentication import Authenticator
 from governed_memory_service.errors import AuthenticationError
+from governed_memory_service.http_input import read_body
+from governed_memory_service.json_input import parse_json
 from governed_memory_service.mcp_tools import build_mcp_server
 from governed_memory_service.routes import problem_response
 
@@ -101,20 +116,69 @@ class McpEndpoint:
         return Middleware(_Dispatch, endpoint=self)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """One HTTP request to the MCP endpoint: authenticate, then hand it to the SDK."""
+        """One HTTP request to the MCP endpoint: authenticate, read and check a POST's
+        body as every route does, then hand the request to the SDK."""
         try:
             principal = await self._authenticator.authenticate(
                 Headers(scope=scope).get("authorization"))
+            sessions = self._sessions
+            if sessions is None:
+                # The app was not started (an ASGI transport without lifespan events).
+                raise MemoryUnavailableError("the MCP endpoint runs only while the app's "
+                                             "lifespan is running")
+            if scope.get("method") == "POST":
+                body = await self._message(Request(scope, receive))
+                receive = _replaying(body, receive)
         except GovernedMemoryError as error:
             await problem_response(error)(scope, receive, send)
             return
-        if self._sessions is None:
-            # The app was not started (an ASGI transport without lifespan events).
-            unavailable = MemoryUnavailableError("the MCP endpoint runs only while the app's "
-                                                 "lifespan is running")
-            await problem_response(unavailable)(scope, receive, send)
-            return
-        await self._sessions.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
+        await sessions.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
+
+    async def _message(self, request: Request) -> bytes:
+        """A POST's body, refused as the routes refuse theirs (problem documents: 413
+        past the app's limit, 422 for anything but RFC 8259 JSON within the bounds of
+        :mod:`~governed_memory_service.json_input`, or for JSON that is not one JSON-RPC
+        2.0 message), so the SDK only ever parses a body the service would accept."""
+        body = await read_body(request, self._max_body_bytes)
+        message = parse_json(body)
+        try:
+            jsonrpc_message_adapter.validate_python(message, by_name=False)
+        except ValidationError as exc:
+            raise _not_jsonrpc(message, exc) from None
+        return body
+
+
+def _not_jsonrpc(message: object, exc: ValidationError) -> MemoryValidationError:
+    """What is wrong with a JSON body that is no JSON-RPC message, judged as the kind of
+    message it looks like (a request when it names a method). Field names and the
+    validator's messages only: never a value the caller sent."""
+    if not isinstance(message, dict):
+        return MemoryValidationError("the body must be one JSON-RPC 2.0 message: a JSON "
+                                     "object (batches are not part of MCP)", field="body")
+    kind = "JSONRPCRequest" if "method" in message else "JSONRPCResponse"
+    problems = [(".".join(str(part) for part in error["loc"][1:]), error["msg"])
+                for error in exc.errors(include_url=False, include_input=False)
+                if error["loc"][:1] == (kind,)]
+    detail = "; ".join(f"{where or 'body'}: {text}" for where, text in problems[:3])
+    field = f"body.{problems[0][0]}" if problems and problems[0][0] else "body"
+    return MemoryValidationError(
+        "the body is not a JSON-RPC 2.0 message" + (f" ({detail})" if detail else ""),
+        field=field)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with the body already read handed out again first, so the SDK reads
+    the request as the client sent it."""
+    pending = True
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class _Dispatch:

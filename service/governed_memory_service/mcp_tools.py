@@ -6,7 +6,10 @@ credentials, or the one principal a stdio server was started with) and never the
 arguments: an agent can name a scope, but only the manager decides whether its
 principal may use it. The tenant is always the principal's; the other dimensions are
 arguments, with ``user_id`` defaulting to the principal's user, so a user's agent reads
-and writes its own memories unless it names a narrower scope.
+and writes its own memories unless it names a narrower scope. An argument a tool does
+not declare (``tenant_id``, ``principal``, a misspelt dimension) is refused with a
+validation error naming it, as the REST routes refuse an unknown query parameter, never
+ignored.
 
 The descriptions are written for the model that picks the tools: when to use each, what
 the arguments mean, and that recalled text is data to weigh, never instructions.
@@ -15,15 +18,18 @@ the arguments mean, and that recalled text is data to weigh, never instructions.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
 from governed_memory import GovernedMemoryManager, Principal, Scope, __version__
-from governed_memory.errors import GovernedMemoryError
+from governed_memory.errors import GovernedMemoryError, MemoryValidationError
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
 from pydantic import Field
 
 from governed_memory_service.mcp_output import (
@@ -285,13 +291,68 @@ def _root_logging_untouched() -> Iterator[None]:
         root.removeHandler(placeholder)
 
 
+_FROM_CREDENTIALS = frozenset({"tenant_id", "tenant", "principal", "principal_id",
+                               "permissions"})
+"""Names an agent may try for what only the transport supplies; their refusal says so."""
+
+
+class _DeclaredArgumentsServer(MCPServer[Any]):
+    """An MCP server whose tools refuse arguments they do not declare.
+
+    The SDK validates a call's arguments against the tool's parameters but ignores any
+    others, so ``recall(query=..., tenant_id="globex")`` would run in the caller's own
+    scope as if the tenant had been honoured, where the REST routes answer an unknown
+    parameter with a 422. Here an unknown argument is a validation error naming it,
+    before the tool runs (nothing is read or written), on every transport; the tools'
+    input schemas say ``additionalProperties: false`` so a client can know it upfront.
+    """
+
+    def __init__(self, declared: Mapping[str, frozenset[str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._declared = dict(declared)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None,
+                        ) -> CallToolResult | InputRequiredResult:
+        declared = self._declared.get(name)
+        if declared is not None:
+            unknown = sorted(set(arguments) - declared)
+            if unknown:
+                return error_result(_unknown_arguments(name, unknown, declared))
+        return await super().call_tool(name, arguments, context)
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [tool.model_copy(update={"input_schema": {**tool.input_schema,
+                                                         "additionalProperties": False}})
+                if tool.name in self._declared else tool
+                for tool in await super().list_tools()]
+
+
+def _unknown_arguments(tool: str, unknown: list[str],
+                       declared: frozenset[str]) -> MemoryValidationError:
+    # Names as JSON strings: an argument name is the caller's text, the message is ours.
+    names = ", ".join(json.dumps(name)[:80] for name in unknown)
+    hint = (" The tenant and the principal come from the credentials, never from "
+            "arguments." if _FROM_CREDENTIALS.intersection(unknown) else "")
+    return MemoryValidationError(
+        f"{tool} takes no argument {names}; it takes {', '.join(sorted(declared))}.{hint}",
+        field=f"arguments.{unknown[0]}")
+
+
+def _parameters(method: Callable[..., Any]) -> frozenset[str]:
+    """The arguments a tool method declares (every parameter but the context)."""
+    return frozenset(name for name in inspect.signature(method).parameters if name != "ctx")
+
+
 def build_mcp_server(manager: GovernedMemoryManager,
                      principal_of: PrincipalSource) -> MCPServer[Any]:
     """An MCP server whose tools act on ``manager`` as ``principal_of`` says."""
-    with _root_logging_untouched():
-        server: MCPServer[Any] = MCPServer("governed-memory", title="Governed memory",
-                                           instructions=INSTRUCTIONS, version=__version__)
     tools = MemoryTools(manager, principal_of)
+    declared = {name: _parameters(getattr(tools, name)) for name in DESCRIPTIONS}
+    with _root_logging_untouched():
+        server = _DeclaredArgumentsServer(declared, name="governed-memory",
+                                          title="Governed memory",
+                                          instructions=INSTRUCTIONS, version=__version__)
     for name, (title, description, hints) in DESCRIPTIONS.items():
         server.add_tool(getattr(tools, name), name=name, title=title,
                         description=description, annotations=hints,

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 from governed_memory import __version__
+from governed_memory.limits import MAX_INT64
 
 from governed_memory_service.routes import ENDPOINTS, Endpoint
 
@@ -28,6 +29,9 @@ _QUERY_DESCRIPTIONS = {
     "cursor": ("string", "the previous page's next_cursor"),
     "memory_type": ("string", "only these memory types (repeat the parameter)"),
     "hard": ("boolean", "true erases the record and its history"),
+    "after_seq": ("integer", "only the turns after this sequence number"),
+    "user_id": ("string", "scope dimension user_id; without it, a credential bound to a "
+                          "user means that user (one bound to none: no user_id)"),
 }
 
 
@@ -79,8 +83,11 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     for name in endpoint.query:
         kind, description = _QUERY_DESCRIPTIONS.get(
             name, ("string", f"scope dimension {name}"))
+        schema: dict[str, Any] = {"type": kind}
+        if kind == "integer":  # ASCII digits within 64 bits; the operation bounds it further
+            schema.update(minimum=0, maximum=MAX_INT64)
         params.append({"name": name, "in": "query", "required": False,
-                       "schema": {"type": kind}, "description": description})
+                       "schema": schema, "description": description})
     for header in endpoint.headers_in:
         params.append({"name": header, "in": "header", "required": False,
                        "schema": {"type": "string"}})
@@ -125,9 +132,14 @@ def openapi_document() -> dict[str, Any]:
         "requestBody": {"required": True, "content": {"application/json": {}}},
         "responses": {"200": {"description": "a JSON-RPC response",
                               "content": {"application/json": {}}},
-                      "401": {"description": "missing or invalid credentials",
-                              "content": {"application/problem+json": {"schema": {
-                                  "$ref": "#/components/schemas/Problem"}}}}},
+                      **{status: {"description": why, "content": {
+                          "application/problem+json": {"schema": {
+                              "$ref": "#/components/schemas/Problem"}}}}
+                         for status, why in (
+                             ("401", "missing or invalid credentials"),
+                             ("413", "body over the limit"),
+                             ("422", "not JSON within the service's bounds, or not one "
+                                     "JSON-RPC 2.0 message; names the field"))}},
         "security": [{"bearer": []}]}}
     return {
         "openapi": "3.1.0",

@@ -172,7 +172,7 @@ class MemoryRoutes(TierRoutes):
     # -- operations ---------------------------------------------------------------------
 
     async def add(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "add"))
+        scope = scope_of(request, self._query(request, "add"), principal)
         body: AddBody = await self._body(request, AddBody)
         record = await self.manager.add(
             principal, scope, body.content, memory_type=body.memory_type, key=body.key,
@@ -189,22 +189,22 @@ class MemoryRoutes(TierRoutes):
         values = self._query(request, "list")
         limit = integer(values, "limit")
         page = await self.manager.list(
-            principal, scope_of(request, values), limit=20 if limit is None else limit,
+            principal, scope_of(request, values, principal), limit=20 if limit is None else limit,
             cursor=single(values, "cursor"), memory_types=values.get("memory_type"))
         return JSONResponse(unstructure(page))
 
     async def search(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "search"))
+        scope = scope_of(request, self._query(request, "search"), principal)
         body: SearchBody = await self._body(request, SearchBody)
         return await self._search(principal, scope, body)
 
     async def get(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "get"))
+        scope = scope_of(request, self._query(request, "get"), principal)
         record = await self.manager.get(principal, scope, request.path_params["record_id"])
         return JSONResponse(unstructure(record), headers=etag(record.revision))
 
     async def update(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "update"))
+        scope = scope_of(request, self._query(request, "update"), principal)
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
         body: UpdateBody = await self._body(request, UpdateBody)
@@ -221,7 +221,7 @@ class MemoryRoutes(TierRoutes):
 
     async def delete(self, request: Request, principal: Principal) -> Response:
         values = self._query(request, "delete")
-        scope = scope_of(request, values)
+        scope = scope_of(request, values, principal)
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
         result = await self._compare_and_set(principal, scope, record_id, expected,
@@ -231,7 +231,7 @@ class MemoryRoutes(TierRoutes):
         return JSONResponse(unstructure(result), headers=etag(result.revision))
 
     async def history(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "history"))
+        scope = scope_of(request, self._query(request, "history"), principal)
         versions = await self.manager.history(principal, scope,
                                               request.path_params["record_id"])
         return JSONResponse({"versions": unstructure(versions)})
@@ -239,10 +239,10 @@ class MemoryRoutes(TierRoutes):
     async def multi_search(self, request: Request, principal: Principal) -> Response:
         self._query(request, "multi_search")  # takes no query: refuse any
         body: MultiSearchBody = await self._body(request, MultiSearchBody)
-        return await self._search(principal, scopes_of(request, body.scopes), body)
+        return await self._search(principal, scopes_of(request, body.scopes, principal), body)
 
     async def delete_all(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "delete_all"))
+        scope = scope_of(request, self._query(request, "delete_all"), principal)
         deleted = await self.manager.delete_all(principal, scope)
         return JSONResponse({"deleted": deleted})
 
@@ -250,7 +250,7 @@ class MemoryRoutes(TierRoutes):
         values = self._query(request, "purge_expired")
         limit = integer(values, "limit")
         page = await self.manager.purge_expired(
-            principal, scope_of(request, values), limit=100 if limit is None else limit,
+            principal, scope_of(request, values, principal), limit=100 if limit is None else limit,
             after=single(values, "cursor"))
         return JSONResponse(unstructure(page))
 
@@ -264,12 +264,12 @@ class MemoryRoutes(TierRoutes):
         values = self._query(request, "list_pending")
         limit = integer(values, "limit")
         page = await self.manager.list_pending(
-            principal, scope_of(request, values), limit=20 if limit is None else limit,
+            principal, scope_of(request, values, principal), limit=20 if limit is None else limit,
             cursor=single(values, "cursor"))
         return JSONResponse(unstructure(page))
 
     async def approve(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "approve"))
+        scope = scope_of(request, self._query(request, "approve"), principal)
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
         record = await self._compare_and_set(principal, scope, record_id, expected,
@@ -279,7 +279,7 @@ class MemoryRoutes(TierRoutes):
         return JSONResponse(unstructure(record), headers=etag(record.revision))
 
     async def reject(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, self._query(request, "reject"))
+        scope = scope_of(request, self._query(request, "reject"), principal)
         record_id = request.path_params["record_id"]
         expected = expected_revision(request)
         result = await self._compare_and_set(principal, scope, record_id, expected,

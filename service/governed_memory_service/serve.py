@@ -27,6 +27,8 @@ from typing import Any
 import attrs
 import click
 
+from governed_memory_service.command_files import keys_option
+
 EXTRA_HINT = "pip install 'governed-memory[service]'"
 _EXTRA_MODULES = ("starlette", "uvicorn", "jwt", "httpx", "mcp")
 
@@ -57,14 +59,26 @@ def require_service_extra() -> None:
             sys.exit(7)
 
 
-def build_manager(profile: str, db: Path | None) -> Any:
+def build_manager(profile: str, db: Path | None, *,
+                  also_creates: tuple[tuple[str, Path], ...] = ()) -> Any:
     """The manager ``profile`` builds: a registered ``id@version`` or a TOML file, over
     ``db``, with the CLI's audit trail. The CLI's own construction
     (:func:`governed_memory.cli.building.build_manager`), so a served request does what
-    ``governed-memory add`` would; a server may create its database."""
-    from governed_memory.cli.building import build_manager as build
+    ``governed-memory add`` would.
 
-    return build(profile, db)
+    A server may create its database and the ``[stores.*]`` files the profile names,
+    and ``also_creates`` (the key store), but only in a directory that exists or the
+    default home (:func:`~governed_memory_service.command_files.creatable`): checked
+    here, before anything is built, so a refusal leaves nothing behind.
+    """
+    from governed_memory.cli.building import build_manager as build
+    from governed_memory.plugins import PluginManager
+
+    from governed_memory_service.command_files import creatable, profile_files
+
+    plugins = PluginManager.load()
+    creatable([*profile_files(profile, db, plugins), *also_creates])
+    return build(profile, db, plugins=plugins)
 
 
 def authenticating_jwt(manager: Any) -> Any:
@@ -86,9 +100,11 @@ async def _serve(options: ServeOptions) -> bool:
     from governed_memory_service.app import create_app
     from governed_memory_service.authentication import BearerAuthenticator
 
-    manager = build_manager(options.profile, options.db)
+    key_store = options.keys or default_key_store_path()
+    manager = build_manager(options.profile, options.db,
+                            also_creates=(("the key store", key_store),))
     jwt = authenticating_jwt(manager)
-    async with ApiKeyStore(options.keys or default_key_store_path()) as keys:
+    async with ApiKeyStore(key_store) as keys:
         verifiers = (keys,) if jwt is None else (keys, jwt)
         app = create_app(manager, BearerAuthenticator(*verifiers), manage_lifespan=True)
         config = uvicorn.Config(app, host=options.host, port=options.port, lifespan="on",
@@ -124,9 +140,6 @@ def _stop_requested(signum: int, frame: FrameType | None) -> None:
                    "TOML file")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SQLite database file (overrides the profile provider's path)")
-@click.option("--keys", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="the API key store (default $GOVERNED_MEMORY_HOME/keys.db, else "
-                   "./.governed-memory/keys.db)")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--shutdown-timeout", type=click.IntRange(min=0), default=30,
@@ -135,6 +148,7 @@ def _stop_requested(signum: int, frame: FrameType | None) -> None:
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="a line per request on stderr; off by default, since a request's URL "
                    "names the data subject (user_id and the other scope dimensions)")
+@keys_option
 def serve(profile: str, db: Path | None, keys: Path | None, host: str, port: int,
           shutdown_timeout: int, access_log: bool) -> None:
     """Run the HTTP API; SIGTERM (or Ctrl-C) stops it gracefully (exit 0)."""

@@ -82,7 +82,7 @@ class TierRoutes:
         return self.tiers
 
     async def append_turn(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, query_values(request, _QUERY["append_turn"]))
+        scope = scope_of(request, query_values(request, _QUERY["append_turn"]), principal)
         body = parse_body(await read_json(request, self.max_body_bytes), TurnBody)
         turn = await self._turns().append(principal, scope, TurnDraft(
             body.role, body.content, name=body.name, tool_call_id=body.tool_call_id,
@@ -92,7 +92,7 @@ class TierRoutes:
 
     async def recent_turns(self, request: Request, principal: Principal) -> Response:
         values = query_values(request, _QUERY["recent_turns"])
-        scope = scope_of(request, values)
+        scope = scope_of(request, values, principal)
         limit, after = integer(values, "limit"), integer(values, "after_seq")
         if after is None:
             turns = await self._turns().recent(principal, scope, limit=limit)
@@ -102,27 +102,27 @@ class TierRoutes:
         return JSONResponse({"turns": unstructure(turns)})
 
     async def clear_turns(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, query_values(request, _QUERY["clear_turns"]))
+        scope = scope_of(request, query_values(request, _QUERY["clear_turns"]), principal)
         return JSONResponse({"removed": await self._turns().clear(principal, scope)})
 
     async def read_working_state(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, query_values(request, _QUERY["read_working_state"]))
+        scope = scope_of(request, query_values(request, _QUERY["read_working_state"]), principal)
         state = await self._working().working_state(principal, scope)
         return JSONResponse({"working_state": None if state is None else unstructure(state)})
 
     async def update_working_state(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, query_values(request, _QUERY["update_working_state"]))
+        scope = scope_of(request, query_values(request, _QUERY["update_working_state"]), principal)
         body = parse_body(await read_json(request, self.max_body_bytes), WorkingStateBody)
         state = await self._working().update(principal, scope, body.state,
                                         ttl_seconds=body.ttl_seconds, replace=body.replace)
         return JSONResponse(unstructure(state))
 
     async def clear_working_state(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, query_values(request, _QUERY["clear_working_state"]))
+        scope = scope_of(request, query_values(request, _QUERY["clear_working_state"]), principal)
         return JSONResponse({"removed": await self._working().clear_working(principal, scope)})
 
     async def build_context(self, request: Request, principal: Principal) -> Response:
-        scope = scope_of(request, query_values(request, _QUERY["build_context"]))
+        scope = scope_of(request, query_values(request, _QUERY["build_context"]), principal)
         body = parse_body(await read_json(request, self.max_body_bytes), ContextBody)
         context = await self.builder.build(principal, scope, body.question,
                                            anchor_entity_ids=body.anchor_entity_ids)

@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -68,3 +69,25 @@ def test_the_curl_session_runs_as_written(tmp_path: Path) -> None:
     assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
     # The session ended by stopping the server cleanly, and wrote where it was told.
     assert (tmp_path / "memory.db").exists() and (tmp_path / "turns.db").exists()
+
+
+EXTRA_OF_KIND = {"redis": "redis", "postgres": "postgres"}
+"""The extra a store kind (or the native provider's backend) loads its client from."""
+
+
+def test_the_try_it_install_line_installs_what_the_session_needs() -> None:
+    """The section's install line names the service extra and every extra its profile
+    needs (the Redis working-state store needs ``redis``), so following the page from a
+    clean environment works; and the session it installs for is the one that runs."""
+    text = DOC.read_text(encoding="utf-8")
+    (install,) = _blocks(text, "<!-- the install line for this section -->", "bash")
+    (profile,) = _blocks(text, "<!-- service.toml -->", "toml")
+    match = re.fullmatch(r"pip install 'governed-memory\[([a-z,]+)\]'\n", install)
+    assert match, install
+    extras = set(match.group(1).split(","))
+    spec = tomllib.loads(profile)
+    kinds = {store["kind"] for store in spec.get("stores", {}).values()}
+    kinds.add(spec["provider"].get("config", {}).get("backend", "sqlite"))
+    needed = {"service"} | {EXTRA_OF_KIND[k] for k in kinds if k in EXTRA_OF_KIND}
+    assert needed == extras, (needed, extras)
+    assert text.index("<!-- the install line for this section -->") < text.index(MARK)

@@ -17,12 +17,12 @@ from governed_memory_service.cli import main
 def test_create_list_revoke(tmp_path: Path) -> None:
     db = tmp_path / "keys.db"
     runner = CliRunner()
-    created = runner.invoke(main, ["keys", "create", "--keys-db", str(db), "--tenant", "acme",
+    created = runner.invoke(main, ["keys", "create", "--keys", str(db), "--tenant", "acme",
                                    "--user", "alice", "--permission", "memory:read"])
     assert created.exit_code == 0, created.output
     issued = json.loads(created.stdout.splitlines()[0])
     assert issued["token"].startswith(f"gmk_{issued['key_id']}_")
-    listed = runner.invoke(main, ["keys", "list", "--keys-db", str(db)])
+    listed = runner.invoke(main, ["keys", "list", "--keys", str(db)])
     assert listed.exit_code == 0
     assert issued["key_id"] in listed.stdout
     assert issued["token"] not in listed.stdout
@@ -38,15 +38,15 @@ def test_create_list_revoke(tmp_path: Path) -> None:
             return await store.verify(issued["token"]) is not None
 
     assert asyncio.run(verify())
-    revoked = runner.invoke(main, ["keys", "revoke", "--keys-db", str(db), issued["key_id"]])
+    revoked = runner.invoke(main, ["keys", "revoke", "--keys", str(db), issued["key_id"]])
     assert revoked.exit_code == 0
     assert not asyncio.run(verify())
-    again = runner.invoke(main, ["keys", "revoke", "--keys-db", str(db), issued["key_id"]])
+    again = runner.invoke(main, ["keys", "revoke", "--keys", str(db), issued["key_id"]])
     assert again.exit_code != 0
 
 
 def test_a_bad_binding_is_refused_before_a_key_exists(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["keys", "create", "--keys-db", str(tmp_path / "k.db"),
+    result = CliRunner().invoke(main, ["keys", "create", "--keys", str(tmp_path / "k.db"),
                                        "--tenant", "ac*me", "--permission", "memory:read"])
     assert result.exit_code != 0
     assert "tenant_id" in result.output
@@ -58,7 +58,7 @@ def test_reading_or_revoking_without_a_key_store_creates_none(
     monkeypatch.delenv("GOVERNED_MEMORY_HOME", raising=False)
     runner = CliRunner()
     for args in (["keys", "list"], ["keys", "revoke", "0123456789abcdef"],
-                 ["keys", "list", "--keys-db", str(tmp_path / "missing" / "keys.db")]):
+                 ["keys", "list", "--keys", str(tmp_path / "missing" / "keys.db")]):
         result = runner.invoke(main, args)
         assert result.exit_code == 4, result.output
         assert "no key store at" in result.output

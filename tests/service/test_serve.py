@@ -203,13 +203,13 @@ def test_serve_and_keys_are_governed_memory_subcommands(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     assert {line.split()[0] for line in listed.stdout.splitlines()} >= {"serve", "keys"}
     created = subprocess.run(
-        [sys.executable, "-m", "governed_memory.cli.main", "keys", "create", "--keys-db",
+        [sys.executable, "-m", "governed_memory.cli.main", "keys", "create", "--keys",
          keys, "--tenant", "acme", "--user", "alice", "--permission", "memory:read"],
         capture_output=True, text=True, env=env, timeout=120)
     assert created.returncode == 0, created.stderr
     key_id = json.loads(created.stdout.splitlines()[0])["key_id"]
     shown = subprocess.run([sys.executable, "-m", "governed_memory.cli.main", "keys", "list",
-                            "--keys-db", keys], capture_output=True, text=True, env=env,
+                            "--keys", keys], capture_output=True, text=True, env=env,
                            timeout=120)
     assert key_id in shown.stdout
 

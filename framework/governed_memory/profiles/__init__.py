@@ -2,7 +2,9 @@
 
 ``MemoryProfileSpec`` is the model; ``load_profile`` / ``loads_profile`` /
 ``parse_profile`` read it (strictly, naming the path of every problem);
-``ProfileRegistry`` and ``PackRegistry`` hold what plugins registered; and
+``ProfileRegistry`` and ``PackRegistry`` hold what plugins registered;
+``resolve_profile`` turns what a caller names (a registered ``id@version`` or a TOML
+file) into a spec, the one rule every entry point follows; and
 ``GovernedMemoryManager.from_profile`` / ``from_pack`` build a manager from them.
 """
 
@@ -20,6 +22,12 @@ from governed_memory.profiles.loading import (
 )
 from governed_memory.profiles.packs import DomainPack, PackRegistry, ResolvedPack, dependency_hash
 from governed_memory.profiles.registry import ProfileRegistry, RegisteredProfile
+from governed_memory.profiles.resolve import (
+    ProfileSource,
+    ResolvedProfile,
+    find_profile,
+    resolve_profile,
+)
 from governed_memory.profiles.spec import (
     CURRENT_SPEC_VERSION,
     AccessSection,
@@ -71,11 +79,13 @@ __all__ = [
     "ProfileLoadError",
     "ProfileProblem",
     "ProfileRegistry",
+    "ProfileSource",
     "ProviderSection",
     "QuotaSection",
     "Reference",
     "RegisteredProfile",
     "ResolvedPack",
+    "ResolvedProfile",
     "RetentionSection",
     "RetrievalMode",
     "RetrievalSection",
@@ -86,9 +96,11 @@ __all__ = [
     "WriteSection",
     "check_against_plugins",
     "dependency_hash",
+    "find_profile",
     "load_profile",
     "loads_profile",
     "parse_profile",
+    "resolve_profile",
     "structure_profile",
     "unstructure_profile",
 ]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import attrs
 
 from governed_memory.errors import MemoryValidationError
-from governed_memory.limits import check_identifier
+from governed_memory.limits import MAX_INT64, check_identifier, check_int, is_real
 from governed_memory.operations import Operation
 from governed_memory.records import _frozen_mapping
 from governed_memory.request import Request
@@ -26,7 +26,7 @@ from governed_memory.tiers.results import (
     WorkingStateRead,
 )
 from governed_memory.tiers.turns import Turn, TurnDraft, TurnPage
-from governed_memory.tiers.working import check_state, check_ttl
+from governed_memory.tiers.working import MAX_WORKING_TTL_S, check_state, check_ttl
 
 if TYPE_CHECKING:
     from governed_memory.operation_context import OperationContext
@@ -104,10 +104,9 @@ class ListTurnsRequest(_TierRequest[TurnPage]):
 
     def validate(self) -> None:
         _need(self.scope, "session_id", "reading turns")
-        if (isinstance(self.after_seq, bool) or not isinstance(self.after_seq, int)
-                or self.after_seq < 0):
-            raise MemoryValidationError("after_seq must be a non-negative integer",
-                                        field="after_seq")
+        # A turn's sequence number is a 64-bit integer in every store: a larger one is
+        # refused here, never handed to a datastore that would overflow on it.
+        check_int(self.after_seq, "after_seq", minimum=0, maximum=MAX_INT64)
         _limit(self.limit, MAX_TURN_PAGE)
 
     async def send(self, target: TurnTier, ctx: OperationContext) -> TurnPage:
@@ -154,6 +153,10 @@ class UpdateWorkingStateRequest(_TierRequest[WorkingState]):
     def validate(self) -> None:
         _need(self.scope, "run_id", "working state")
         check_state(self.changes, "state")
+        if not is_real(self.ttl_s):  # before check_ttl, whose float conversion overflows
+            raise MemoryValidationError(
+                f"ttl_seconds must be a number of seconds in (0, {MAX_WORKING_TTL_S:g}]",
+                field="ttl_seconds")
         check_ttl(self.ttl_s)
         if not isinstance(self.replace, bool):
             raise MemoryValidationError("replace must be true or false", field="replace")
@@ -205,6 +208,7 @@ class RecordContextRequest(_TierRequest[ContextRecord]):
                 raise MemoryValidationError("an injected memory's scope is not listed",
                                             field=f"injected[{i}]")
             check_identifier(version.record_id, f"injected[{i}].record_id")
+            check_int(version.version, f"injected[{i}].version", minimum=1)
         for i, item in enumerate(self.degraded):
             check_identifier(item, f"degraded[{i}]")
 
