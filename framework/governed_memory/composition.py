@@ -19,6 +19,7 @@ import attrs
 from opentelemetry.metrics import MeterProvider
 
 from governed_memory.clock import Clock
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy
@@ -29,9 +30,10 @@ from governed_memory.profiles.build import (
 )
 from governed_memory.profiles.packs import PackRegistry, ResolvedPack
 from governed_memory.profiles.registry import ProfileRegistry
+from governed_memory.profiles.resolve import ProfileSource, resolve_profile
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
-from governed_memory.sinks import build_sinks
+from governed_memory.sinks import build_sinks, default_base_dir
 
 
 @attrs.frozen(slots=True)
@@ -63,19 +65,30 @@ def provider_from_plugins(name: str, config: Mapping[str, Any] | None,
     return provider
 
 
-def compose_profile(profile: str | MemoryProfileSpec, *, plugins: PluginManager,
+def compose_profile(profile: ProfileSource, *, plugins: PluginManager,
                     clock: Clock, sinks: Sequence[EventSink] | None = None,
                     provider_config_overrides: Mapping[str, Any] | None = None,
                     meter_provider: MeterProvider | None = None,
                     sinks_base_dir: str | os.PathLike[str] | None = None) -> Composition:
-    """Everything ``GovernedMemoryManager.from_profile`` documents: the profile looked up
-    by ``id@version`` (or taken as given), ``sinks=None`` building the sinks its
-    ``[audit]`` names, ``provider_config_overrides`` replacing provider config keys
-    without changing the profile's revision."""
-    spec = (profile if isinstance(profile, MemoryProfileSpec)
-            else ProfileRegistry.from_plugins(plugins).get(profile))
-    chosen = (tuple(sinks) if sinks is not None
-              else build_sinks(spec, plugins, base_dir=sinks_base_dir))
+    """Everything ``GovernedMemoryManager.from_profile`` documents: the profile a
+    reference or a file names (``resolve_profile``), or taken as given; ``sinks=None``
+    building the sinks its ``[audit]`` names, relative paths under ``sinks_base_dir``
+    (else ``default_base_dir``); ``provider_config_overrides`` replacing provider
+    config keys without changing the profile's revision."""
+    spec = resolve_profile(profile, plugins)
+    if sinks is None:
+        base = (sinks_base_dir if sinks_base_dir is not None
+                else default_base_dir(spec, provider_config_overrides))
+        chosen = build_sinks(spec, plugins, base_dir=base)
+    else:
+        chosen = tuple(sinks)
+    if spec.audit.fail_closed and not chosen:
+        # The profile itself names a trail (its load checks that), so only a caller's
+        # empty choice gets here; a strict bus without a sink would refuse everything.
+        raise MemoryConfigurationError(
+            f"profile {spec.key} has [audit] fail_closed = true, but sinks=() leaves the "
+            "manager nowhere to record, so every operation would be refused; pass the "
+            "sinks to record into, or sinks=None for those the profile names")
     parts = build_components(spec, plugins, clock, provider_config_overrides)
     provider = parts.provider
     if spec.cache.enabled:

@@ -26,7 +26,11 @@ import attrs
 
 from governed_memory.canonical import canonical_json
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
+from governed_memory.errors import (
+    GovernedMemoryError,
+    MemoryConfigurationError,
+    MemoryUnavailableError,
+)
 from governed_memory.ids import new_id
 
 log = logging.getLogger(__name__)
@@ -231,9 +235,34 @@ def read_events(path: str | os.PathLike[str]) -> list[MemoryEvent]:
 
 class AuditUnavailableError(MemoryUnavailableError):
     """A fail-closed trail could not record an event, so the operation was refused
-    (or, after a write, its outcome is unrecorded: see ``docs/compliance.md``)."""
+    (or, after a write, its outcome is unrecorded: see ``docs/compliance.md``).
+
+    The message names the cause: which sink failed and what failed (a library error's
+    own message, an OS error's errno, else the exception's type: never a third-party
+    message, which may carry anything), or that there was no sink at all. ``sinks``
+    names the sinks that failed; the first failure is the ``__cause__``."""
 
     code = "audit_unavailable"
+
+    def __init__(self, message: str, *, sinks: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.sinks = tuple(sinks)
+
+
+def _sink_name(sink: object) -> str:
+    name = getattr(sink, "name", None)
+    return name if isinstance(name, str) and name else type(sink).__name__
+
+
+def _failure_reason(exc: BaseException) -> str:
+    """What failed, in words safe to show a caller: a library error's message (written
+    without content or private detail), an OS error's errno name, else only the type."""
+    if isinstance(exc, GovernedMemoryError):
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, OSError) and exc.errno:
+        return (f"{type(exc).__name__} ({errno.errorcode.get(exc.errno, str(exc.errno))}: "
+                f"{os.strerror(exc.errno)})")
+    return type(exc).__name__
 
 
 class EventBus:
@@ -258,22 +287,38 @@ class EventBus:
         return bool(self.sinks) or self.strict
 
     async def emit(self, event: MemoryEvent) -> None:
-        if await self.deliver(event) or not self.strict:
+        failures = await self._deliver(event)
+        if not self.strict:
             return
-        raise AuditUnavailableError(f"the audit trail could not record {event.type}")
+        if not self.sinks:
+            raise AuditUnavailableError(
+                f"the audit trail could not record {event.type}: the audit is fail-closed "
+                "and the manager has no event sink to record to (name a trail in the "
+                "profile's [audit] path, or pass sinks)")
+        if failures:
+            raise AuditUnavailableError(
+                f"the audit trail could not record {event.type}: "
+                + "; ".join(f"sink {name!r} failed: {_failure_reason(exc)}"
+                            for name, exc in failures),
+                sinks=tuple(name for name, _ in failures)) from failures[0][1]
 
     async def deliver(self, event: MemoryEvent) -> bool:
         """Hand ``event`` to every sink; True only if every sink took it (and there is
         at least one, when strict). Failures are logged by type, never by content."""
-        delivered = bool(self.sinks) or not self.strict
+        failures = await self._deliver(event)
+        return not failures and (bool(self.sinks) or not self.strict)
+
+    async def _deliver(self, event: MemoryEvent) -> list[tuple[str, Exception]]:
+        """Every sink gets the event, whatever the others did; the failures, by sink."""
+        failures: list[tuple[str, Exception]] = []
         for sink in self.sinks:
             try:
                 await sink.emit(event)
             except Exception as exc:
-                delivered = False
-                log.error("event sink %s failed on %s: %s", getattr(sink, "name", sink),
-                          event.type, type(exc).__name__)
-        return delivered
+                failures.append((_sink_name(sink), exc))
+                log.error("event sink %s failed on %s: %s", _sink_name(sink), event.type,
+                          type(exc).__name__)
+        return failures
 
     async def emit_all(self, events: Iterable[MemoryEvent]) -> None:
         for event in events:

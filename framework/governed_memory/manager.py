@@ -27,6 +27,7 @@ from governed_memory.composition import compose_profile, provider_from_plugins, 
 from governed_memory.errors import (
     GovernedMemoryError,
     MemoryCapabilityUnsupportedError,
+    MemoryUnavailableError,
     MemoryValidationError,
 )
 from governed_memory.events import EventBus, EventSink
@@ -202,6 +203,9 @@ class GovernedMemoryManager:
         self.maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task[None] | None = None
         self._started = False
+        self._closed = False
+        self._starting = asyncio.Lock()
+        """Held while starting, so concurrent first operations start the provider once."""
 
     @classmethod
     def from_plugins(
@@ -221,7 +225,7 @@ class GovernedMemoryManager:
     @classmethod
     def from_profile(
         cls,
-        profile: str | MemoryProfileSpec,
+        profile: str | os.PathLike[str] | MemoryProfileSpec,
         *,
         plugins: PluginManager | None = None,
         clock: Clock | None = None,
@@ -233,16 +237,26 @@ class GovernedMemoryManager:
         maintenance_interval_s: float | None = None,
         sinks_base_dir: str | os.PathLike[str] | None = None,
     ) -> GovernedMemoryManager:
-        """Build from a versioned profile: ``"chat-assistant@1.0.0"`` (or a spec).
+        """Build from a profile: a registered reference (``"chat-assistant@1.0.0"``,
+        or ``"chat-assistant"`` for its newest version), a TOML file (a ``str`` naming an
+        existing file, or any ``os.PathLike``), or a ``MemoryProfileSpec``
+        (:func:`governed_memory.profiles.resolve_profile` decides which).
 
         The profile names the provider and its config, the policies in order, the
         deadline and its event sinks; its id, version and revision go into every event
         and span. ``sinks=None`` (the default) builds the sinks the profile's
-        ``[audit]`` names (``governed_memory.sinks.build_sinks``, relative paths under
-        ``sinks_base_dir``); pass sinks (or ``()``) to choose them yourself.
+        ``[audit]`` names (``governed_memory.sinks.build_sinks``), relative paths under
+        ``sinks_base_dir``, which defaults to the directory of the provider's database
+        file, else ``$GOVERNED_MEMORY_HOME``, else ``./.governed-memory``
+        (``governed_memory.sinks.default_base_dir``); pass sinks to choose them
+        yourself. A profile with ``[audit] fail_closed = true`` and ``sinks=()`` is
+        refused here (``MemoryConfigurationError``): every operation would be.
         ``provider_config_overrides`` replace provider config keys for this process
         (say, a database ``path``) without changing the profile's revision.
         (:mod:`governed_memory.composition` does the building.)
+
+        The manager starts on its first operation; ``async with`` (or ``start()`` and
+        ``close()``) also closes it.
         """
         clock = clock or SystemClock()
         parts = compose_profile(profile, plugins=plugins or PluginManager.load(),
@@ -292,8 +306,29 @@ class GovernedMemoryManager:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start the provider (and the outbox and maintenance loops the manager was
+        given). Optional: the first operation starts a manager that was not started,
+        once, however many operations arrive together (``async with`` also closes it).
+        Idempotent; after :meth:`close`, it starts the manager again."""
         if self._started:
             return
+        async with self._starting:
+            if not self._started:
+                await self._start()
+                self._started, self._closed = True, False
+
+    async def _ensure_started(self) -> None:
+        """Start on first use; a closed manager says what to do instead of reaching a
+        closed provider."""
+        if self._started:
+            return
+        if self._closed:
+            raise MemoryUnavailableError(
+                "this GovernedMemoryManager is closed (close() or the end of its `async "
+                "with` block); build a new one, or call `await manager.start()` to reopen it")
+        await self.start()
+
+    async def _start(self) -> None:
         await self._provider.start()
         try:
             outbox = self.activity.outbox
@@ -314,7 +349,6 @@ class GovernedMemoryManager:
                 log.error("closing the provider after a failed start failed: %s",
                           type(exc).__name__)
             raise
-        self._started = True
 
     def capabilities(self) -> Capabilities:
         """What the provider behind this manager declares it can do."""
@@ -323,11 +357,13 @@ class GovernedMemoryManager:
     async def health(self) -> HealthStatus:
         """The provider's health probe (a real round trip to its storage): an operator's
         check, reading no memory, so it is not an operation with events."""
+        await self._ensure_started()
         return await self._provider.health()
 
     async def deliver_events(self) -> int:
         """Drain the provider's event outbox now; returns how many events went out
         (0 for a provider without one)."""
+        await self._ensure_started()
         outbox = self.activity.outbox
         return 0 if outbox is None else len((await outbox.drain()).delivered)
 
@@ -343,6 +379,10 @@ class GovernedMemoryManager:
                 log.warning("maintenance round failed: %s", type(exc).__name__)
 
     async def close(self) -> None:
+        """Stop the background loops, deliver what the outbox holds, close the provider
+        and the sinks (idempotent). Operations after it raise ``MemoryUnavailableError``
+        until :meth:`start` reopens the manager."""
+        self._closed = True
         task, self._maintenance = self._maintenance, None
         if task is not None:
             task.cancel()
@@ -378,6 +418,7 @@ class GovernedMemoryManager:
 
     async def _execute(self, operation: Operation, principal: Principal,
                        build: Callable[[], Request[T]]) -> T:
+        await self._ensure_started()
         request = await build_request(self.activity, operation, principal, build)
         return await self.activity.execute(request, principal)
 
@@ -533,6 +574,7 @@ class GovernedMemoryManager:
         their scores and the ranking, profile and policy revisions used; governed like a
         search of the snapshot's scopes. Erased versions are listed, not returned; a
         snapshot of an erased user raises ``SnapshotErasedError``."""
+        await self._ensure_started()
         return await replay_through(self.activity, principal, snapshot_id)
 
     async def update(

@@ -9,9 +9,12 @@ third-party sink needs no change here and the framework imports no plugin.
 Where files go is the host's decision, not the profile's: a relative path in the
 profile (``path``, ``checkpoint_path``, and the ``path`` of the built-in ``jsonl``
 sink) is resolved against ``base_dir``, which the host passes (the CLI passes the
-directory of its database); when it passes none, paths stay as written, so a relative
-one is the current directory's when the sink opens its file (building never asks for
-the current directory, which may be gone in a long-running process).
+directory of its database; ``GovernedMemoryManager.from_profile`` passes
+``sinks_base_dir``, else :func:`default_base_dir`: beside the profile's database, so a
+profile's trail lands in the same place from Python as from the CLI); when
+``build_sinks`` is given none, paths stay as written, so a relative one is the current
+directory's when the sink opens its file (building never asks for the current
+directory, which may be gone in a long-running process).
 Other sinks' configs are handed over as written, since only the sink knows which of
 its keys are paths. Building does no I/O (sink factories must not): files are opened
 on the first event.
@@ -33,7 +36,35 @@ if TYPE_CHECKING:
     from governed_memory.plugins import PluginManager
 
 JSONL_SINK: Final = "jsonl"
+HOME_ENV: Final = "GOVERNED_MEMORY_HOME"
+"""Where governed-memory keeps its files when nothing else says: the CLI's database and
+trail, and the native provider's default SQLite file."""
+DEFAULT_HOME: Final = ".governed-memory"
+"""The home when ``$GOVERNED_MEMORY_HOME`` is not set, relative to the current
+directory when a file is opened."""
 _TRAIL_PATH_KEYS: Final = ("directory", "checkpoint_path")
+_NO_FILE: Final = frozenset({"", ":memory:"})
+
+
+def default_base_dir(spec: MemoryProfileSpec,
+                     provider_config_overrides: Mapping[str, Any] | None = None, *,
+                     environ: Mapping[str, str] | None = None) -> Path:
+    """Where a profile's relative sink paths go when the host names no base directory:
+    the directory of the provider's database file when its config (with the overrides)
+    names one as ``path``, else ``$GOVERNED_MEMORY_HOME``, else ``./.governed-memory``,
+    which is where the embedded default database goes when no ``path`` is named. So a
+    built-in profile's trail (``[audit] path = "audit"``) sits next to its data, from
+    Python as from the CLI, and nothing is written to the working directory itself
+    unless a database path there was chosen.
+
+    Reads no file and never asks for the current directory: a relative result is
+    resolved when a sink opens its file."""
+    config = {**spec.provider.config, **dict(provider_config_overrides or {})}
+    path = config.get("path")
+    if isinstance(path, str | os.PathLike) and str(path) not in _NO_FILE:
+        return Path(path).parent
+    env = os.environ if environ is None else environ
+    return Path(env.get(HOME_ENV) or DEFAULT_HOME)
 
 
 def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *,

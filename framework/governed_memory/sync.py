@@ -1,4 +1,5 @@
-"""``SyncMemoryManager``: the manager's surface for scripts and sync frameworks.
+"""``SyncMemoryManager``: the manager's surface for scripts, notebooks and sync
+frameworks.
 
 It is a view of one ``GovernedMemoryManager``, not a second implementation: every
 method runs the async method of the same name on an event loop thread the facade owns
@@ -6,17 +7,27 @@ method runs the async method of the same name on an event loop thread the facade
 async manager's, and a keyword added there is here at once. ``bind`` gives the sync
 form of ``BoundMemory``.
 
-    with SyncMemoryManager.from_profile(spec) as memory:
+    with SyncMemoryManager.from_profile("chat-assistant@1.0.0") as memory:
         alice = memory.bind(principal, Scope("acme", user_id="alice"))
         alice.add("Alice prefers window seats", memory_type="preference")
         hits = alice.search("seats").hits
+
+``with`` is optional, as a notebook wants: the first operation starts the manager (the
+async manager starts itself on first use, once, however many threads call at once),
+``close()`` closes it, and a facade never closed is closed at interpreter exit, before
+Python stops its worker threads, so the provider's connections and the trail are closed
+cleanly and the loop's thread is joined rather than killed.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
+import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import ParamSpec
+from typing import Final, ParamSpec
 
 from governed_memory.binding import EventLoopThread, blocking
 from governed_memory.capabilities import Capabilities
@@ -28,6 +39,65 @@ from governed_memory.scope import Scope
 __all__ = ["SyncBoundMemory", "SyncMemoryManager"]
 
 P = ParamSpec("P")
+
+log = logging.getLogger(__name__)
+
+
+class _Lifetime:
+    """One facade's manager and loop, closed once: by ``close()``, or at exit."""
+
+    __slots__ = ("_lock", "loop", "target")
+
+    def __init__(self, target: GovernedMemoryManager, loop: EventLoopThread) -> None:
+        self.target, self.loop = target, loop
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            _OPEN.pop(id(self), None)
+            if self.loop.closed:
+                return
+            try:
+                self.loop.run(self.target.close())
+            finally:
+                self.loop.close()
+
+
+_OPEN: Final[dict[int, _Lifetime]] = {}
+"""Facades not closed yet, oldest first. Held strongly: an unclosed facade's loop
+thread runs until exit anyway, and this is how exit finds it to close it."""
+_HOOKED = threading.Lock()
+_hooked = False
+
+
+def _close_the_open() -> None:
+    """At interpreter exit: close every facade still open, newest first."""
+    for lifetime in reversed(list(_OPEN.values())):
+        try:
+            lifetime.close()
+        except Exception as exc:  # one broken close must not keep the others open
+            log.error("closing a SyncMemoryManager at exit failed: %s", type(exc).__name__)
+
+
+def _forget_inherited() -> None:
+    """In a forked child: the parent's facades have no loop thread here, so there is
+    nothing to close (waiting on their loops at the child's exit would hang it)."""
+    _OPEN.clear()
+
+
+def _track(lifetime: _Lifetime) -> None:
+    """Register ``lifetime`` for closing at exit. The hook runs with ``threading``'s own
+    exit hooks, before the interpreter joins (and stops accepting work on) thread pool
+    workers, which closing a provider or a trail still uses; ``atexit`` runs after."""
+    global _hooked
+    with _HOOKED:
+        if not _hooked:
+            register = getattr(threading, "_register_atexit", None) or atexit.register
+            register(_close_the_open)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_forget_inherited)
+            _hooked = True
+        _OPEN[id(lifetime)] = lifetime
 
 
 def _wrapping(factory: Callable[P, GovernedMemoryManager]
@@ -43,14 +113,19 @@ def _wrapping(factory: Callable[P, GovernedMemoryManager]
 
 class SyncMemoryManager:
     """The manager's operations, blocking. Thread-safe: calls from several threads run
-    as concurrent tasks on the facade's one loop. Close it (or use ``with``) to close
-    the manager and stop the loop's thread."""
+    as concurrent tasks on the facade's one loop.
+
+    The first operation starts the manager (once); ``with`` or ``close()`` closes it
+    and stops the loop's thread, and a facade never closed is closed at interpreter
+    exit. After ``close()`` every call raises ``RuntimeError``."""
 
     def __init__(self, manager: GovernedMemoryManager) -> None:
         if not isinstance(manager, GovernedMemoryManager):
             raise TypeError("SyncMemoryManager wraps a GovernedMemoryManager")
         self._target = manager
         self._loop = EventLoopThread("governed-memory-sync")
+        self._lifetime = _Lifetime(manager, self._loop)
+        _track(self._lifetime)
 
     from_profile = staticmethod(_wrapping(GovernedMemoryManager.from_profile))
     from_plugins = staticmethod(_wrapping(GovernedMemoryManager.from_plugins))
@@ -73,13 +148,8 @@ class SyncMemoryManager:
         return SyncBoundMemory(self._target.bind(principal, scope), self._loop)
 
     def close(self) -> None:
-        """Close the manager, then stop the loop (idempotent)."""
-        if self._loop.closed:
-            return
-        try:
-            self._loop.run(self._target.close())
-        finally:
-            self._loop.close()
+        """Close the manager, then stop the loop and join its thread (idempotent)."""
+        self._lifetime.close()
 
     def __enter__(self) -> SyncMemoryManager:
         self.start()

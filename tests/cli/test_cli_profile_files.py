@@ -144,5 +144,6 @@ def test_serve_builds_its_manager_with_the_cli_function(monkeypatch: pytest.Monk
         return "the manager"
 
     monkeypatch.setattr(building, "build_manager", spy)
+    _write(tmp_path / "team.toml", LEXICAL_PROFILE.format(path_line=""))
     assert serve.build_manager("team.toml", tmp_path / "m.db") == "the manager"
     assert calls == [("team.toml", tmp_path / "m.db")]

@@ -1,12 +1,17 @@
 """``manager.bind(principal, scope)`` and ``SyncMemoryManager``: views of the async
-manager's methods, so the surface, the governance and the errors are the same."""
+manager's methods, so the surface, the governance and the errors are the same; the sync
+manager starts on first use (once, from any number of threads) and is closed by
+``close()``, ``with``, or at interpreter exit."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import subprocess
+import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from governed_memory import (
@@ -17,10 +22,12 @@ from governed_memory import (
     Principal,
     Scope,
 )
+from governed_memory.clock import ManualClock
 from governed_memory.errors import MemoryConflictError
 from governed_memory.events import InMemoryEventSink
 from governed_memory.manager import BoundMemory
 from governed_memory.sync import SyncBoundMemory, SyncMemoryManager
+from governed_memory_native import build_native_provider
 
 ALICE = Principal("user:alice", "user", tenant_id="acme", user_id="alice",
                   permissions=["memory:read", "memory:write", "memory:delete"])
@@ -159,3 +166,134 @@ async def test_the_sync_api_works_from_inside_another_event_loop() -> None:
         record = memory.bind(ALICE, MINE).add("from a coroutine")
         await asyncio.sleep(0)
         assert memory.get(ALICE, MINE, record.id).content == "from a coroutine"
+
+
+# -- without `with`: a notebook's way (issue 28) ------------------------------------------
+
+
+class Starts:
+    """The in-memory native provider, counting its starts and closes."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self._inner = build_native_provider({"backend": "memory"}, ManualClock())
+        self.started = self.closed = 0
+
+    async def start(self) -> None:
+        self.started += 1
+        await asyncio.sleep(0)
+        await self._inner.start()
+
+    async def close(self) -> None:
+        self.closed += 1
+        await self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _sync_threads() -> int:
+    return sum(t.name == "governed-memory-sync" for t in threading.enumerate())
+
+
+def test_the_sync_manager_starts_on_first_use_and_close_closes_it() -> None:
+    before = _sync_threads()
+    provider = Starts()
+    memory = SyncMemoryManager(GovernedMemoryManager(provider))  # type: ignore[arg-type]
+    alice = memory.bind(ALICE, MINE)
+    barrier = threading.Barrier(6)
+    added: list[str] = []
+
+    def first_call(n: int) -> None:
+        barrier.wait()  # six threads make the first call together
+        added.append(alice.add(f"note {n}").id)
+
+    threads = [threading.Thread(target=first_call, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert provider.started == 1 and len(set(added)) == 6
+    assert len(alice.list(limit=10).items) == 6
+    assert _sync_threads() == before + 1
+    memory.close()
+    assert provider.closed == 1
+    assert _sync_threads() == before  # the loop's thread was joined
+    with pytest.raises(RuntimeError, match="closed"):
+        alice.add("after close")
+
+
+def test_from_plugins_works_without_with() -> None:
+    memory = SyncMemoryManager.from_plugins("native", {"backend": "memory"})
+    record = memory.add(ALICE, MINE, "from a notebook cell")
+    assert memory.get(ALICE, MINE, record.id).content == "from a notebook cell"
+    memory.close()
+
+
+EXIT_SCRIPT = """
+import atexit, sys, threading
+from pathlib import Path
+from governed_memory import Principal, Scope
+from governed_memory.sync import SyncMemoryManager
+
+out = Path(sys.argv[1])
+
+class Marker:
+    name = "marker"
+    async def emit(self, event): pass
+    async def close(self):
+        (out / "sink-closed").write_text("yes")
+
+def at_exit():  # atexit runs after the facade's exit hook
+    names = sorted(t.name for t in threading.enumerate())
+    (out / "threads").write_text(",".join(names))
+
+atexit.register(at_exit)
+memory = SyncMemoryManager.from_plugins(
+    "native", {"backend": "sqlite", "path": str(out / "m.db")}, sinks=[Marker()])
+alice = Principal("user:alice", "user", tenant_id="acme", user_id="alice",
+                  permissions=["memory:read", "memory:write"])
+print(memory.add(alice, Scope("acme", user_id="alice"), "never closed").content)
+"""
+
+
+def test_a_sync_manager_never_closed_is_closed_at_interpreter_exit(tmp_path: Path) -> None:
+    script = tmp_path / "notebook.py"
+    script.write_text(EXIT_SCRIPT, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "never closed"
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    assert (tmp_path / "sink-closed").read_text() == "yes"  # the manager was closed
+    assert (tmp_path / "threads").read_text() == "MainThread"  # loop and pools joined
+    assert not (tmp_path / "m.db-wal").exists()  # SQLite closed cleanly (checkpointed)
+
+
+FORK_SCRIPT = """
+import multiprocessing, sys
+from governed_memory.sync import SyncMemoryManager
+
+memory = SyncMemoryManager.from_plugins("native", {"backend": "memory"})
+memory.start()
+
+def child():
+    print("child done", flush=True)  # it exits without the parent's facade to close
+
+if __name__ == "__main__":
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join()
+    print("child exit", process.exitcode, flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="fork")
+def test_a_forked_child_does_not_wait_on_its_parents_facade(tmp_path: Path) -> None:
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["child done", "child exit 0"]

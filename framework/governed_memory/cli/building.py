@@ -3,22 +3,24 @@
 One implementation for every command that opens memory: the data commands, the
 indexing commands, the demo and, through the service plugin, ``serve`` and ``mcp``.
 
-- ``--profile`` is a registered ``id@version`` reference or a TOML file (anything
-  ending in ``.toml``, or an existing file), read by the same loader as ``governed-memory
-  profiles validate``, so a team's own profile (PostgreSQL, the Redis cache, an
-  embedder) needs no plugin package.
+- ``--profile`` is a TOML file (when a file exists at that path) or a registered
+  ``id@version`` reference, resolved by the framework's one rule
+  (:func:`governed_memory.profiles.resolve_profile`, which ``from_profile`` uses too),
+  so a team's own profile (PostgreSQL, the Redis cache, an embedder) needs no plugin
+  package, and a name that is neither is refused naming both possibilities.
 - The database is a SQLite file: ``--db``, else the ``path`` the profile's provider
   config names, else, for the native provider on SQLite, ``$GOVERNED_MEMORY_HOME/
   memory.db`` or ``./.governed-memory/memory.db``. A provider that keeps its data
   elsewhere (PostgreSQL, Mem0) has no file, and ``--db`` is passed to it as ``path``
   for it to accept or refuse.
-- A command that does not create the database (every one but ``add``, ``worker`` and
-  the servers) refuses a file that does not exist, naming it, before anything is built:
-  a mistyped ``--db`` or a read in the wrong directory creates no directory, no
-  database and no trail.
+- A command that does not create the database (every one but ``add``, ``worker``,
+  ``demo`` and the servers) refuses a file that does not exist, naming it, before
+  anything is built: a mistyped ``--db`` or a read in the wrong directory creates no
+  directory, no database and no trail.
 - Every manager keeps the trail the profile's ``[audit]`` names, relative paths
-  resolved against the CLI's home (the database's directory), and, when the profile
-  names no hash-chained trail, one at ``<home>/audit``.
+  resolved against the CLI's home (the database's directory; the built-in profiles
+  name ``audit``), and, when the profile names no hash-chained trail, one at
+  ``<home>/audit``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from governed_memory.events import EventSink
     from governed_memory.manager import GovernedMemoryManager
     from governed_memory.plugins import PluginManager
-    from governed_memory.profiles import MemoryProfileSpec
+    from governed_memory.profiles import MemoryProfileSpec, ProfileSource
 
 HOME_ENV: Final = "GOVERNED_MEMORY_HOME"
 PROFILE_ENV: Final = "GOVERNED_MEMORY_PROFILE"
@@ -52,25 +54,6 @@ def home_dir(db: Path | None) -> Path:
     """Where the CLI keeps its files: the directory of the database when there is one,
     else ``$GOVERNED_MEMORY_HOME``, else ``./.governed-memory``."""
     return (db if db is not None else default_db_path()).absolute().parent
-
-
-def is_profile_file(profile: str) -> bool:
-    """A TOML file rather than a registered reference: ``*.toml`` or an existing file."""
-    return profile.endswith(".toml") or Path(profile).is_file()
-
-
-def resolve_profile(profile: str, plugins: PluginManager) -> MemoryProfileSpec:
-    """The spec ``profile`` names: a TOML file (loaded strictly, every problem named by
-    its path) or a registered ``id[@version]``."""
-    from governed_memory.errors import MemoryConfigurationError
-    from governed_memory.profiles import ProfileRegistry, load_profile
-
-    if is_profile_file(profile):
-        path = Path(profile)
-        if not path.is_file():
-            raise MemoryConfigurationError(f"profile file {path.absolute()} does not exist")
-        return load_profile(path)
-    return ProfileRegistry.from_plugins(plugins).get(profile)
 
 
 def database_file(spec: MemoryProfileSpec, db: Path | None) -> Path | None:
@@ -115,7 +98,7 @@ def cli_sinks(spec: MemoryProfileSpec, plugins: PluginManager,
     return sinks
 
 
-def build_manager(profile: str, db: Path | None, *, must_exist: bool = False,
+def build_manager(profile: ProfileSource, db: Path | None, *, must_exist: bool = False,
                   plugins: PluginManager | None = None,
                   extra_sinks: tuple[EventSink, ...] = ()) -> GovernedMemoryManager:
     """The manager ``profile`` builds, over ``db`` (or the profile's own database),
@@ -126,6 +109,7 @@ def build_manager(profile: str, db: Path | None, *, must_exist: bool = False,
     """
     from governed_memory.manager import GovernedMemoryManager
     from governed_memory.plugins import PluginManager
+    from governed_memory.profiles.resolve import resolve_profile
 
     plugins = plugins if plugins is not None else PluginManager.load()
     spec = resolve_profile(profile, plugins)

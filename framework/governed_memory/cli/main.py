@@ -24,7 +24,9 @@ def _table(module: str, *commands: tuple[str, str, str]) -> dict[str, LazyComman
 
 COMMANDS: dict[str, LazyCommand] = {
     **_table("demo", ("demo", "demo", "Walk through governed memory on a fresh SQLite "
-                                      "database, under the chat-assistant profile.")),
+                                      "database, under the chat-assistant profile: from "
+                                      "a remembered preference to the prompt it ends up "
+                                      "in.")),
     **_table("providers", ("providers", "providers", "Registered memory providers.")),
     **_table("memories",
              ("add", "add", "Write a memory (CONTENT, or - to read it from stdin)."),
@@ -95,8 +97,9 @@ def cli() -> None:
     Every command is one governed operation (authorized, decided by the profile's
     policies, recorded in its audit trail) as the tenant's operator, on the SQLite
     database --db names (default $GOVERNED_MEMORY_HOME/memory.db, else
-    ./.governed-memory/memory.db). Only add and worker create a database; every other
-    command refuses one that does not exist.
+    ./.governed-memory/memory.db). add and worker create the database and its trail,
+    demo its own in a fresh directory (and the service's serve, mcp and keys the files
+    docs/service.md lists); every other command refuses one that does not exist.
     """
 
 

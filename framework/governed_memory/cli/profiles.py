@@ -1,11 +1,13 @@
 """``governed-memory profiles list|show|validate|packs``: what profiles exist, what one
-says, whether a file would load here, and which domain packs select which profiles."""
+says, whether one would load here, and which domain packs select which profiles.
+
+``show`` and ``validate`` take a profile the way every command's ``--profile`` does: a
+TOML file or a registered reference (:func:`governed_memory.profiles.find_profile`)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -19,7 +21,7 @@ from governed_memory.profiles import (
     ProfileLoadError,
     ProfileRegistry,
     check_against_plugins,
-    load_profile,
+    find_profile,
     unstructure_profile,
 )
 
@@ -88,38 +90,47 @@ def profiles_list(as_json: bool) -> None:
 
 
 @profiles.command("show")
-@click.argument("reference", metavar="ID[@VERSION]")
+@click.argument("profile", metavar="FILE|ID[@VERSION]")
 @json_option
-def profiles_show(reference: str, as_json: bool) -> None:
-    """Every setting of one profile (the newest version when none is given)."""
-    _, registry = _catalog()
+def profiles_show(profile: str, as_json: bool) -> None:
+    """Every setting of one profile: a TOML file, or a registered reference (the newest
+    version when none is given)."""
+    plugins, registry = _catalog()
     try:
-        entry = registry.entry(reference)
+        found = find_profile(profile, plugins, registry=registry)
     except MemoryConfigurationError as exc:
         _fail(exc)
         return
+    spec = found.spec
+    where = {"file": str(found.file.absolute())} if found.file is not None else {
+        "plugin": found.origin}
     if as_json:
-        _dump({**_described(entry.spec), "plugin": entry.origin, "problem": entry.problem})
+        _dump({**_described(spec), **where, "problem": found.problem})
         return
-    click.echo(f"profile:  {entry.spec.key}")
-    click.echo(f"revision: {entry.spec.revision}")
-    click.echo(f"plugin:   {entry.origin}")
-    if entry.problem:
-        click.echo(f"problem:  {entry.problem}")
-    for path, value in _flatten(unstructure_profile(entry.spec)):
+    click.echo(f"profile:  {spec.key}")
+    click.echo(f"revision: {spec.revision}")
+    for label, value in where.items():
+        click.echo(f"{label + ':':<9} {value}")
+    if found.problem:
+        click.echo(f"problem:  {found.problem}")
+    for path, value in _flatten(unstructure_profile(spec)):
         if path not in ("id", "version"):
             click.echo(f"  {path} = {json.dumps(value, ensure_ascii=False)}")
 
 
 @profiles.command("validate")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("profile", metavar="FILE|ID[@VERSION]")
 @json_option
-def profiles_validate(file: Path, as_json: bool) -> None:
-    """Check a profile TOML file: schema, contradictions, and that its provider and
-    policies are registered here and accept their configuration."""
+def profiles_validate(profile: str, as_json: bool) -> None:
+    """Check a profile (a TOML file, or a registered reference): schema, contradictions,
+    and that its provider, policies and event sinks are registered here and accept
+    their configuration."""
     plugins, registry = _catalog()
     try:
-        spec = load_profile(file)
+        found = find_profile(profile, plugins, registry=registry)
+        spec = found.spec
+        if found.problem is not None:
+            raise MemoryConfigurationError(found.problem)
         check_against_plugins(spec, plugins)
     except MemoryConfigurationError as exc:
         if as_json:
@@ -129,7 +140,8 @@ def profiles_validate(file: Path, as_json: bool) -> None:
         _fail(exc)
         return
     note = None
-    if spec.key in registry and registry.entry(spec.key).spec.revision != spec.revision:
+    if (found.file is not None and spec.key in registry
+            and registry.entry(spec.key).spec.revision != spec.revision):
         note = (f"differs from the registered {spec.key} "
                 f"({registry.entry(spec.key).spec.revision})")
     if as_json:

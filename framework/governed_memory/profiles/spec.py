@@ -517,8 +517,9 @@ class AuditSection:
 
     fail_closed: bool = False
     """Refuse any operation whose ``requested`` event the manager's sinks cannot all
-    record, before a policy or the provider sees it (``AuditUnavailableError``); a
-    manager without any sink then refuses everything. See ``docs/compliance.md``."""
+    record, before a policy or the provider sees it (``AuditUnavailableError``). It
+    needs something to record to: a profile with it and neither ``path`` nor ``sinks``
+    is refused when it loads. See ``docs/compliance.md``."""
     path: str | None = None
     """The trail's directory (``audit-000001.jsonl``, … go in it)."""
     fsync: FsyncPolicy = FsyncPolicy.ALWAYS
@@ -538,6 +539,12 @@ class AuditSection:
     def __attrs_post_init__(self) -> None:
         _check_path("path", self.path)
         _check_path("checkpoint_path", self.checkpoint_path)
+        if self.fail_closed and self.path is None and not self.sinks:
+            # Otherwise it loads, and then every operation is refused for want of a sink.
+            raise ProfileProblem("path", "fail_closed = true needs a trail to record to: "
+                                         "name its directory here (relative to the "
+                                         "database's directory), or an "
+                                         "[audit.sinks.<name>] table")
         if self.path is None:
             for name in ("fsync_interval_s", "max_file_bytes", "checkpoint_path",
                          "checkpoint_every"):
