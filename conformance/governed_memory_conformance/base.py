@@ -183,9 +183,12 @@ class ConformanceBase:
     async def start_provider(self, clock: ManualClock) -> MemoryProvider:
         provider = await self.make_provider(clock)
         if not isinstance(provider, MemoryProvider):
+            missing = [name for name in _protocol_members() if not hasattr(provider, name)]
             raise AssertionError(
                 f"make_provider returned {type(provider).__name__}, which does not implement "
-                "governed_memory.MemoryProvider"
+                f"governed_memory.MemoryProvider (missing: {', '.join(missing) or '?'}); an "
+                "optional-feature accessor it does not offer answers None: mix in "
+                "governed_memory.provider_kit.NoOptionalFeatures (docs/provider-changelog.md)"
             )
         return provider
 
@@ -268,6 +271,12 @@ class ConformanceBase:
             **extra,
             **overrides,
         )
+
+
+def _protocol_members() -> list[str]:
+    """What ``MemoryProvider`` asks of a provider: its attributes and methods."""
+    return sorted({*MemoryProvider.__annotations__,
+                   *(name for name in vars(MemoryProvider) if not name.startswith("_"))})
 
 
 def scenario(

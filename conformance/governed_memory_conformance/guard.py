@@ -3,13 +3,17 @@
 A subclass that redefines a suite test (or sets it to ``None``) must mark the
 redefinition ``pytest.mark.xfail(reason=...)`` with a non-empty reason, so every
 deviation from the contract is visible in the report as an expected failure with its
-explanation, never as a silent pass.
+explanation, never as a silent pass. A team's own test that merely shares a suite
+test's name is an override too (the guard cannot tell intent from a name), so its
+message says how to rename it: the suite never names a test after a provider, so a
+``test_<provider>_...`` name never collides, now or when the suite grows.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -68,9 +72,20 @@ def violations(cls: type, suite: type = ProviderConformance) -> list[str]:
         elif xfail_reason(current) is None:
             problems.append(
                 f"{cls.__qualname__}.{name} overrides a suite test without "
-                "pytest.mark.xfail(reason=...)"
+                "pytest.mark.xfail(reason=...) (if it is a test of your own that happens "
+                f"to share the suite's name, rename it, e.g. {_own_name(cls, name)})"
             )
     return problems
+
+
+def _own_name(cls: type, name: str) -> str:
+    """A name for a provider's own test that cannot collide with a suite test: the
+    suite's names never carry a provider's name (``TestAcmeProvider`` -> ``test_acme_``)."""
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__.removeprefix("Test")).lower()
+    for suffix in ("_provider", "_conformance"):
+        if snake.endswith(suffix) and len(snake) > len(suffix):
+            snake = snake.removesuffix(suffix)
+    return f"test_{snake or 'own'}_{name.removeprefix('test_')}"
 
 
 def _definer(cls: type, name: str) -> type | None:

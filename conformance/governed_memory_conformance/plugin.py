@@ -17,7 +17,7 @@ import pytest
 
 from governed_memory_conformance.capabilities import CORE, capabilities_of
 from governed_memory_conformance.guard import suite_of, suite_tests, violations
-from governed_memory_conformance.suite import ProviderConformance
+from governed_memory_conformance.suite import AREAS, ProviderConformance, area_of
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,18 +38,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow: long property runs (the conformance suite's thorough variants)")
     config.addinivalue_line(
-        "markers", "conformance(capabilities): a conformance suite test and the provider "
-                   "capabilities it requires (added by the plugin; reports group by it)")
+        "markers", "conformance(capabilities, area, area_order): a conformance suite "
+                   "test, the provider capabilities it requires and its area (added by the "
+                   "plugin; reports group by them)")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Label every suite test with what it proves, for reports such as the CLI's table."""
+    """Label every suite test with what it proves and its area, for reports such as the
+    CLI's tables."""
     cls = getattr(item, "cls", None)
     name = getattr(item, "originalname", item.name)
     if cls is None or not issubclass(cls, ProviderConformance) or name not in suite_tests():
         return
     required = capabilities_of(getattr(item, "obj", None))
-    item.add_marker(pytest.mark.conformance(capabilities=required or (CORE,)))
+    area = area_of(name)
+    order = [known for known, _ in AREAS]
+    item.add_marker(pytest.mark.conformance(
+        capabilities=required or (CORE,), area=area,
+        area_order=order.index(area) if area in order else len(order)))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -75,7 +81,9 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
             + ". A suite test may only be replaced by one marked "
             "pytest.mark.xfail(reason=...), e.g. "
             "test_x = expected_failure(ProviderConformance.test_x, reason='BUG: ...'); "
-            "the suite's machinery not at all"
+            "the suite's machinery not at all. Name tests of your own after your provider "
+            "(test_<provider>_...): the suite never uses such names, so they cannot "
+            "collide with a suite test, today's or a later one"
         )
 
 

@@ -75,6 +75,11 @@ class Capabilities:
     event_outbox: bool = False
     """A write's ``committed`` event is stored in the write's own transaction and read
     back through ``pending_events`` / ``acknowledge_events`` (``governed_memory.outbox``)."""
+    scope_revisions: bool = False
+    """``revisions`` reads per-scope revisions that every committed write advances in
+    its own transaction, and a tenant epoch that ``delete_user`` advances
+    (``governed_memory.scope_revisions``): a search cache in any process can then check
+    a page against storage."""
     max_page_size: int = 100
 
 

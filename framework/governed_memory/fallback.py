@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from governed_memory.cache.forwarding import ForwardedFeatures, ReviewForwarding, UsageForwarding
 from governed_memory.capabilities import Capabilities, HealthStatus
@@ -56,6 +56,9 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 
+if TYPE_CHECKING:
+    from governed_memory.scope_revisions import ScopeRevisions
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -82,6 +85,12 @@ class FallbackProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
     @property
     def fallback(self) -> MemoryProvider:
         return self._fallback
+
+    @property
+    def revisions(self) -> ScopeRevisions | None:
+        """None: a read may be answered by the fallback, which the primary's revisions
+        say nothing about (a cache above this wrapper would keep its own)."""
+        return None
 
     # -- lifecycle: both, so a broken fallback is found at start, not during an outage --
 

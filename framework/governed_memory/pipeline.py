@@ -54,7 +54,7 @@ from governed_memory.policy import (
     PolicyEngine,
 )
 from governed_memory.principal import Principal
-from governed_memory.provider import MemoryProvider, UsageReportingProvider
+from governed_memory.provider import MemoryProvider
 from governed_memory.records import (
     ErasureReceipt,
     RecordStatus,
@@ -135,8 +135,9 @@ class ActivityPort:
             # stay stored for a manager that has sinks.
             self.outbox = OutboxDispatcher(stored_events, events,
                                            content_hashes=content_hashes_in_events)
-        self._usage_reporting = (self._declares("usage")
-                                 and isinstance(provider, UsageReportingProvider))
+        self._usage_meter = provider.usage_meter if self._declares("usage") else None
+        """What reads usage for quotas: the provider's ``usage_meter`` when it declares
+        ``usage`` (asked once; a wrapper answers with its inner provider's)."""
 
     def _declares(self, capability: str) -> bool:
         if self._capabilities is None:
@@ -401,9 +402,9 @@ class ActivityPort:
             except AuditUnavailableError as exc:
                 if operation.kind is OperationKind.WRITE:
                     raise AuditUnavailableError(
-                        f"{operation.value} was applied, but the audit trail could not "
-                        "record it; retry with the same idempotency key to get the result "
-                        "once the trail is back") from exc
+                        f"{operation.value} was applied, but {exc}; retry with the same "
+                        "idempotency key to get the result once the trail is back",
+                        sinks=exc.sinks) from exc
                 raise
             return event
         try:
@@ -445,16 +446,15 @@ class ActivityPort:
     def _usage_probe(self, ctx: OperationContext) -> UsageProbe | None:
         """Usage of the operation's own tenant, read from the provider within the
         operation's deadline; ``None`` if the provider cannot report it."""
-        if not self._usage_reporting:
+        meter = self._usage_meter
+        if meter is None:
             return None
-        # Checked once at construction: a runtime protocol check costs more than a get.
-        provider = cast(UsageReportingProvider, self._provider)
 
         async def probe(query: UsageQuery) -> Usage:
             if query.tenant_id != ctx.principal.tenant_id:
                 raise MemoryScopeError("usage of another tenant")
             async with asyncio.timeout(self.timeout_s):
-                usage = await provider.usage(query, ctx)
+                usage = await meter.usage(query, ctx)
             if not isinstance(usage, Usage):
                 raise MemoryStorageError(f"provider {self._provider_name} reported no usage")
             return usage

@@ -37,12 +37,13 @@ from governed_memory.requests import (
     SearchRequest,
     UpdateRequest,
 )
-from governed_memory.usage import Usage, UsageQuery
+from governed_memory.usage import UsageMeter
 
 if TYPE_CHECKING:
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
     from governed_memory.replay import SnapshotReplay
+    from governed_memory.scope_revisions import ScopeRevisions
 
 
 @runtime_checkable
@@ -121,6 +122,18 @@ class MemoryProvider(Protocol):
         """Retrieval snapshots: replay, cache-hit snapshots, retention."""
         ...
 
+    @property
+    def usage_meter(self) -> UsageMeter | None:
+        """Record and byte counts per scope and per tenant, for quotas (capability
+        ``usage``; ``governed_memory.usage.UsageMeter``)."""
+        ...
+
+    @property
+    def revisions(self) -> ScopeRevisions | None:
+        """Per-scope revisions kept in storage with the writes (capability
+        ``scope_revisions``): how a search cache in any process checks a page."""
+        ...
+
 
 @runtime_checkable
 class ReviewingProvider(Protocol):
@@ -144,12 +157,21 @@ class ReviewingProvider(Protocol):
                            ctx: OperationContext) -> Page[MemoryRecord]: ...
 
 
-@runtime_checkable
-class UsageReportingProvider(Protocol):
-    """The ``usage`` capability: current record and byte counts, for quotas."""
-
-    async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage: ...
-
-
 ProviderFactory = Callable[[Mapping[str, Any], Clock], MemoryProvider]
 """Builds an unstarted provider from its profile config and the manager's clock."""
+
+
+def __getattr__(name: str) -> Any:
+    """``UsageReportingProvider``, the protocol the provider guide named for ``usage``
+    before the ``usage_meter`` accessor: still importable, with a warning, so a provider
+    written to that guide loads while it moves to the accessor
+    (docs/provider-changelog.md)."""
+    if name == "UsageReportingProvider":
+        import warnings
+
+        warnings.warn("governed_memory.provider.UsageReportingProvider is deprecated: "
+                      "return a governed_memory.usage.UsageMeter from the provider's "
+                      "usage_meter property instead (docs/provider-changelog.md)",
+                      DeprecationWarning, stacklevel=2)
+        return UsageMeter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

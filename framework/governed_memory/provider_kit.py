@@ -44,13 +44,15 @@ if TYPE_CHECKING:
     from governed_memory.outbox import EventOutboxProvider
     from governed_memory.provider import ReviewingProvider
     from governed_memory.replay import SnapshotReplay
+    from governed_memory.scope_revisions import ScopeRevisions
+    from governed_memory.usage import UsageMeter
 
 T = TypeVar("T")
 
 
 class NoOptionalFeatures:
     """The optional-feature accessors of a provider that offers none of them (review,
-    indexing, event outbox, replay): mix it in and override the ones you offer."""
+    indexing, event outbox, replay, usage): mix it in and override the ones you offer."""
 
     __slots__ = ()
 
@@ -68,6 +70,14 @@ class NoOptionalFeatures:
 
     @property
     def replay(self) -> SnapshotReplay | None:
+        return None
+
+    @property
+    def usage_meter(self) -> UsageMeter | None:
+        return None
+
+    @property
+    def revisions(self) -> ScopeRevisions | None:
         return None
 
 

@@ -37,6 +37,7 @@ from governed_memory.records import (
     RecordStatus,
     VersionOperation,
 )
+from governed_memory.scope_revisions import ScopeState, epoch_name
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS records (
@@ -85,6 +86,24 @@ CREATE TABLE IF NOT EXISTS namespaces (
     namespace TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS namespaces_user ON namespaces (tenant_id, user_id);
+CREATE INDEX IF NOT EXISTS records_expiry ON records (scope_hash, expires_at)
+    WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS scope_revisions (
+    name TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS scope_revision_insert AFTER INSERT ON records BEGIN
+    INSERT INTO scope_revisions (name, revision) VALUES (NEW.scope_hash, 1)
+    ON CONFLICT (name) DO UPDATE SET revision = revision + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS scope_revision_update AFTER UPDATE ON records BEGIN
+    INSERT INTO scope_revisions (name, revision) VALUES (NEW.scope_hash, 1)
+    ON CONFLICT (name) DO UPDATE SET revision = revision + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS scope_revision_delete AFTER DELETE ON records BEGIN
+    INSERT INTO scope_revisions (name, revision) VALUES (OLD.scope_hash, 1)
+    ON CONFLICT (name) DO UPDATE SET revision = revision + 1;
+END;
 CREATE TABLE IF NOT EXISTS intents (
     record_id TEXT PRIMARY KEY,
     scope_hash TEXT NOT NULL,
@@ -230,6 +249,37 @@ class Ledger:
             self._depth = 0
             self.db.execute("COMMIT")
 
+    # -- scope revisions (governed_memory.scope_revisions) --------------------------
+
+    def scope_state(self, tenant_id: str, scope_hashes: Sequence[str],
+                    now: float) -> ScopeState:
+        """The revisions the triggers on ``records`` keep (the ledger decides what a
+        search may return, so a change Mem0 holds but the ledger has not committed is
+        invisible anyway) and the earliest expiry after ``now`` in those scopes."""
+        names = [*dict.fromkeys(scope_hashes), epoch_name(tenant_id)]
+        marks = ", ".join("?" * len(names))
+        with self._lock:
+            stored = {str(name): int(revision) for name, revision in self.db.execute(
+                f"SELECT name, revision FROM scope_revisions WHERE name IN ({marks})", names)}
+            instants = [row[0] for scope_hash in names[:-1] for row in self.db.execute(
+                "SELECT expires_at FROM records WHERE scope_hash = ? AND expires_at > ?"
+                " ORDER BY expires_at LIMIT 1", (scope_hash, now))]
+        return ScopeState(
+            (*(stored.get(scope_hash, 0) for scope_hash in scope_hashes),
+             stored.get(names[-1], 0)),
+            min(instants) if instants else None)
+
+    def advance_epoch(self, tenant_id: str, forget: Sequence[str]) -> None:
+        """After a user's erasure: the tenant's epoch moves and the user's scope hashes
+        are forgotten (safe together: every cached page is keyed by the epoch too)."""
+        with self.transaction():
+            self.db.executemany("DELETE FROM scope_revisions WHERE name = ?",
+                                [(scope_hash,) for scope_hash in sorted(set(forget))])
+            self.db.execute(
+                "INSERT INTO scope_revisions (name, revision) VALUES (?, 1)"
+                " ON CONFLICT (name) DO UPDATE SET revision = revision + 1",
+                (epoch_name(tenant_id),))
+
     def settle_erasure(self) -> None:
         """Fold the write-ahead log into the file and truncate it: WAL frames written
         before an erasure still hold the erased rows until they are checkpointed."""
@@ -287,6 +337,20 @@ class Ledger:
             "SELECT COUNT(*), COALESCE(SUM(status != 'active' OR (expires_at IS NOT NULL "
             "AND expires_at <= ?)), 0) FROM records WHERE scope_hash = ? "
             "AND status != 'deleted'", (now, scope_hash)).fetchone()
+        return int(row[0]), int(row[1])
+
+    def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
+        """``(records, bytes)`` for quotas: the tenant's (or one scope's) records that
+        are neither deleted nor expired, pending ones included, and the UTF-8 bytes of
+        their content. The text stays in Mem0; each record's current version snapshot
+        here holds it, so the count never asks Mem0."""
+        row = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(json_extract(v.body, "
+            "'$.record.content') AS BLOB))), 0) FROM records AS r JOIN versions AS v "
+            "ON v.record_id = r.id AND v.version = json_extract(r.body, '$.version') "
+            "WHERE r.tenant_id = ? AND (? IS NULL OR r.scope_hash = ?) "
+            "AND r.status != 'deleted' AND (r.expires_at IS NULL OR r.expires_at > ?)",
+            (tenant_id, scope_hash, scope_hash, now)).fetchone()
         return int(row[0]), int(row[1])
 
     def put_record(self, record: MemoryRecord, mem0_id: str, *, stray: bool = False) -> None:

@@ -29,7 +29,7 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -85,6 +85,8 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory.scope import Scope
+from governed_memory.scope_revisions import ScopeRevisions, ScopeState
+from governed_memory.usage import Usage, UsageMeter, UsageQuery
 
 from governed_memory_mem0.clients import Item, Mem0Client
 from governed_memory_mem0.config import Mem0Config
@@ -134,6 +136,21 @@ class _Erased:
             self.scope_hashes | other.scope_hashes)
 
 
+class _LedgerRevisions:
+    """The ledger's scope revisions, read off the event loop (one indexed read each)."""
+
+    __slots__ = ("_provider",)
+
+    def __init__(self, provider: Mem0MemoryProvider) -> None:
+        self._provider = provider
+
+    async def read(self, tenant_id: str, scope_hashes: Sequence[str],
+                   now: float) -> ScopeState:
+        self._provider._require_open()
+        return await asyncio.to_thread(self._provider.ledger.scope_state, tenant_id,
+                                       scope_hashes, now)
+
+
 class Mem0MemoryProvider(NoOptionalFeatures):
     """The Mem0 adapter; ``client`` decides whether Mem0 runs here or on a Platform host."""
 
@@ -178,7 +195,27 @@ class Mem0MemoryProvider(NoOptionalFeatures):
             purge_expired=True,
             delete_all=True,
             delete_user=True,
+            scope_revisions=True,
+            usage=True,  # counted in the ledger, from each record's current version
         )
+
+    @property
+    def usage_meter(self) -> UsageMeter | None:
+        return self
+
+    async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
+        """Records neither deleted nor expired (pending included) and their content
+        bytes, for quotas: read from the ledger under the store lock."""
+        self._require_open()
+        scope_hash = None if query.scope is None else query.scope.scope_hash
+        records, size = await self._locked(self._ledger.usage, query.tenant_id, scope_hash,
+                                           ctx.now)
+        return Usage(records=records, bytes=size)
+
+    @property
+    def revisions(self) -> ScopeRevisions | None:
+        """Kept by the ledger, which decides what a search may return."""
+        return _LedgerRevisions(self)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -318,7 +355,7 @@ class Mem0MemoryProvider(NoOptionalFeatures):
             provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
         check_metadata_budget(request.metadata, provenance.as_dict())
         if request.supersedes is not None:
-            self._require_in_scope(sh, request.supersedes, "supersedes")
+            self._require_in_scope(sh, request.supersedes, "supersedes", ctx.now)
         if request.key is not None:
             holder = self._ledger.record_by_key(sh, request.key)
             if holder is not None and not holder.record.is_expired(ctx.now):
@@ -394,9 +431,12 @@ class Mem0MemoryProvider(NoOptionalFeatures):
         self._require_open()
         return await self._locked(self._update, request, ctx)
 
-    def _require_in_scope(self, scope_hash: str, record_id: str, field: str) -> None:
-        """A supersession link names a record of the same scope that exists."""
-        if self._ledger.record(scope_hash, record_id) is None:
+    def _require_in_scope(self, scope_hash: str, record_id: str, field: str,
+                          now: float) -> None:
+        """A supersession link names a record of the same scope that exists and has not
+        expired (an expired one is gone, purged or not yet)."""
+        row = self._ledger.record(scope_hash, record_id)
+        if row is None or row.record.is_expired(now):
             raise MemoryValidationError(f"{field} names no record in this scope",
                                         field=field)
 
@@ -410,7 +450,7 @@ class Mem0MemoryProvider(NoOptionalFeatures):
             _raise_missing(request.expected_revision)
         _check_revision(row.record, request.expected_revision)
         if request.superseded_by is not None:
-            self._require_in_scope(sh, request.superseded_by, "superseded_by")
+            self._require_in_scope(sh, request.superseded_by, "superseded_by", ctx.now)
         current = self._merged(row)
         updated = _apply_update(current, request, ctx.now)
         check_metadata_budget(updated.metadata, updated.provenance.as_dict())
@@ -700,7 +740,10 @@ class Mem0MemoryProvider(NoOptionalFeatures):
         if leftovers:
             total += self._erase_rows(leftovers, tombstone_idempotency=False)
         removed = self._ledger.erase_idempotency_of_user(tenant_id, user_id)
-        return total + _Erased(idempotency_entries=removed)
+        total += _Erased(idempotency_entries=removed)
+        # Every search cache of the tenant, in any process, is stale from here on.
+        self._ledger.advance_epoch(tenant_id, sorted(total.scope_hashes))
+        return total
 
     def _rows_by_id(self, record_id: str) -> builtins.list[LedgerRow]:
         row = self._ledger.db.execute("SELECT scope_hash FROM records WHERE id = ?",

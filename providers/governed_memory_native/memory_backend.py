@@ -24,6 +24,7 @@ from governed_memory_native.memory_repositories import (
     MemoryLexicalSearch,
     MemoryOutbox,
     MemoryRecords,
+    MemoryScopeRevisions,
     MemorySnapshots,
     MemoryVectors,
     MemoryVersions,
@@ -39,7 +40,7 @@ class _MemoryTransaction:
     journal that has an undo log)."""
 
     __slots__ = ("erasure", "idempotency", "jobs", "outbox", "postings", "records",
-                 "snapshots", "vectors", "versions")
+                 "revisions", "snapshots", "vectors", "versions")
 
     def __init__(self, state: State, journal: Journal) -> None:
         self.records = MemoryRecords(state, journal)
@@ -51,6 +52,7 @@ class _MemoryTransaction:
         self.vectors = MemoryVectors(state, journal)
         self.snapshots = MemorySnapshots(state, journal)
         self.erasure = MemoryErasure(state, journal, self.records, self.vectors)
+        self.revisions = MemoryScopeRevisions(state, journal)
 
     async def compute(self, work: Callable[[], T]) -> T:
         """Inline: :meth:`MemoryBackend.run_read` runs a unit on a worker thread."""

@@ -27,6 +27,7 @@ from governed_memory.records import (
     MemoryVersion,
     RecordStatus,
 )
+from governed_memory.scope_revisions import ScopeState, epoch_name
 
 from governed_memory_native.bm25 import Document
 from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
@@ -113,6 +114,9 @@ class State:
     """scope hash to that scope's lexical index."""
     vector_scopes: dict[tuple[str, str], VectorScopeState] = attrs.field(factory=dict)
     """(identity key, scope hash) to its vector change sequence and count."""
+    scope_revisions: dict[str, int] = attrs.field(factory=dict)
+    """Scope hash (or ``epoch:<tenant>``) to its revision, advanced with every change
+    as SQLite's triggers advance ``scope_revisions``."""
     vector_changes: dict[tuple[str, str, int], str] = attrs.field(factory=dict)
     """(identity key, scope hash, seq) to the record id that change was about; the last
     ``VECTOR_LOG_KEEP`` of each scope are kept, like SQLite's ``vector_changes``."""
@@ -186,6 +190,11 @@ class _Repository:
     def __init__(self, state: State, journal: Journal) -> None:
         self._state = state
         self._journal = journal
+
+    def _advance(self, scope_hash: str) -> None:
+        """What the SQL backends' triggers do on every change to a scope's rows."""
+        revisions = self._state.scope_revisions
+        self._journal.set(revisions, scope_hash, revisions.get(scope_hash, 0) + 1)
 
 
 class MemoryRecords(_Repository):
@@ -281,6 +290,7 @@ class MemoryRecords(_Repository):
         row = _row(record)
         self._journal.set(self._state.rows, record.id, row)
         self._index(row)
+        self._advance(record.scope_hash)
 
     async def replace(self, record: MemoryRecord, expected_revision: str) -> bool:
         current = self._state.rows.get(record.id)
@@ -292,6 +302,7 @@ class MemoryRecords(_Repository):
         row = _row(record)
         self._journal.set(self._state.rows, record.id, row)
         self._index(row)
+        self._advance(record.scope_hash)
         return True
 
     async def mark_indexed(self, record_id: str, version: int) -> None:
@@ -301,6 +312,7 @@ class MemoryRecords(_Repository):
             self._journal.set(self._state.rows, record_id,
                       attrs.evolve(row, record=attrs.evolve(row.record,
                                                             index_state=IndexState.INDEXED)))
+            self._advance(row.record.scope_hash)
 
     def _index(self, row: _Row) -> None:
         """Count an active record in its scope's statistics and postings."""
@@ -550,6 +562,7 @@ class MemoryVectors(_Repository):
         """What SQLite's triggers on ``memory_vectors`` do: the (identity, scope)'s seq
         grows by one, its count by ``count``; the change is logged and the tail kept."""
         scope_hash = vector.scope_hash
+        self._advance(scope_hash)
         state = self._state.vector_scopes.get((key, scope_hash), VectorScopeState())
         seq = state.seq + 1
         self._journal.set(self._state.vector_scopes, (key, scope_hash),
@@ -656,6 +669,7 @@ class MemoryErasure(_Repository):
             self._records.release_key(row.record)
             self._records.unindex(row)
             self._journal.pop(self._state.rows, record_id)
+            self._advance(row.record.scope_hash)
             versions = len(self._state.versions.get(record_id, ()))
             self._journal.pop(self._state.versions, record_id)
             vectors = await self._vectors.remove(record_id)
@@ -686,6 +700,29 @@ class MemoryErasure(_Repository):
             return Removal(), None
         self._journal.pop(self._state.erasures, key)
         return found
+
+
+class MemoryScopeRevisions(_Repository):
+    __slots__ = ()
+
+    async def read(self, tenant_id: str, scope_hashes: Sequence[str],
+                   now: float) -> ScopeState:
+        revisions = self._state.scope_revisions
+        wanted = set(scope_hashes)
+        instants = [at for row in self._state.rows.values()
+                    if row.record.scope_hash in wanted
+                    for at in (row.record.expires_at, row.record.valid_from,
+                               row.record.invalid_at)
+                    if at is not None and at > now]
+        return ScopeState(
+            (*(revisions.get(scope_hash, 0) for scope_hash in scope_hashes),
+             revisions.get(epoch_name(tenant_id), 0)),
+            min(instants) if instants else None)
+
+    async def advance_epoch(self, tenant_id: str, forget: Sequence[str]) -> None:
+        for scope_hash in forget:
+            self._journal.pop(self._state.scope_revisions, scope_hash)
+        self._advance(epoch_name(tenant_id))
 
 
 class _MemoryPostings:

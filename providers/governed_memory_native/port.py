@@ -39,6 +39,8 @@ from governed_memory_native.repositories import (
     OutboxWrites,
     RecordReads,
     RecordWrites,
+    ScopeRevisionReads,
+    ScopeRevisionWrites,
     SnapshotReads,
     SnapshotWrites,
     VectorChangeLog,
@@ -96,6 +98,9 @@ class ReadTransaction(Protocol):
     @property
     def snapshots(self) -> SnapshotReads: ...
 
+    @property
+    def revisions(self) -> ScopeRevisionReads: ...
+
     async def compute(self, work: Callable[[], T]) -> T:
         """Run CPU-bound ``work`` (a vector index build or search) for this unit: inline
         where units already run on a storage thread (SQLite, memory), on a worker thread
@@ -129,6 +134,9 @@ class WriteTransaction(ReadTransaction, Protocol):
 
     @property
     def erasure(self) -> Erasure: ...
+
+    @property
+    def revisions(self) -> ScopeRevisionWrites: ...
 
 
 class StorageBackend(Protocol):

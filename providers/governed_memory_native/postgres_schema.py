@@ -97,6 +97,19 @@ slower: every update of a row adds a version that later updates of the same row 
 same transaction walk past."""
 
 
+_REVISIONS_FUNCTION: Final = (
+    "CREATE FUNCTION scope_revisions_advance() RETURNS trigger LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $body$ BEGIN"
+    " INSERT INTO scope_revisions AS s (name, revision)"
+    " SELECT DISTINCT scope_hash, 1 FROM changed ORDER BY 1"
+    " ON CONFLICT (name) DO UPDATE SET revision = s.revision + 1;"
+    " RETURN NULL; END $body$"
+)
+"""Once per statement, over the scopes of the rows it changed (``changed``): each scope
+advances once per statement, however many of its rows the statement touched (an
+erasure of a thousand records, a cascade), in scope order."""
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         version=1,
@@ -483,6 +496,35 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                     + tokens.ANALYZER,
         # No SQL: the terms come from Python (postgres_reindex), see _REBUILDS.
         statements=(),
+    ),
+    Migration(
+        version=10,
+        description="scope revisions: a revision per scope advanced by triggers in the "
+                    "transaction of every change to its records or vectors, and a "
+                    "per-tenant epoch; partial indexes for the instants that end a page",
+        statements=(
+            # Read by every process's search cache before it serves a page (one point
+            # read): a write or an erasure on any node invalidates every node's cached
+            # pages at commit. ``name`` is a scope hash or ``epoch:<tenant>``. No
+            # backfill: no page was ever stored under a revision read here. The row lock
+            # an advance takes is no new wait: a scope belongs to one tenant, whose
+            # writers are serialised already.
+            """
+            CREATE TABLE scope_revisions (
+                name text COLLATE "C" PRIMARY KEY,
+                revision bigint NOT NULL
+            )
+            """,
+            _REVISIONS_FUNCTION,
+            *(f"CREATE TRIGGER scope_revision_{event.lower()} AFTER {event} ON {table}"
+              f" REFERENCING {'OLD' if event == 'DELETE' else 'NEW'} TABLE AS changed"
+              " FOR EACH STATEMENT EXECUTE FUNCTION scope_revisions_advance()"
+              for table in ("memory_records", "memory_vectors")
+              for event in ("INSERT", "UPDATE", "DELETE")),
+            *(f"CREATE INDEX memory_records_{column} ON memory_records (scope_hash, {column})"
+              f" WHERE {column} IS NOT NULL"
+              for column in ("expires_at", "valid_from", "invalid_at")),
+        ),
     ),
 )
 

@@ -41,6 +41,7 @@ from governed_memory_native.postgres_statements import (
 )
 from governed_memory_native.sql_idempotency import SqlIdempotency
 from governed_memory_native.sql_outbox import SqlOutbox
+from governed_memory_native.sql_revisions import SqlScopeRevisions
 from governed_memory_native.sql_snapshots import SqlSnapshots
 from governed_memory_native.sql_versions import SqlVersions
 
@@ -145,7 +146,7 @@ class PostgresTransaction:
 
     __slots__ = ("_action", "_began", "_conn", "_literals", "_lock", "_queued", "_single",
                  "_stats", "_write_tx", "erasure", "idempotency", "jobs", "outbox",
-                 "postings", "records", "snapshots", "vectors", "versions")
+                 "postings", "records", "revisions", "snapshots", "vectors", "versions")
 
     chunk = _CHUNK
     content_bytes = "octet_length(content)"
@@ -172,6 +173,7 @@ class PostgresTransaction:
         self.vectors = PostgresVectors(self)
         self.snapshots = SqlSnapshots(self)
         self.erasure = PostgresErasure(self)
+        self.revisions = SqlScopeRevisions(self)
 
     @property
     def connection(self) -> AsyncConnection[Row]:

@@ -87,7 +87,8 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory.scope import Scope
-from governed_memory.usage import Usage, UsageQuery
+from governed_memory.scope_revisions import ScopeRevisions
+from governed_memory.usage import Usage, UsageMeter, UsageQuery
 
 from governed_memory_native import retrieval
 from governed_memory_native.indexer import Indexer
@@ -115,6 +116,7 @@ from governed_memory_native.snapshot_writer import (
 )
 from governed_memory_native.snapshot_writer import raise_missing as raise_missing_snapshot
 from governed_memory_native.snapshot_writer import store as store_snapshots
+from governed_memory_native.stored_revisions import StoredScopeRevisions
 from governed_memory_native.tokens import query_tokens
 from governed_memory_native.vector_engines import faiss_module
 from governed_memory_native.vector_index import REFRESH_S, VectorIndexes
@@ -138,7 +140,7 @@ NATIVE_FEATURES: Final = {
     "compare_and_set": True, "idempotency": True, "history": True, "soft_delete": True,
     "hard_delete": True, "lexical_search": True, "metadata_filters": True, "expiry": True,
     "purge_expired": True, "delete_all": True, "delete_user": True, "review": True,
-    "dedup": True,
+    "dedup": True, "scope_revisions": True,
 }
 """What the provider core implements over any backend; the backend adds what depends on
 the storage (durable, transactional, multi_process, usage, event_outbox)."""
@@ -167,6 +169,7 @@ class NativeMemoryProvider:
         # Vector candidates of large scopes (see vector_index); lives in process memory.
         self._vector_indexes = VectorIndexes(self._config)
         self._refresher: asyncio.Task[None] | None = None
+        self._revisions = StoredScopeRevisions(backend, self._require_open)
 
     @property
     def backend(self) -> StorageBackend:
@@ -195,6 +198,14 @@ class NativeMemoryProvider:
     @property
     def replay(self) -> SnapshotReplay | None:
         return self
+
+    @property
+    def usage_meter(self) -> UsageMeter | None:
+        return self if self._backend.capabilities().usage else None
+
+    @property
+    def revisions(self) -> ScopeRevisions | None:
+        return self._revisions
 
     # -- indexing (governed_memory.indexing.IndexingProvider) ---------------------
 
@@ -303,7 +314,8 @@ class NativeMemoryProvider:
             # operation id, and a record stored over the budget could never be updated.
             check_metadata_budget(request.metadata, provenance.as_dict())
             if request.supersedes is not None:
-                await _require_in_scope(tx, scope.scope_hash, request.supersedes, "supersedes")
+                await _require_in_scope(tx, scope.scope_hash, request.supersedes, "supersedes",
+                                        ctx.now)
             if request.key is not None:
                 holder = await tx.records.by_key(scope.scope_hash, request.key)
                 if holder is not None and not holder.is_expired(ctx.now):
@@ -402,7 +414,8 @@ class NativeMemoryProvider:
                 _raise_missing(request.expected_revision)
             _check_revision(current, request.expected_revision)
             if request.superseded_by is not None:
-                await _require_in_scope(tx, scope_hash, request.superseded_by, "superseded_by")
+                await _require_in_scope(tx, scope_hash, request.superseded_by, "superseded_by",
+                                        ctx.now)
             updated = _apply_update(current, request, ctx.now)
             updated = self._owned(attrs.evolve(
                 updated, index_state=self._indexer.state_after_write(current,
@@ -924,6 +937,10 @@ class NativeMemoryProvider:
             snapshots = await tx.snapshots.erase_of_user(
                 request.tenant_id, request.user_id,
                 tombstone(request.tenant_id, ctx.now, ctx.operation_id))
+            # Every search cache of the tenant, in any process, is stale from this
+            # commit on: the user's records may have been in any of its scopes.
+            await tx.revisions.advance_epoch(request.tenant_id,
+                                             sorted(removed.scope_hashes))
             return ErasureReceipt(
                 request_id=ctx.operation_id, tenant_id=request.tenant_id,
                 user_id=request.user_id,
@@ -1104,10 +1121,13 @@ async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, Me
 
 
 async def _require_in_scope(tx: ReadTransaction, scope_hash: str, record_id: str,
-                            field: str) -> None:
+                            field: str, now: float) -> None:
     """A supersession link names a record of the same scope that exists (in any status:
-    an old fact may already be invalid); a link to nothing would be a dangling claim."""
-    if await tx.records.get(scope_hash, record_id) is None:
+    an old fact may already be invalid); a link to nothing would be a dangling claim. An
+    expired record counts as nothing, purged or not yet: it is gone for every read and
+    write, and a purge may run at any moment, so the answer must not depend on it."""
+    found = await tx.records.get(scope_hash, record_id)
+    if found is None or found.is_expired(now):
         raise MemoryValidationError(f"{field} names no record in this scope", field=field)
 
 

@@ -20,6 +20,7 @@ from governed_memory.embedding import EmbedderIdentity
 from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob, JobState
 from governed_memory.records import MemoryRecord, MemoryType, MemoryVersion
+from governed_memory.scope_revisions import ScopeState
 
 from governed_memory_native.storage_values import (
     IdempotencyEntry,
@@ -337,4 +338,25 @@ class Erasure(Protocol):
                             user_id: str) -> tuple[Removal, float | None]:
         """The user's progress so far and when it started (``Removal()`` and ``None``
         when there is none), removing the row."""
+        ...
+
+
+class ScopeRevisionReads(Protocol):
+    """Per-scope revisions that every change to a scope's records or vectors advances in
+    its own transaction (SQL: triggers; memory: the repositories), and per-tenant epochs
+    (``governed_memory.scope_revisions``)."""
+
+    async def read(self, tenant_id: str, scope_hashes: Sequence[str],
+                   now: float) -> ScopeState:
+        """Each scope's revision (0 if it never changed), then the tenant's epoch, and
+        the earliest instant after ``now`` at which a record of those scopes expires or
+        becomes valid or invalid: one statement, one snapshot."""
+        ...
+
+
+class ScopeRevisionWrites(ScopeRevisionReads, Protocol):
+    async def advance_epoch(self, tenant_id: str, forget: Sequence[str]) -> None:
+        """Advance the tenant's epoch and drop the revisions of ``forget`` (an erased
+        user's scope hashes): safe together, since every cached page is stored under
+        the epoch too, so no page of the old epoch is reachable again."""
         ...

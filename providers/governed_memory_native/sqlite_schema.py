@@ -81,6 +81,16 @@ def _vector_trigger(name: str, event: str, row: str, count: str, when: str = "")
     )
 
 
+def _revision_trigger(name: str, table: str, event: str) -> str:
+    """Advance the revision of the scope a row of ``table`` belongs to (the old row's on
+    a delete, the new one's otherwise; no statement moves a row to another scope)."""
+    row = "OLD" if event == "DELETE" else "NEW"
+    return (f"CREATE TRIGGER {name} AFTER {event} ON {table} BEGIN"
+            " INSERT INTO scope_revisions (name, revision)"
+            f" VALUES ({row}.scope_hash, 1)"
+            " ON CONFLICT (name) DO UPDATE SET revision = revision + 1; END")
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         version=1,
@@ -496,6 +506,34 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "DELETE FROM lexical_docs",
             "DELETE FROM lexical_scopes",
             *_LEXICAL_BACKFILL,
+        ),
+    ),
+    Migration(
+        version=14,
+        description="scope revisions: a revision per scope advanced by triggers in the "
+                    "transaction of every change to its records or vectors, and a "
+                    "per-tenant epoch; partial indexes for the instants that end a page",
+        statements=(
+            # Read by every process's search cache before it serves a page (one point
+            # read): a write or an erasure in any process invalidates every process's
+            # cached pages at commit. ``name`` is a scope hash or ``epoch:<tenant>``.
+            # No backfill: no page was ever stored under a revision read here, and a
+            # scope without a row reads 0 until its first change.
+            """
+            CREATE TABLE scope_revisions (
+                name TEXT PRIMARY KEY,
+                revision INTEGER NOT NULL
+            ) WITHOUT ROWID
+            """,
+            *(_revision_trigger(f"scope_revision_{table}_{event.lower()}", table, event)
+              for table in ("memory_records", "memory_vectors")
+              for event in ("INSERT", "UPDATE", "DELETE")),
+            # A page ends at the first instant a record of its scopes expires or becomes
+            # valid or invalid; each is the first entry of one of these (records that
+            # never expire and are always valid write no entry).
+            *(f"CREATE INDEX memory_records_{column} ON memory_records (scope_hash, {column})"
+              f" WHERE {column} IS NOT NULL"
+              for column in ("expires_at", "valid_from", "invalid_at")),
         ),
     ),
 )

@@ -20,6 +20,7 @@ from governed_memory_native.sql_dialect import Params
 from governed_memory_native.sql_idempotency import SqlIdempotency
 from governed_memory_native.sql_jobs import SqlIndexJobs
 from governed_memory_native.sql_outbox import SqlOutbox
+from governed_memory_native.sql_revisions import SqlScopeRevisions
 from governed_memory_native.sql_snapshots import SqlSnapshots
 from governed_memory_native.sql_versions import SqlVersions
 from governed_memory_native.sqlite_errors import translated
@@ -46,7 +47,7 @@ class SqliteTransaction:
     """Runs on a connection that already holds ``BEGIN`` (reads) or ``BEGIN IMMEDIATE``."""
 
     __slots__ = ("_cancel", "_conn", "_hop", "erased_any", "erasure", "idempotency", "jobs",
-                 "lexical", "outbox", "postings", "records", "snapshots", "vectors",
+                 "lexical", "outbox", "postings", "records", "revisions", "snapshots", "vectors",
                  "versions")
 
     chunk = _CHUNK
@@ -78,6 +79,7 @@ class SqliteTransaction:
         self.vectors = SqliteVectors(self)
         self.snapshots = SqlSnapshots(self)
         self.erasure = SqliteErasure(self)
+        self.revisions = SqlScopeRevisions(self)
 
     @property
     def full_deltas(self) -> frozenset[int]:

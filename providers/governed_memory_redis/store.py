@@ -23,7 +23,7 @@ never go back (an expiring counter could restart at a value an old entry still u
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as redis_asyncio
@@ -54,6 +54,8 @@ MAX_ERASE_ROUNDS = 100_000
 
 class RedisCacheStore:
     name = "redis"
+    shared = True
+    """Every process of the deployment reads and erases the same entries."""
 
     def __init__(self, config: RedisStoreConfig | None = None, *,
                  client: redis_asyncio.Redis | None = None) -> None:
@@ -101,6 +103,13 @@ class RedisCacheStore:
 
     async def lookup(self, tenant: str, names: Sequence[str], digest: str,
                      now: float) -> Lookup:
+        if not names:
+            # Revisions checked by the caller (the provider's own, read from its
+            # storage): the entry is one plain GET, a single key in one cluster slot.
+            value = await self._command(self._client.get(self.entry_key(tenant, digest, ())))
+            if not (value is None or isinstance(value, bytes)):
+                raise CacheStoreError("malformed lookup reply")
+            return Lookup((), None, value)
         keys = [*(self.revision_key(tenant, n) for n in names),
                 *(self.marks_key(tenant, n) for n in names)]
         reply = await self._run(self._lookup, keys,
@@ -165,8 +174,11 @@ class RedisCacheStore:
             return False
 
     async def _run(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        return await self._command(script(keys=list(keys), args=list(args)))
+
+    async def _command(self, call: Awaitable[Any]) -> Any:
         try:
-            return await script(keys=list(keys), args=list(args))
+            return await call
         except RedisTimeoutError as exc:
             raise CacheStoreTimeout(str(exc) or "redis timed out") from None
         except (RedisConnectionError, OSError) as exc:

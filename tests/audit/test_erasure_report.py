@@ -1,6 +1,7 @@
 """Erasure evidence end to end: ``delete_user``'s receipt (per-store counts; never a
-count of cached searches a process-local cache cannot know) is recorded in the trail, a repeat says nothing was left, and the
-subject report — and the CLI over it — shows it without any content."""
+count of cached searches a process-local cache cannot know) is recorded in the trail, a
+repeat says nothing was left, and the subject report — and the CLI over it — shows it
+without any content."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import pytest
 from governed_memory import Permission, Principal, Scope
 from governed_memory.cache import CacheStore, CacheStoreUnavailable, Lookup
@@ -86,6 +87,9 @@ def unique_prefix(label: str = "t") -> str:
 def delete_prefix(prefix: str) -> int:
     import redis
 
+    if not prefix:
+        raise ValueError("an empty prefix would match every key of the server")
+
     client = redis.Redis.from_url(REDIS_URL)
     try:
         keys = list(client.scan_iter(match=prefix + "*", count=1000))
@@ -161,3 +165,21 @@ class FaultyStore:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+class WithoutScopeRevisions:
+    """``inner`` as a provider that keeps no scope revisions, so a cache over it keeps
+    them in its store (bumps, guarded fills, quarantine): the protocol for providers
+    without ``revisions``, which these tests exercise over the native provider."""
+
+    revisions = None
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def capabilities(self) -> Any:
+        return attrs.evolve(self.inner.capabilities(), scope_revisions=False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -1,5 +1,8 @@
-"""One of two processes sharing a SQLite file and a Redis cache: spawned by the
-coherence test, it writes its half of the scopes and searches all of them."""
+"""One of two processes sharing a SQLite file and a cache store: spawned by the
+coherence test, it writes its half of the scopes and searches all of them. The store
+is one Redis shared by both (``prefix`` set), or an in-memory store of its own in each
+process (``prefix`` empty): then only the provider's scope revisions, kept in the
+SQLite file, can tell a process about the other's writes."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 
 from cache_coherence import Jitter, Model, run_workload
 from cache_support import CountingSink
-from governed_memory.cache import OUTCOMES, CachedMemoryProvider
+from governed_memory.cache import OUTCOMES, CachedMemoryProvider, CacheStore, InMemoryCacheStore
 from governed_memory.clock import SystemClock
 from governed_memory.events import EventBus
 from governed_memory_native import build_native_provider
@@ -23,8 +26,10 @@ async def _main(index: int, db_path: str, redis_url: str, prefix: str, seed: int
     clock = SystemClock()
     native = build_native_provider({"backend": "sqlite", "path": db_path}, clock)
     rng = random.Random(seed * 10 + index)
-    store = RedisCacheStore(RedisStoreConfig(url=redis_url, key_prefix=prefix,
-                                             socket_timeout_s=2.0, connect_timeout_s=2.0))
+    store: CacheStore = (
+        RedisCacheStore(RedisStoreConfig(url=redis_url, key_prefix=prefix,
+                                         socket_timeout_s=2.0, connect_timeout_s=2.0))
+        if prefix else InMemoryCacheStore())
     sink = CountingSink()
     cached = CachedMemoryProvider(Jitter(native, rng), Jitter(store, rng), clock=clock,
                                   store_timeout_s=2.0, events=EventBus([sink]))

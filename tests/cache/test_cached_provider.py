@@ -18,6 +18,7 @@ from cache_support import (
     SHARED,
     CountingSink,
     FaultyStore,
+    WithoutScopeRevisions,
     make_ctx,
 )
 from governed_memory import (
@@ -65,7 +66,13 @@ def search(*scopes: Scope, query: str = QUERY, **fields: Any) -> SearchRequest:
 
 
 class Spy:
-    """Delegates to a provider, counting calls; hooks can fail or stall a call."""
+    """Delegates to a provider, counting calls; hooks can fail or stall a call.
+
+    It keeps no scope revisions of its own, so the cache over it runs the store-kept
+    revision protocol (bumps, guarded fills, quarantine) that these tests are about;
+    the provider-checked protocol is tested in ``test_provider_revisions.py``."""
+
+    revisions = None
 
     def __init__(self, inner: NativeMemoryProvider) -> None:
         self.inner = inner
@@ -475,7 +482,7 @@ async def test_the_background_task_retries_the_bump(
         native: NativeMemoryProvider, memory_store: InMemoryCacheStore, sink: CountingSink,
         clock: ManualClock) -> None:
     faulty = FaultyStore(memory_store)
-    provider = wrap(native, faulty, sink, clock, quarantine_retry_s=0.01)
+    provider = wrap(WithoutScopeRevisions(native), faulty, sink, clock, quarantine_retry_s=0.01)
     await provider.start()
     try:
         faulty.fail.add("bump")
@@ -605,7 +612,8 @@ async def test_metrics_count_every_outcome(native: NativeMemoryProvider,
                                            clock: ManualClock) -> None:
     reader = InMemoryMetricReader()
     faulty = FaultyStore(memory_store)
-    provider = CachedMemoryProvider(native, faulty, meter_provider=MeterProvider(
+    provider = CachedMemoryProvider(WithoutScopeRevisions(native), faulty,
+                                    meter_provider=MeterProvider(
         metric_readers=[reader]), clock=clock, quarantine_retry_s=None)
     record = await add(provider, clock)
     await provider.search(search(), make_ctx(clock))

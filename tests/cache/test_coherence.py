@@ -12,9 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from cache_coherence import Jitter, Model, Tally, run_workload
-from cache_support import REDIS_URL, CountingSink, delete_prefix, require_redis, unique_prefix
+from cache_support import (
+    REDIS_URL,
+    CountingSink,
+    WithoutScopeRevisions,
+    delete_prefix,
+    require_redis,
+    unique_prefix,
+)
 from governed_memory.cache import CachedMemoryProvider, CacheStore, InMemoryCacheStore
 from governed_memory.clock import ManualClock
 from governed_memory.events import EventBus
@@ -41,16 +49,45 @@ class NoBumpStore(InMemoryCacheStore):
         return None
 
 
-async def in_process(stores: list[CacheStore], searches: int,
-                     seed: int) -> tuple[Tally, CountingSink]:
+class FrozenRevisions:
+    """A provider whose scope revisions never move: the checker must catch the cache
+    that trusts them."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    @property
+    def revisions(self) -> Any:
+        outer = self
+
+        class Frozen:
+            async def read(self, tenant_id: str, scope_hashes: Any, now: float) -> Any:
+                state = await outer._inner.revisions.read(tenant_id, scope_hashes, now)
+                return attrs.evolve(state, revisions=(0,) * len(state.revisions))
+
+        return Frozen()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def in_process(stores: list[CacheStore], searches: int, seed: int, *,
+                     provider_revisions: bool = True,
+                     frozen: bool = False) -> tuple[Tally, CountingSink]:
     """Two workers of one app over one provider, each with its store (one shared
-    in-memory store, or two Redis clients on the same prefix)."""
+    in-memory store, two in-memory stores as two processes have, or two Redis clients
+    on the same prefix). With ``provider_revisions`` pages are checked against the
+    native provider's own scope revisions; without, the revisions live in the store."""
     clock = ManualClock()
     native = build_native_provider({"backend": "memory"}, clock)
     await native.start()
     rng = random.Random(seed)
     sink = CountingSink()
-    inner = Jitter(native, rng)
+    inner: Any = Jitter(native, rng)
+    if frozen:
+        inner = FrozenRevisions(inner)
+    if not provider_revisions:
+        inner = WithoutScopeRevisions(inner)
     workers = [CachedMemoryProvider(inner, Jitter(store, rng), events=EventBus([sink]),
                                     clock=clock, quarantine_retry_s=None, close_store=False)
                for store in stores]
@@ -82,9 +119,50 @@ def check(label: str, tally: Tally, sink: CountingSink | None = None) -> None:
 
 async def test_the_checker_catches_a_cache_that_forgets_invalidations() -> None:
     store = NoBumpStore()
-    tally, _ = await in_process([store, store], 1500, seed=7)
+    tally, _ = await in_process([store, store], 1500, seed=7, provider_revisions=False)
     report("no-bump control", tally)
     assert tally.stale > 0
+
+
+async def test_the_checker_catches_a_cache_trusting_revisions_that_never_move() -> None:
+    tally, _ = await in_process([InMemoryCacheStore(), InMemoryCacheStore()], 1500, seed=7,
+                                frozen=True)
+    report("frozen-revisions control", tally)
+    assert tally.stale > 0
+
+
+async def test_process_local_stores_cannot_see_each_other_without_provider_revisions(
+        ) -> None:
+    """Why the provider keeps the revisions: two processes' in-memory stores, each
+    bumped only by its own writes, serve each other stale pages (issue 28, defect 1)."""
+    tally, _ = await in_process([InMemoryCacheStore(), InMemoryCacheStore()], 1500, seed=7,
+                                provider_revisions=False)
+    report("separate stores, store-kept revisions (control)", tally)
+    assert tally.stale > 0
+
+
+@pytest.mark.parametrize("searches", [
+    4_000,
+    pytest.param(10_000, marks=pytest.mark.slow),
+])
+async def test_process_local_stores_stay_coherent_with_provider_revisions(
+        searches: int) -> None:
+    """Two workers, each with its own in-memory store (two processes, in effect): every
+    write by one invalidates the other's pages through the provider's revisions."""
+    tally, sink = await in_process([InMemoryCacheStore(), InMemoryCacheStore()], searches,
+                                   seed=19)
+    check(f"separate memory stores, provider revisions, {searches}", tally, sink)
+    assert tally.searches >= searches
+
+
+@pytest.mark.parametrize("searches", [
+    2_000,
+    pytest.param(10_000, marks=pytest.mark.slow),
+])
+async def test_store_kept_revisions_with_one_shared_memory_store(searches: int) -> None:
+    store = InMemoryCacheStore()
+    tally, sink = await in_process([store, store], searches, seed=23, provider_revisions=False)
+    check(f"memory store, store-kept revisions, {searches}", tally, sink)
 
 
 @pytest.mark.parametrize("searches", [
@@ -131,7 +209,8 @@ def _spawn(context: Any, child: Callable[..., None], db: Path, prefix: str, seed
         for process in processes:
             if process.is_alive():
                 process.kill()
-        delete_prefix(prefix)
+        if prefix:  # an empty prefix means no Redis (never "delete every key")
+            delete_prefix(prefix)
     total = Tally()
     outcomes: collections.Counter[str] = collections.Counter()
     for index, stats in sorted(collected):
@@ -161,5 +240,25 @@ async def test_two_processes_share_one_redis_and_one_sqlite_file(
     tally = _spawn(multiprocessing.get_context("spawn"), child, db,
                    unique_prefix("two-process"), 17, searches_each)
     check(f"two processes, {2 * searches_each}", tally)
+    assert tally.searches == 2 * searches_each
+
+
+@pytest.mark.parametrize("searches_each", [
+    1_000,
+    pytest.param(5_000, marks=pytest.mark.slow),
+])
+async def test_two_processes_each_with_its_own_memory_store_on_one_sqlite_file(
+        tmp_path: Path, searches_each: int) -> None:
+    """Issue 28, defect 1: two processes, each caching in its own memory, on one SQLite
+    file. Only the scope revisions the file keeps can tell each about the other's
+    writes; no page either serves may predate a write the other acknowledged."""
+    db = tmp_path / "shared.db"
+    native = build_native_provider({"backend": "sqlite", "path": str(db)}, ManualClock())
+    await native.start()
+    await native.close()
+    from cache_two_process import child
+
+    tally = _spawn(multiprocessing.get_context("spawn"), child, db, "", 29, searches_each)
+    check(f"two processes, own memory stores, {2 * searches_each}", tally)
     assert tally.searches == 2 * searches_each
 

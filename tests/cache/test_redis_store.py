@@ -32,8 +32,9 @@ async def store(redis_prefix: str) -> AsyncIterator[RedisCacheStore]:
 
 
 async def keys_of(store: RedisCacheStore) -> list[str]:
-    found = [key.decode() async for key in store.client.scan_iter(
-        match=store.config.key_prefix + "*")]
+    # SCAN may return a key more than once (while the keyspace is rehashed): a set.
+    found = {key.decode() async for key in store.client.scan_iter(
+        match=store.config.key_prefix + "*")}
     return sorted(found)
 
 

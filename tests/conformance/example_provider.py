@@ -111,6 +111,12 @@ class ExampleProvider(NoOptionalFeatures):
         row = self._rows.get(record_id)
         return row if row is not None and self._owned(row.record, scope) else None
 
+    def _linkable(self, scope: Scope, record_id: str, now: float) -> bool:
+        """A supersession link names a stored record of the scope (in any status) that
+        has not expired: an expired record is gone, whether or not it was purged yet."""
+        row = self._find(scope, record_id)
+        return row is not None and not row.record.is_expired(now)
+
     def _visible(self, scopes: tuple[Scope, ...], now: float) -> list[MemoryRecord]:
         return sorted((row.record for row in self._rows.values()
                        if any(self._owned(row.record, scope) for scope in scopes)
@@ -155,8 +161,8 @@ class ExampleProvider(NoOptionalFeatures):
         if replay is not None:
             return detached(replay)
         scope_hash = request.scope.scope_hash
-        if request.supersedes is not None and self._find(request.scope,
-                                                         request.supersedes) is None:
+        if request.supersedes is not None and not self._linkable(request.scope,
+                                                                 request.supersedes, ctx.now):
             raise MemoryValidationError("supersedes names no record in this scope",
                                         field="supersedes")
         for row in list(self._rows.values()):
@@ -191,8 +197,8 @@ class ExampleProvider(NoOptionalFeatures):
             _missing(request.expected_revision)
         current = row.record
         self._check_revision(current, request.expected_revision)
-        if request.superseded_by is not None and self._find(request.scope,
-                                                            request.superseded_by) is None:
+        if request.superseded_by is not None and not self._linkable(
+                request.scope, request.superseded_by, ctx.now):
             raise MemoryValidationError("superseded_by names no record in this scope",
                                         field="superseded_by")
         changes = {name: getattr(request, name) for name in (

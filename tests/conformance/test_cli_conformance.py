@@ -28,6 +28,17 @@ def conformance(cwd: Path, *args: str, home: Path | None = None,
                           capture_output=True, text=True, timeout=600, check=False)
 
 
+def capability_rows(stdout: str) -> dict[str, list[str]]:
+    """The capability table's rows by capability (the area table below it is left out:
+    areas such as ``history`` share a name with a capability)."""
+    lines = stdout.splitlines()
+    start = next(n for n, line in enumerate(lines)
+                 if line.split()[:2] == ["capability", "passed"])
+    end = next(n for n, line in enumerate(lines) if n > start and line.startswith("total"))
+    return {line.split()[0]: line.split()[1:] for line in lines[start + 2:end + 1]
+            if line and not line.startswith("-")}
+
+
 def test_default_config_passes_and_touches_nothing_of_the_operator(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -38,12 +49,13 @@ def test_default_config_passes_and_touches_nothing_of_the_operator(tmp_path: Pat
     lines = proc.stdout.splitlines()
     assert any(line.split()[:5] == ["capability", "passed", "failed", "skipped", "xfailed"]
                for line in lines)
-    rows = {line.split()[0]: line.split()[1:] for line in lines
-            if line and line.split()[0] in ("core", "compare_and_set", "history", "total")}
+    rows = capability_rows(proc.stdout)
     assert rows["compare_and_set"] == ["1", "0", "0", "0"]
     assert rows["history"] == ["1", "0", "0", "0"]
     assert rows["total"][1] == "0"
     assert lines[-1] == "PASS"
+    assert not any(line.startswith("WARNING:") for line in lines), (
+        "a run that skipped nothing for a flag warned about skips")
     assert list(home.iterdir()) == [], "the run wrote into the operator's GOVERNED_MEMORY_HOME"
     assert list(work.iterdir()) == [], "the run left files in the working directory"
 
@@ -62,12 +74,22 @@ def test_config_placeholder_and_json_report(tmp_path: Path) -> None:
 
 BROKEN_PLUGIN = """\
 from broken import RevisionIgnoringProvider
+from example_provider import ExampleProvider
 from governed_memory import hookimpl
+from governed_memory.capabilities import Capabilities
+
+
+class BareProvider(ExampleProvider):
+    \"\"\"Declares only what must be declared: every feature flag is off.\"\"\"
+
+    def capabilities(self):
+        return Capabilities(durable=False, transactional=True)
 
 
 @hookimpl
 def register_memory_providers(register):
     register("broken-revisions", lambda config, clock: RevisionIgnoringProvider(clock))
+    register("bare-example", lambda config, clock: BareProvider(clock))
 """
 
 
@@ -91,6 +113,41 @@ def test_failures_are_listed_and_exit_non_zero(tmp_path: Path) -> None:
     assert "failed:" in proc.stdout
     assert "  test_stale_revision_conflicts_and_changes_nothing [compare_and_set]" in proc.stdout
     assert proc.stdout.splitlines()[-1] == "FAIL"
+
+
+def test_areas_skipped_for_a_flag_are_listed_and_a_mostly_skipped_run_says_so(
+        tmp_path: Path) -> None:
+    """A provider that declares no feature passes what it is tested on, but most of the
+    suite is skipped: the area table says which areas did not run and for which flag,
+    and a warning says so on stdout and stderr before the verdict."""
+    env = with_broken_provider(tmp_path)
+    proc = conformance(tmp_path, "--provider", "bare-example", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    areas = {line.split("  ")[0]: line for line in lines[lines.index(next(
+        line for line in lines if line.split()[:2] == ["area", "tests"])):]}
+    status = {area: line.rsplit("  ", 1)[-1] for area, line in areas.items()}
+    assert status["lifecycle, CRUD"] == "ran"
+    # Each skipped area names every flag its tests need that is off, in the
+    # order of Capabilities.
+    assert status["review"] == "skipped (idempotency, review)"
+    assert status["dedup"] == "skipped (idempotency, dedup)"
+    assert status["idempotency"] == "skipped (idempotency, soft_delete)"
+    assert status["search"] == "skipped (lexical_search, metadata_filters)"
+    assert status["event time"].startswith("partly skipped (")
+    warning = [line for line in lines if line.startswith("WARNING:")]
+    assert warning and "suite tests were SKIPPED" in warning[0], proc.stdout
+    assert "review" in warning[1] and "dedup" in warning[1]
+    assert "suite tests were SKIPPED" in proc.stderr
+    assert lines[-1] == "PASS"
+
+    report = json.loads(conformance(tmp_path, "--provider", "bare-example", "--json",
+                                    env=env).stdout)
+    flags = report["skipped_for_flags"]
+    assert flags["most_of_the_suite"] is True and flags["tests"] > flags["of"] / 2
+    by_area = {row["area"]: row for row in report["areas"]}
+    assert by_area["review"]["ran"] == 0
+    assert by_area["review"]["skipped_for"] == ["idempotency", "review"]
 
 
 def test_a_provider_that_cannot_be_built_stops_the_run_at_its_first_test(
@@ -145,8 +202,7 @@ def test_every_instance_gets_its_own_namespace_and_is_cleaned_up(tmp_path: Path)
                               "-k", SERVER_TESTS)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1] == "PASS"
-    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()
-            if line and line.split()[0] == "durable"}
+    rows = capability_rows(proc.stdout)
     assert rows["durable"] == ["1", "0", "0", "0"], "the durability test must run and pass"
     assert list(server.iterdir()) == [], "the cleanup hook left namespaces on the server"
 

@@ -75,12 +75,13 @@ def test_the_example_provider_passes_the_whole_suite(pytester: pytest.Pytester) 
     assert set(results) == set(suite_tests())
     failed = sorted(name for name, outcome in results.items() if outcome == "failed")
     assert not failed
-    # The example declares neither review nor usage, and it is not durable; everything
-    # else runs.
+    # The example declares neither review, usage, dedup nor scope revisions, and it is
+    # not durable; everything else runs.
     reasons = skip_reasons(reprec)
     assert set(reasons) == {name for name, outcome in results.items() if outcome == "skipped"}
     assert {reason.split(" not declared")[0] for reason in reasons.values()} == {
-        "capability review", "capability usage", "capability durable",
+        "capability review", "capability usage", "capability durable", "capability dedup",
+        "capability scope_revisions",
         "thorough run not requested (pytest -m slow or --conformance-thorough; "
         "governed-memory conformance --thorough)"}
 
@@ -92,6 +93,14 @@ BROKEN = {
         "test_provider_agrees_with_the_reference_model",
         "test_search_finds_the_scopes_matching_records",
         "test_history_of_another_scopes_record_is_not_found",
+    },
+    "DeleteForgettingRevisionProvider": {
+        "test_a_hard_delete_advances_its_scope",
+        "test_delete_all_advances_its_scope",
+        "test_a_purge_that_removes_records_advances_their_scope",
+    },
+    "EpochlessErasureProvider": {
+        "test_delete_user_advances_the_tenant_epoch_and_never_goes_back",
     },
     "RevisionIgnoringProvider": {
         "test_stale_revision_conflicts_and_changes_nothing",
@@ -125,6 +134,50 @@ BROKEN = {
         "test_a_decided_record_cannot_be_decided_again",
     },
     "PendingKeyFreeProvider": {"test_a_pending_record_holds_its_key_and_hides_from_every_read"},
+    # The bugs a provider written from the guide passed the suite with (issue 28).
+    "TombstoneKeyProvider": {
+        "test_every_removal_frees_the_key",
+        "test_a_key_added_again_is_a_new_record",
+        "test_soft_delete_hides_the_record",
+    },
+    "ErasedKeyProvider": {
+        "test_every_removal_frees_the_key",
+        "test_hard_delete_removes_the_record_and_its_history",
+    },
+    "RevivingProvider": {
+        "test_every_removal_frees_the_key",
+        "test_a_key_added_again_is_a_new_record",
+    },
+    "EpochForgettingProvider": {
+        "test_zero_and_empty_values_are_stored_as_given",
+        "test_an_update_to_zero_or_empty_sets_it",
+        "test_the_epoch_bounds_a_search_like_any_time",
+    },
+    "FalsyUpdateProvider": {"test_an_update_to_zero_or_empty_sets_it"},
+    "FalsyWindowProvider": {"test_the_epoch_bounds_a_search_like_any_time"},
+    "UnlockedAddProvider": {
+        "test_concurrent_adds_with_one_key_store_exactly_one",
+        "test_concurrent_idempotent_adds_write_once",
+    },
+    "UnlockedUpdateProvider": {"test_concurrent_idempotent_updates_write_one_version"},
+    "UnlockedApproveProvider": {"test_concurrent_review_decisions_decide_once"},
+    "OffsetCursorProvider": {
+        "test_cursor_survives_hard_deletes_and_purges_between_pages",
+        "test_cursor_survives_deleting_the_record_it_points_at",
+    },
+    "PointerCursorProvider": {"test_cursor_survives_hard_deletes_and_purges_between_pages"},
+    "NullMatchesMissingProvider": {
+        "test_metadata_filters_match_present_keys_and_numbers_by_value"},
+    "StrictNumberProvider": {"test_metadata_filters_match_present_keys_and_numbers_by_value"},
+    "NormalizingScopeProvider": {"test_look_alike_ids_are_different_scopes"},
+    "SharedIdempotencyProvider": {"test_idempotency_keys_belong_to_one_operation"},
+    "LiveReplayProvider": {
+        "test_a_replay_returns_the_first_result_not_the_record_as_it_is_now"},
+    "KeyBlindDedupProvider": {"test_dedup_matches_content_scope_and_key_exactly"},
+    "ExpiredDedupProvider": {"test_dedup_never_returns_a_record_that_is_not_live"},
+    "StaleHashDedupProvider": {"test_dedup_follows_an_update_of_the_content"},
+    "DedupForgettingKeyProvider": {"test_a_deduplicated_add_records_its_idempotency_key"},
+    "NewestDedupProvider": {"test_an_identical_add_returns_the_live_record"},
 }
 
 
@@ -185,6 +238,35 @@ def test_overriding_a_suite_test_without_xfail_fails_the_run(pytester: pytest.Py
         "*conformance guard: TestProvider.test_stale_revision_conflicts_and_changes_nothing "
         "overrides a suite test without pytest.mark.xfail(reason=...)*",
     ])
+
+
+def test_an_own_test_named_like_a_suite_test_is_told_how_to_rename(
+        pytester: pytest.Pytester) -> None:
+    """A team's own test that happens to share a suite test's name aborts collection of
+    its module; the message says how to fix it (rename it after the provider)."""
+    write_module(pytester, "ExampleProvider", module="example_provider", body="""
+        def test_list_filters_by_memory_type(self):
+            assert True  # our own check, unaware the suite has a test of this name
+    """)
+    result = pytester.runpytest_inprocess(*PLUGIN, *ISOLATED)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "*TestProvider.test_list_filters_by_memory_type overrides a suite test without "
+        "pytest.mark.xfail(reason=...) (if it is a test of your own that happens to share "
+        "the suite's name, rename it, e.g. test_provider_list_filters_by_memory_type)*",
+    ])
+    result.stdout.fnmatch_lines(["*Name tests of your own after your provider*"])
+
+
+def test_every_suite_test_belongs_to_an_area() -> None:
+    """The CLI's area table and docs/conformance.md group tests by area; a new test
+    class has to join an area."""
+    from governed_memory_conformance.suite import AREAS, area_of
+
+    assert not [name for name in suite_tests() if area_of(name) is None]
+    guide = (Path(__file__).parents[2] / "docs" / "conformance.md").read_text(encoding="utf-8")
+    missing = [area for area, _ in AREAS if f"| {area} |" not in guide]
+    assert not missing, f"areas docs/conformance.md does not describe: {missing}"
 
 
 def test_removing_a_suite_test_fails_the_run(pytester: pytest.Pytester) -> None:

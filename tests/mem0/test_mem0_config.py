@@ -49,7 +49,8 @@ def test_capabilities_are_declared_honestly(tmp_path: Path) -> None:
     declared = provider.capabilities()
     assert declared.durable and not declared.transactional and not declared.multi_process
     assert declared.vector_search and not declared.lexical_search
-    assert not declared.review and not declared.usage
+    assert not declared.review and not declared.dedup
+    assert declared.usage and provider.usage_meter is provider  # counted in the ledger
     volatile = build_mem0_provider(local_config(
         tmp_path, ledger_path=":memory:",
         vector_store={"provider": "qdrant", "path": ":memory:"}), ManualClock())

@@ -1,6 +1,6 @@
 """The conformance suite over the Mem0 provider: in-process mem0ai and the Platform
 client against the local wire server. Every skip names a capability the provider does
-not declare (lexical_search, review, usage)."""
+not declare (lexical_search, review, dedup), or is a thorough run not requested."""
 
 from __future__ import annotations
 

@@ -123,9 +123,93 @@ async def test_usage_counts_what_a_quota_counts(provider: NativeMemoryProvider,
     await provider.add(note("elsewhere", scope=OTHER_TENANT), make_ctx(clock, "globex"))
     clock.advance(1)
     ctx = make_ctx(clock)
-    assert await provider.usage(UsageQuery("acme", USER_SCOPE), ctx) == Usage(3, 5 + 5 + 4)
-    assert await provider.usage(UsageQuery("acme"), ctx) == Usage(4, 5 + 5 + 4 + 9)
-    assert await provider.usage(UsageQuery("nobody"), ctx) == Usage(0, 0)
+    meter = provider.usage_meter  # how the activity port reads usage
+    assert meter is not None
+    assert await meter.usage(UsageQuery("acme", USER_SCOPE), ctx) == Usage(3, 5 + 5 + 4)
+    assert await meter.usage(UsageQuery("acme"), ctx) == Usage(4, 5 + 5 + 4 + 9)
+    assert await meter.usage(UsageQuery("nobody"), ctx) == Usage(0, 0)
+
+
+async def test_usage_is_offered_through_the_usage_meter_accessor(
+        provider: NativeMemoryProvider, clock: ManualClock) -> None:
+    """``usage_meter`` is the accessor the port asks (like ``review``); a wrapper answers
+    with the provider's own meter, so a quota never counts from a cache."""
+    from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
+    from governed_memory.usage import UsageMeter
+
+    assert provider.usage_meter is provider
+    assert isinstance(provider.usage_meter, UsageMeter)
+    cached = CachedMemoryProvider(provider, InMemoryCacheStore(), clock=clock)
+    assert cached.usage_meter is provider
+    await provider.add(note("plain"), make_ctx(clock))
+    assert await cached.usage(UsageQuery("acme", USER_SCOPE), make_ctx(clock)) == Usage(1, 5)
+
+
+async def test_the_port_reads_quota_usage_through_the_accessor(tmp_path: Path,
+                                                              clock: ManualClock) -> None:
+    """A policy's usage probe reads the provider's ``usage_meter``, whatever object it
+    is (here one apart from the provider, which has no ``usage`` of its own); a provider
+    that declares ``usage`` but offers no meter gives the policy no probe (a quota then
+    denies: it never guesses)."""
+    import attrs
+    from governed_memory import GovernedMemoryManager
+    from governed_memory.capabilities import Capabilities
+    from governed_memory.operation_context import OperationContext
+    from governed_memory.policy import PolicyCheck, PolicyVerdict
+    from governed_memory.principal import Principal
+
+    alice = Principal(principal_id="alice", kind="user", tenant_id="acme", user_id="alice",
+                      permissions=["memory:read", "memory:write"])
+
+    class Meter:
+        def __init__(self, provider: NativeMemoryProvider) -> None:
+            self.provider = provider
+            self.queries: list[UsageQuery] = []
+
+        async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
+            self.queries.append(query)
+            return await NativeMemoryProvider.usage(self.provider, query, ctx)
+
+    class Metered(NativeMemoryProvider):
+        """Usage only through the accessor: ``usage`` itself is not there."""
+
+        meter: Meter | None = None
+
+        @property
+        def usage_meter(self) -> Meter | None:  # type: ignore[override]
+            return self.meter
+
+        def __getattribute__(self, name: str) -> object:
+            if name == "usage":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+        def capabilities(self) -> Capabilities:
+            return attrs.evolve(super().capabilities(), usage=True)
+
+    seen: list[Usage | None] = []
+
+    class Peek:
+        name, revision = "peek", "1"
+
+        async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
+            seen.append(None if check.usage is None
+                        else await check.usage(UsageQuery("acme", USER_SCOPE)))
+            return PolicyVerdict.allow()
+
+    provider = Metered(build("memory", tmp_path, clock).backend, clock)
+    meter = provider.meter = Meter(provider)
+    async with GovernedMemoryManager(provider, clock=clock, policies=[Peek()]) as manager:
+        await manager.add(alice, USER_SCOPE, "plain")
+        await manager.add(alice, USER_SCOPE, "café")
+    assert seen == [Usage(0, 0), Usage(1, 5)]
+    assert meter.queries == [UsageQuery("acme", USER_SCOPE)] * 2
+
+    seen.clear()
+    blind = Metered(build("memory", tmp_path, clock).backend, clock)
+    async with GovernedMemoryManager(blind, clock=clock, policies=[Peek()]) as manager:
+        await manager.add(alice, USER_SCOPE, "plain")
+    assert seen == [None], "a provider without a meter gave the policy a usage probe"
 
 
 async def test_sqlite_keeps_approvals_across_reopen(tmp_path: Path, clock: ManualClock) -> None:

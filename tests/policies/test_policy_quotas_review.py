@@ -100,6 +100,10 @@ class Recording:
     def capabilities(self) -> Capabilities:
         return attrs.evolve(self._inner.capabilities(), usage=self._usage)
 
+    @property
+    def usage_meter(self) -> Recording:
+        return self  # the port reads usage through this accessor
+
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
         self.queries.append(query)
         return await self._inner.usage(query, ctx)  # type: ignore[no-any-return]

@@ -185,8 +185,9 @@ class CrudTests(ConformanceBase):
     @scenario
     async def test_supersession_links_name_a_record_of_the_scope(self, h: Harness) -> None:
         """``supersedes`` (add) and ``superseded_by`` (update) name a record of the same
-        scope; a link to nothing, or to another scope's record, is refused with
-        ``MemoryValidationError`` and writes nothing."""
+        scope, in any status but not expired; a link to nothing, to another scope's
+        record or to an expired one is refused with ``MemoryValidationError`` and writes
+        nothing."""
         elsewhere = await h.add("a record of the sibling scope", scope=SIBLING)
         for missing in ("01JZZZZZZZZZZZZZZZZZZZZZZZ", elsewhere.id):
             await expect_error(MemoryValidationError,
@@ -199,3 +200,21 @@ class CrudTests(ConformanceBase):
                                h.update(kept.id, superseded_by=missing),
                                f"update(superseded_by={missing!r})")
         assert_same_record(await h.get(kept.id), kept, "after refused supersession links")
+        if h.capabilities.expiry:
+            # An expired record is gone for every read and write, purged or not yet (a
+            # purge may run at any moment): it is no record to link to.
+            expired = await h.add("Alice lived in Nice", expires_at=h.clock.now() + 1)
+            h.advance(1)
+            await expect_error(MemoryValidationError, h.add("Alice lives in Paris",
+                                                            supersedes=expired.id),
+                               "add(supersedes=<an expired record, not yet purged>)")
+            await expect_error(MemoryValidationError,
+                               h.update(kept.id, superseded_by=expired.id),
+                               "update(superseded_by=<an expired record, not yet purged>)")
+            assert_same_record(await h.get(kept.id), kept, "after a link to an expired record")
+        if h.capabilities.soft_delete:
+            # Any status counts, a tombstone included: an old fact may be long retired.
+            retired = await h.add("Alice lived in Brest")
+            await h.delete(retired.id)
+            linked = await h.add("Alice lives in Paris", supersedes=retired.id)
+            assert linked.supersedes == retired.id

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from governed_memory.errors import MemoryValidationError
 
 from governed_memory_conformance.base import ConformanceBase, scenario
@@ -19,14 +18,9 @@ from governed_memory_conformance.capabilities import requires
 from governed_memory_conformance.harness import Harness, expect_error
 from governed_memory_conformance.scopes import HOME
 from governed_memory_conformance.suite.records import assert_same_record
+from governed_memory_conformance.suite.search import require_search
 
 DAY = 86_400.0
-
-
-def _require_search(h: Harness) -> None:
-    caps = h.capabilities
-    if not (caps.lexical_search or caps.vector_search):
-        pytest.skip("capabilities lexical_search, vector_search not declared")
 
 
 async def _found(h: Harness, **window: float) -> set[str]:
@@ -85,7 +79,7 @@ class EventTimeTests(ConformanceBase):
 
     @scenario
     async def test_search_keeps_the_event_window_half_open(self, h: Harness) -> None:
-        _require_search(h)
+        require_search(h)
         now = h.clock.now()
         first = await h.add("walrus one", occurred_at=now - 3 * DAY)
         second = await h.add("walrus two", occurred_at=now - 2 * DAY)
@@ -106,7 +100,7 @@ class EventTimeTests(ConformanceBase):
 
     @scenario
     async def test_as_of_answers_for_its_moment(self, h: Harness) -> None:
-        _require_search(h)
+        require_search(h)
         now = h.clock.now()
         then, later = now - 30 * DAY, now - 10 * DAY
         old = await h.add("the walrus lives in tank one", occurred_at=then, valid_from=then,
@@ -128,7 +122,7 @@ class EventTimeTests(ConformanceBase):
     @requires("soft_delete")
     @scenario
     async def test_as_of_never_brings_back_what_is_gone(self, h: Harness) -> None:
-        _require_search(h)
+        require_search(h)
         now = h.clock.now()
         gone = await h.add("the walrus was sold", occurred_at=now - DAY)
         await h.delete(gone.id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from governed_memory.errors import MemoryConflictError
+from governed_memory.errors import MemoryConflictError, MemoryNotFoundError
+from governed_memory.records import RecordStatus
+from governed_memory.requests import ApproveRequest
 
 from governed_memory_conformance.base import ConformanceBase, scenario
 from governed_memory_conformance.capabilities import requires
@@ -69,3 +71,73 @@ class IdempotencyTests(ConformanceBase):
         again = await h.delete(record.id, idempotency_key="del-1")
         assert again == first, "a retried delete must return the first result, not fail"
         assert await h.is_invisible(record)
+
+    @requires("idempotency")
+    @scenario
+    async def test_a_replay_returns_the_first_result_not_the_record_as_it_is_now(
+        self, h: Harness
+    ) -> None:
+        """A retry answers with what the first attempt returned (its version, revision,
+        content and times), even after later writes moved the record on: the caller is
+        finishing the first attempt, not reading the record again."""
+        first = await h.add("as first written", key="k", idempotency_key="add-1")
+        h.advance(10)
+        await h.update(first.id, content="changed since", importance=0.9)
+        h.advance(10)
+        again = await h.add("as first written", key="k", idempotency_key="add-1")
+        assert_same_record(again, first, "an add retried after the record was updated")
+
+        edited = await h.update(first.id, content="edited once", idempotency_key="upd-1")
+        h.advance(10)
+        await h.update(first.id, content="edited twice")
+        replayed = await h.update(first.id, content="edited once", idempotency_key="upd-1")
+        assert_same_record(replayed, edited, "an update retried after a later update")
+        current = await h.get(first.id)
+        assert (current.version, current.content) == (4, "edited twice"), (
+            "a replayed update wrote to the record")
+        if h.capabilities.review:
+            pending = await h.add("held words", status=RecordStatus.PENDING_REVIEW)
+            request = ApproveRequest(scope=HOME, record_id=pending.id,
+                                     idempotency_key="approve-1")
+            review = h.provider.review
+            assert review is not None
+            approved = await review.approve(request, h.ctx())
+            await h.update(pending.id, content="held words, edited after approval")
+            assert_same_record(await review.approve(request, h.ctx()), approved,
+                               "an approve retried after the record was updated")
+
+    @requires("idempotency")
+    @scenario
+    async def test_idempotency_keys_belong_to_one_operation(self, h: Harness) -> None:
+        """An idempotency key names one write of one operation in one scope: an update
+        (or a delete, or an approve) with the key an add used is a write of its own,
+        applied as asked, and never answered with the add's result."""
+        record = await h.add("first words", idempotency_key="shared")
+        h.advance(5)
+        try:
+            updated = await h.update(record.id, content="second words",
+                                     idempotency_key="shared")
+        except MemoryConflictError as exc:
+            raise AssertionError("an update was refused for reusing the idempotency key of "
+                                 f"an add: keys belong to one operation ({exc})") from exc
+        assert (updated.id, updated.version, updated.content) == (
+            record.id, 2, "second words"), (
+            f"an update with an add's idempotency key returned version {updated.version} "
+            f"({updated.content!r}): the add was replayed instead of the update applied")
+        again = await h.add("first words", idempotency_key="shared")
+        assert_same_record(again, record, "the add retried after an update used its key")
+        if h.capabilities.review:
+            pending = await h.add("held words", status=RecordStatus.PENDING_REVIEW,
+                                  idempotency_key="held")
+            review = h.provider.review
+            assert review is not None
+            approved = await review.approve(
+                ApproveRequest(scope=HOME, record_id=pending.id, idempotency_key="held"),
+                h.ctx())
+            assert (approved.status, approved.version) == (RecordStatus.ACTIVE, 2), (
+                "an approve with an add's idempotency key replayed the add")
+        if h.capabilities.soft_delete:
+            result = await h.delete(record.id, idempotency_key="shared")
+            assert (result.record_id, result.hard) == (record.id, False)
+            await expect_error(MemoryNotFoundError, h.get(record.id),
+                               "get after a delete that reused an update's idempotency key")

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from governed_memory_conformance.base import THOROUGH_NOT_REQUESTED, ConformanceBase, scenario
 from governed_memory_conformance.harness import Harness, expect_error
-from governed_memory_conformance.scopes import HOME, NEIGHBOURS
+from governed_memory_conformance.scopes import HOME, LOOKALIKES, NEIGHBOURS
 from governed_memory_conformance.suite.records import assert_same_record
 
 VALUES: Final = ("x", "y")
@@ -198,6 +198,20 @@ class IsolationTests(ConformanceBase):
             scopes=(HOME, *NEIGHBOURS),
             writes=tuple(Write(index, f"green tea {index}", "k", None)
                          for index in range(len(NEIGHBOURS) + 1)),
+        )
+        await check_isolation(h, plan)
+
+    @scenario
+    async def test_look_alike_ids_are_different_scopes(self, h: Harness) -> None:
+        """Scopes are exact, character for character: ids that differ only in case, in
+        width (fullwidth letters) or in Unicode normal form (NFC and NFD) name different
+        scopes. Each scope holds its own key ``k`` and its own idempotency key, and no
+        read or write of one reaches another. A provider that compares ids after
+        ``casefold()`` or ``unicodedata.normalize`` merges users who are not the same."""
+        plan = Plan(
+            scopes=(HOME, *LOOKALIKES),
+            writes=tuple(Write(index, f"green tea {index}", "k", "i1")
+                         for index in range(len(LOOKALIKES) + 1)),
         )
         await check_isolation(h, plan)
 

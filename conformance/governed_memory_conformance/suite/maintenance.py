@@ -13,6 +13,7 @@ from governed_memory_conformance.scopes import (
     CHILD,
     ELSEWHERE,
     HOME,
+    LOOKALIKES,
     OTHER_TENANT,
     PARENT,
     SAME_VALUE_OTHER_DIMENSION,
@@ -32,7 +33,8 @@ NOT_ALICE_HERE = (
     SAME_VALUE_OTHER_DIMENSION,
     ELSEWHERE,
     Scope(TENANT, project_id="p1"),
-    Scope(TENANT, user_id="Alice"),
+    # alice in other case or width, and alice in the tenant spelt in other case
+    *(scope for scope in LOOKALIKES if (scope.tenant_id, scope.user_id) != (TENANT, "alice")),
 )
 
 
@@ -98,11 +100,13 @@ class MaintenanceTests(ConformanceBase):
     async def test_delete_user_matches_ids_exactly(self, h: Harness) -> None:
         # LIKE's one-character wildcard, case folding and prefixes are the classic ways
         # to erase too much ('%' and '*' are refused as identifiers before they get here).
-        users = ("a_c", "abc", "a_", "ab", "_", "Bob", "bob", "bo")
+        # And normalisation: NFC and NFD spellings of one name, fullwidth letters.
+        users = ("a_c", "abc", "a_", "ab", "_", "Bob", "bob", "bo", "zo\u00e9", "zoe\u0301",
+                 "\uff42\uff4f\uff42")
         records = {user: await h.add(f"note of {user}", scope=Scope(TENANT, user_id=user))
                    for user in users}
         erased: set[str] = set()
-        for user in ("a_c", "a_", "_", "Bob"):
+        for user in ("a_c", "a_", "_", "Bob", "zo\u00e9"):
             assert await delete_user(h, TENANT, user) == 1, f"erasing {user!r} miscounted"
             erased.add(user)
             for other, record in records.items():

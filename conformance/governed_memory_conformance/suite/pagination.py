@@ -13,6 +13,17 @@ from governed_memory_conformance.harness import Harness, expect_error
 from governed_memory_conformance.scopes import HOME, SIBLING
 
 
+async def purge_scope(h: Harness) -> None:
+    """Run ``purge_expired`` over ``HOME`` to the end of its cursor."""
+    after: str | None = None
+    while True:
+        page = await h.provider.purge_expired(
+            PurgeExpiredRequest(scope=HOME, limit=100, after=after), h.ctx())
+        if page.next_cursor is None:
+            return
+        after = page.next_cursor
+
+
 async def walk(h: Harness, limit: int) -> list[list[str]]:
     """Every page of ``HOME`` at ``limit``, checking the shape of each on the way."""
     pages: list[list[str]] = []
@@ -124,6 +135,58 @@ class PaginationTests(ConformanceBase):
             rest.extend(record.id for record in next_page.items)
             cursor = next_page.next_cursor
         assert rest == ids[3:], f"after deleting the cursor's record the walk gave {rest}"
+
+    @scenario
+    async def test_cursor_survives_hard_deletes_and_purges_between_pages(
+        self, h: Harness
+    ) -> None:
+        """A cursor is a position in the id order, not an offset and not a pointer that
+        must still exist: between pages, records already seen and the very record the
+        cursor points at are hard-deleted, expired and purged, and soft-deleted, and
+        every page is still exactly the next live records by id, with no record twice
+        and none skipped."""
+        caps = h.capabilities
+        now = h.clock.now()
+        expiring = caps.expiry
+        ids = sorted([(await h.add(f"note {n}")).id for n in range(12)])
+        if expiring:
+            for record_id in ids[4:6]:
+                await h.update(record_id, expires_at=now + 10)
+
+        async def page(cursor: str | None) -> tuple[list[str], str | None]:
+            found = await h.page(HOME, limit=3, cursor=cursor)
+            return [record.id for record in found.items], found.next_cursor
+
+        async def erase(record_id: str) -> None:
+            await h.delete(record_id, hard=caps.hard_delete or not caps.soft_delete)
+
+        first, cursor = await page(None)
+        assert first == ids[0:3]
+        await erase(ids[2])  # the record the cursor points at
+        await erase(ids[0])  # a record already seen
+        second, cursor = await page(cursor)
+        assert second == ids[3:6], (
+            f"after erasing records at and before the cursor, the next page is {second}")
+        if expiring:
+            h.advance(10)  # ids[4] and ids[5] expire; the cursor points at ids[5]
+            if caps.purge_expired:
+                await purge_scope(h)
+        else:
+            await h.remove(ids[5])
+            await h.remove(ids[4])
+        third, cursor = await page(cursor)
+        assert third == ids[6:9], (
+            f"after the cursor's record expired (and was purged), the next page is {third}")
+        await h.remove(ids[8])
+        await h.remove(ids[6])
+        await h.remove(ids[3])
+        fourth, cursor = await page(cursor)
+        assert fourth == ids[9:12], (
+            f"after soft deletes at and before the cursor, the next page is {fourth}")
+        assert cursor is not None, "a full page has a cursor"
+        last, cursor = await page(cursor)
+        assert (last, cursor) == ([], None)
+        assert await h.ids() == [ids[1], ids[7], *ids[9:12]]
 
     @scenario
     async def test_empty_page_with_a_cursor_is_valid(self, h: Harness) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from governed_memory.errors import MemoryConflictError, MemoryNotFoundError
-from governed_memory.provider import ReviewingProvider, UsageReportingProvider
+from governed_memory.provider import ReviewingProvider
 from governed_memory.records import MemoryRecord, RecordStatus, VersionOperation
 from governed_memory.requests import ApproveRequest, ListPendingRequest, RejectRequest
 from governed_memory.scope import Scope
@@ -192,9 +192,8 @@ class UsageTests(ConformanceBase):
     async def test_usage_counts_live_and_pending_records_and_their_bytes(
         self, h: Harness
     ) -> None:
-        provider = h.provider
-        assert isinstance(provider, UsageReportingProvider), (
-            "the provider declares usage but has no usage()")
+        meter = h.provider.usage_meter
+        assert meter is not None, "the provider declares usage but its usage_meter is None"
         counted = [await h.add("plain"), await h.add("café au lait"),
                    await h.add("held for review", status=RecordStatus.PENDING_REVIEW)]
         deleted = await h.add("deleted")
@@ -208,7 +207,10 @@ class UsageTests(ConformanceBase):
         def size(records: list[MemoryRecord]) -> Usage:
             return Usage(len(records), sum(len(r.content.encode()) for r in records))
 
-        scope_usage = await provider.usage(UsageQuery(TENANT, HOME), h.ctx())
+        scope_usage = await meter.usage(UsageQuery(TENANT, HOME), h.ctx())
         assert scope_usage == size(counted), "usage of one scope"
-        tenant_usage = await provider.usage(UsageQuery(TENANT), h.ctx())
+        tenant_usage = await meter.usage(UsageQuery(TENANT), h.ctx())
         assert tenant_usage == size([*counted, neighbour]), "usage of a whole tenant"
+        counted[0] = await h.update(counted[0].id, content="plain, and longer since")
+        assert await meter.usage(UsageQuery(TENANT, HOME), h.ctx()) == size(counted), (
+            "usage after an update counts the record's current content")

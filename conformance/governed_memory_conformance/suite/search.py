@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from governed_memory.errors import MemoryValidationError
 from governed_memory.records import MemoryType, RecordStatus, SearchResult
 
@@ -10,6 +11,13 @@ from governed_memory_conformance.capabilities import requires
 from governed_memory_conformance.harness import Harness, expect_error
 from governed_memory_conformance.scopes import CHILD, ELSEWHERE, HOME, PARENT, SIBLING
 from governed_memory_conformance.suite.records import assert_same_record
+
+
+def require_search(h: Harness) -> None:
+    """Skip unless the provider searches at all (by words or by vectors)."""
+    caps = h.capabilities
+    if not (caps.lexical_search or caps.vector_search):
+        pytest.skip("capabilities lexical_search, vector_search not declared")
 
 
 def check_ranking(result: SearchResult, limit: int) -> None:
@@ -98,6 +106,48 @@ class SearchTests(ConformanceBase):
             result = await h.search("walrus", metadata_filter=wanted)
             found = {hit.record.id for hit in result.hits}
             assert found == expected, f"metadata_filter {wanted} matched {found}"
+
+    @requires("metadata_filters")
+    @scenario
+    async def test_metadata_filters_match_present_keys_and_numbers_by_value(
+        self, h: Harness
+    ) -> None:
+        """The rule for ``metadata_filter`` (the native provider's, on every backend): a
+        filter matches a record only if the key is present with an equal value of the
+        same JSON type. So ``None`` matches an explicit ``null`` and never a missing key;
+        numbers compare by value (``1`` matches ``1.0``, ``0`` matches ``0.0``) and never
+        match a boolean or a string; ``0``, ``False``, ``""`` and ``null`` are four
+        different values."""
+        require_search(h)
+        values: dict[str, object] = {"null": None, "one": 1, "one_float": 1.0, "zero": 0,
+                                     "zero_float": 0.0, "false": False, "true": True,
+                                     "empty": "", "text_one": "1", "half": 2.5}
+        records = {name: await h.add(f"walrus {name}", metadata={"n": value, "tag": name})
+                   for name, value in values.items()}
+        records["missing"] = await h.add("walrus missing", metadata={"tag": "missing"})
+        records["bare"] = await h.add("walrus bare")
+        cases: list[tuple[dict[str, object], set[str]]] = [
+            ({"n": None}, {"null"}),
+            ({"n": 1}, {"one", "one_float"}),
+            ({"n": 1.0}, {"one", "one_float"}),
+            ({"n": 0}, {"zero", "zero_float"}),
+            ({"n": 0.0}, {"zero", "zero_float"}),
+            ({"n": False}, {"false"}),
+            ({"n": True}, {"true"}),
+            ({"n": ""}, {"empty"}),
+            ({"n": "1"}, {"text_one"}),
+            ({"n": 2.5}, {"half"}),
+            ({"n": 2}, set()),
+            ({"absent": None}, set()),
+            ({"n": None, "tag": "null"}, {"null"}),
+            ({"n": 1, "tag": "one_float"}, {"one_float"}),
+        ]
+        ids = {record.id: name for name, record in records.items()}
+        for wanted, expected in cases:
+            result = await h.search("walrus", (HOME,), 100, metadata_filter=wanted)
+            found = {ids.get(hit.record.id, hit.record.id) for hit in result.hits}
+            assert found == expected, (
+                f"metadata_filter {wanted} matched {sorted(found)}, expected {sorted(expected)}")
 
     @requires("lexical_search")
     @scenario

@@ -6,7 +6,8 @@ Each feature is an accessor on the provider (``review``, ``indexing``, ``outbox`
 forwarded as they are: indexing, the event outbox and replay neither change records a
 cached page could hold nor need the wrapper. Review does (approving makes a record
 searchable, rejecting erases it), so the cache answers ``review`` with itself and bumps
-the record's scope after the provider commits; usage is always read from the provider.
+the record's scope after the provider commits; usage (``usage_meter``) is always read
+from the provider.
 
 Why not ``__getattr__``: a delegate that guesses ``(request, ctx)`` for every unknown
 name turned ``outbox_status()`` and ``process_index_jobs(worker_id=...)`` into
@@ -20,17 +21,17 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from governed_memory.capabilities import offered
-from governed_memory.errors import MemoryCapabilityUnsupportedError
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider, ReviewingProvider
 from governed_memory.records import DeleteResult, MemoryRecord, Page
 from governed_memory.requests import ApproveRequest, ListPendingRequest, RejectRequest
-from governed_memory.usage import Usage, UsageQuery
+from governed_memory.usage import Usage, UsageMeter, UsageQuery
 
 if TYPE_CHECKING:
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
     from governed_memory.replay import SnapshotReplay
+    from governed_memory.scope_revisions import ScopeRevisions
 
 T = TypeVar("T")
 
@@ -47,7 +48,8 @@ class _Forwarding:
 
 
 class ForwardedFeatures(_Forwarding):
-    """Indexing, the event outbox and replay: the inner provider's own objects."""
+    """Indexing, the event outbox, replay and scope revisions: the inner provider's own
+    objects."""
 
     @property
     def indexing(self) -> IndexingProvider | None:
@@ -60,6 +62,12 @@ class ForwardedFeatures(_Forwarding):
     @property
     def replay(self) -> SnapshotReplay | None:
         return self._inner.replay
+
+    @property
+    def revisions(self) -> ScopeRevisions | None:
+        """The inner provider's scope revisions: a page cached above this wrapper is
+        checked against the same storage the writes advance."""
+        return self._inner.revisions
 
 
 class ReviewForwarding(_Forwarding):
@@ -88,13 +96,14 @@ class ReviewForwarding(_Forwarding):
 
 
 class UsageForwarding(_Forwarding):
-    """``usage``: always read from the provider (quotas must never see a cached count);
-    the port calls it only when the inner provider declares ``usage``."""
+    """``usage_meter``: the inner provider's own meter, so usage is always read from
+    the provider (quotas must never see a cached count). ``usage`` on the wrapper reads
+    it the same way, for callers holding the wrapper."""
+
+    @property
+    def usage_meter(self) -> UsageMeter | None:
+        return self._inner.usage_meter
 
     async def usage(self, query: UsageQuery, ctx: OperationContext) -> Usage:
-        usage = getattr(self._inner, "usage", None)
-        if usage is None:
-            raise MemoryCapabilityUnsupportedError(
-                f"provider {self.name} reports no usage (capability 'usage')")
-        result: Usage = await usage(query, ctx)
-        return result
+        meter = offered(self._inner.usage_meter, self, "reports no usage (capability 'usage')")
+        return await meter.usage(query, ctx)

@@ -41,6 +41,8 @@ class InMemoryCacheStore:
     """Every method completes without awaiting, so each is atomic on the event loop."""
 
     name = "memory"
+    shared = False
+    """Only this process reads it: what it erases says nothing of other processes."""
 
     def __init__(
         self,

@@ -1,7 +1,19 @@
 """``CachedMemoryProvider``: a read-through search cache that is itself a provider.
 
 The promise: a search that starts after a write has returned never gets an answer
-computed before that write. It rests on three rules.
+computed before that write — whichever process or host made the write.
+
+When the provider keeps scope revisions in its own storage (``inner.revisions``, the
+native and Mem0 providers do), the cache relies on them alone: a lookup reads the
+revisions of the scopes searched and the tenant epoch (one point read) and looks for a
+page stored under exactly those. Every write advances them in its own transaction, so
+its commit makes every older page in every process unreachable; the cache does nothing
+on writes, and a store outage can never hide a write. An answer is stored under the
+revisions read *before* the provider computed it, so a page is never older than its key.
+
+For a provider without them, the revisions live in the cache store instead, and rest on
+three rules (correct across processes only when they share a Redis store and every
+writer goes through a cache on it).
 
 1. *Revisions in the key.* Every entry is stored under the revisions of the scopes it
    searched (and the tenant epoch), read before the provider call.
@@ -26,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -51,7 +64,6 @@ from governed_memory.cache.store import (
     CacheStoreTimeout,
     CacheValueTooLarge,
     ErasingCacheStore,
-    Lookup,
     entry_suffix,
 )
 from governed_memory.capabilities import Capabilities, HealthStatus
@@ -87,6 +99,7 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory.scope import Scope
+from governed_memory.scope_revisions import ScopeRevisions, ScopeState
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +112,8 @@ DEFAULT_QUARANTINE_RETRY_S: Final = 1.0
 NO_SNAPSHOT: Final = "no_snapshot"
 """The reason on a hit answered without a retrieval snapshot although the provider
 keeps them (it cannot record one for a hit, or storage refused it just now)."""
+_MAX_EPOCHS: Final = 100_000
+"""Tenants whose last-seen epoch a process remembers (an LRU)."""
 DEFAULT_ERASE_TIMEOUT_S: Final = 30.0
 """Removing a tenant's entries on ``delete_user`` takes a round trip per batch; it gets
 this deadline instead of a lookup's."""
@@ -175,6 +190,12 @@ class CachedMemoryProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding)
         self._pending: set[asyncio.Task[None]] = set()
         self._memo = DecodedMemo(decoded_memo_entries)
         self._recorder: SnapshotReplay | None = inner.replay
+        self._scope_revisions: ScopeRevisions | None = inner.revisions
+        self._epochs: OrderedDict[str, int] = OrderedDict()
+        """The tenant epoch this process last read, by tenant tag: when another process
+        erases a user, the first lookup here that sees the new epoch drops the tenant's
+        entries from a process-local store, instead of leaving the erased content in
+        memory, unreachable, until its TTL."""
 
     @property
     def inner(self) -> MemoryProvider:
@@ -183,6 +204,12 @@ class CachedMemoryProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding)
     @property
     def store(self) -> CacheStore:
         return self._store
+
+    @property
+    def checks_provider_revisions(self) -> bool:
+        """Whether pages are checked against the provider's own scope revisions (and
+        writes need nothing from the cache), rather than against the store's."""
+        return self._scope_revisions is not None
 
     @property
     def quarantined(self) -> int:
@@ -272,6 +299,14 @@ class CachedMemoryProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding)
         self._memo.drop_tenant(tenant_tag(request.tenant_id))
         if not isinstance(self._store, ErasingCacheStore):
             return receipt
+        if not self._store.shared:
+            # This process's entries go now, but the receipt claims nothing: other
+            # processes' stores are out of reach (their pages are unreachable already,
+            # by the epoch in storage, and are dropped at their next lookup).
+            with contextlib.suppress(CacheStoreError):
+                await self._store_call(self._store.erase_tenant(tenant_tag(request.tenant_id)),
+                                       timeout_s=self._erase_timeout_s)
+            return receipt
         try:
             dropped = await self._store_call(
                 self._store.erase_tenant(tenant_tag(request.tenant_id)),
@@ -292,6 +327,10 @@ class CachedMemoryProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding)
 
     async def _write(self, operation: str, call: Callable[[], Awaitable[T]], request: Any,
                      ctx: OperationContext) -> T:
+        if self._scope_revisions is not None:
+            # The write advances the revisions in its own transaction: committing it is
+            # the invalidation, in every process at once.
+            return await call()
         try:
             result = await call()
         except REFUSALS:  # refused: storage unchanged, nothing to invalidate
@@ -427,6 +466,23 @@ class CachedMemoryProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding)
             raise CacheStoreError(type(exc).__name__) from exc
 
 
+    async def _saw_epoch(self, tag: str, epoch: int) -> None:
+        """Drop a tenant's entries from a process-local store once its epoch moved (a
+        user of it was erased, possibly by another process)."""
+        seen = self._epochs.get(tag)
+        self._epochs[tag] = epoch
+        self._epochs.move_to_end(tag)
+        if len(self._epochs) > _MAX_EPOCHS:
+            self._epochs.popitem(last=False)
+        if seen is None or seen == epoch:
+            return
+        self._memo.drop_tenant(tag)
+        if not self._store.shared and isinstance(self._store, ErasingCacheStore):
+            with contextlib.suppress(CacheStoreError):
+                await self._store_call(self._store.erase_tenant(tag),
+                                       timeout_s=self._erase_timeout_s)
+
+
 class _Search:
     """One cached search: lookup, maybe the provider, maybe a fill; at most twice."""
 
@@ -460,6 +516,8 @@ class _Search:
                                    include_principal_id=owner._key_by_principal)
         except (ValueError, TypeError):
             return await self.bypass("unkeyable")
+        if owner._scope_revisions is not None:
+            return await self.run_checked(owner._scope_revisions, digest)
         if not await self.trusted():
             return await self.bypass("quarantined")
         computed: SearchResult | None = None
@@ -470,26 +528,65 @@ class _Search:
             except CacheStoreError as exc:
                 return await self.bypass(exc.reason, computed)
             if found.value is not None:
-                memo_key = f"{self.tag}:{entry_suffix(digest, found.revisions)}"
-                entry = owner._memo.get(memo_key, found.value)
-                if entry is None:
-                    try:
-                        entry = decode_entry(found.value, digest=digest,
-                                             revisions=found.revisions, scope_hashes=self.hashes)
-                    except CacheDecodeError:
-                        return await self.bypass("decode_error", computed)
-                    owner._memo.put(memo_key, found.value, entry)
-                if entry.serves(self.ctx.now):
-                    served, why = await self.served(entry.result)
-                    await self.signal("hit", why, count=len(served.hits))
+                served = await self.serve(found.value, digest, found.revisions)
+                if served is not None:
                     return served
-                await self.signal("miss", "outside_window")
             else:
                 await self.signal("miss", "revision_moved" if attempt else "absent")
             computed = await self.provider()
-            if await self.fill(found, digest, computed):
+            if await self.fill(found.revisions, found.horizon, digest, computed):
                 return computed
         return await self.bypass("revision_moved", computed)
+
+    async def run_checked(self, revisions: ScopeRevisions, digest: str) -> SearchResult:
+        """A search checked against the provider's own revisions: read them (one point
+        read), look for a page stored under exactly them, else compute and store it
+        under them. No compare-and-set is needed: the revisions were read before the
+        provider computed, so the page is at least as new as its key, and any later
+        write moves the key for every process."""
+        owner = self.owner
+        try:
+            state: ScopeState = await revisions.read(self.tenant_id, self.hashes, self.ctx.now)
+        except Exception:
+            return await self.bypass("revisions_unavailable")
+        if len(state.revisions) != len(self.names):
+            return await self.bypass("revisions_unavailable")
+        await owner._saw_epoch(self.tag, state.revisions[-1])
+        key = digest + ":s" + ".".join(str(revision) for revision in state.revisions)
+        try:
+            found = await owner._store_call(owner._store.lookup(self.tag, (), key, self.ctx.now))
+        except CacheStoreError as exc:
+            return await self.bypass(exc.reason)
+        if found.value is not None:
+            served = await self.serve(found.value, key, ())
+            if served is not None:
+                return served
+        else:
+            await self.signal("miss", "absent")
+        computed = await self.provider()
+        await self.fill((), state.horizon, key, computed)
+        return computed
+
+    async def serve(self, value: bytes, digest: str,
+                    revisions: tuple[int, ...]) -> SearchResult | None:
+        """The stored page as this operation's answer, or ``None`` (a miss, signalled)
+        when it no longer serves ``now``; a value that cannot be trusted bypasses."""
+        owner = self.owner
+        memo_key = f"{self.tag}:{entry_suffix(digest, revisions)}"
+        entry = owner._memo.get(memo_key, value)
+        if entry is None:
+            try:
+                entry = decode_entry(value, digest=digest, revisions=revisions,
+                                     scope_hashes=self.hashes)
+            except CacheDecodeError:
+                return await self.bypass("decode_error")
+            owner._memo.put(memo_key, value, entry)
+        if entry.serves(self.ctx.now):
+            served, why = await self.served(entry.result)
+            await self.signal("hit", why, count=len(served.hits))
+            return served
+        await self.signal("miss", "outside_window")
+        return None
 
     async def served(self, cached: SearchResult) -> tuple[SearchResult, str | None]:
         """The cached answer as this operation's own: with a retrieval snapshot that
@@ -519,15 +616,16 @@ class _Search:
             return False
         return not self.owner._quarantine.held(self.tag, self.names)
 
-    async def fill(self, found: Lookup, digest: str, result: SearchResult) -> bool:
+    async def fill(self, revisions: tuple[int, ...], horizon: float | None, digest: str,
+                   result: SearchResult) -> bool:
         """Store ``result`` if the revisions are unchanged; False only when they moved
         (the caller retries), True when the result should be returned as it is."""
         owner = self.owner
-        until = valid_until(result, found.horizon)
+        until = valid_until(result, horizon)
         if until is not None and until <= self.ctx.now:
             return True  # it can serve no one
         try:
-            value = encode_entry(result, digest=digest, revisions=found.revisions,
+            value = encode_entry(result, digest=digest, revisions=revisions,
                                  computed_at=self.ctx.now, until=until)
         except ValueError:
             await self.signal("bypassed", "encode_error")
@@ -540,14 +638,15 @@ class _Search:
             await self.signal("bypassed", "quarantined")
             return True
         try:
+            names = self.names if revisions else ()
             stored = await owner._store_call(owner._store.fill(
-                self.tag, self.names, found.revisions, digest, value, owner._ttl_s))
+                self.tag, names, revisions, digest, value, owner._ttl_s))
         except CacheStoreError as exc:
             await self.signal("bypassed", exc.reason)
             return True
         if stored:
             # The answer just stored is what decoding its bytes would give back.
-            owner._memo.put(f"{self.tag}:{entry_suffix(digest, found.revisions)}", value,
+            owner._memo.put(f"{self.tag}:{entry_suffix(digest, revisions)}", value,
                             CachedSearch(result, self.ctx.now, until))
             await self.signal("fill", count=len(result.hits))
         return stored

@@ -61,12 +61,19 @@ class CacheStore(Protocol):
     - ``fill`` stores ``value`` under ``(digest, revisions)`` only if every name still
       reads exactly ``revisions`` — checked and written atomically — and returns
       whether it did;
+    - with no names, ``lookup`` reads the entry stored under ``(digest, ())`` and
+      ``fill`` stores one unconditionally: the caller has checked the revisions itself,
+      against the provider's storage (``governed_memory.scope_revisions``);
     - ``bump`` raises every name's revision and records ``expiries`` as marks on each
       name in one atomic step, so no lookup sees the new revision without the marks;
     - every failure raises a :class:`CacheStoreError`.
     """
 
     name: str
+    shared: bool
+    """Whether every process of a deployment uses the same entries (Redis) or only this
+    one does (in memory): an erasure receipt counts removed entries only for a shared
+    store, the only one whose count covers every process."""
 
     async def lookup(self, tenant: str, names: Sequence[str], digest: str,
                      now: float) -> Lookup: ...

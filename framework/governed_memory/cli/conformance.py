@@ -17,12 +17,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import click
@@ -37,6 +38,14 @@ if TYPE_CHECKING:
 
 CORE = "core"
 STATES = ("passed", "failed", "skipped", "xfailed")
+EXTRA_AREA = "the class's own tests"
+FLAGS_SKIP = re.compile(r"capabilit(?:y|ies) ([a-z_, ]+) not declared")
+"""How the suite names the flags a skipped test needs (``require_capabilities``)."""
+OTHER_SKIPS = (("thorough run not requested", "thorough run not requested"),
+               ("durability across a reopen is not tested", "no reopen_provider"))
+MOSTLY: Final = 0.5
+"""Past this share of suite tests skipped for undeclared capabilities, the report says
+loudly that the run proved little."""
 EXTRA_HINT = "pip install 'governed-memory[conformance]'"
 EXTRA_MODULES = ("pytest", "hypothesis")
 
@@ -57,8 +66,23 @@ class TestRegisteredProvider(RegisteredProviderConformance):
 class Outcome:
     test: str
     capabilities: tuple[str, ...]
+    area: str = EXTRA_AREA
+    area_order: int = 1_000
     state: str = "not run"
     detail: str = ""
+
+    def skipped_for(self) -> tuple[str, ...]:
+        """Why a skipped test did not run, in short: the capability flags its skip names
+        (``capability review not declared ...``), or the other reason in a word."""
+        if self.state != "skipped":
+            return ()
+        declared = FLAGS_SKIP.search(self.detail)
+        if declared is not None:
+            return tuple(flag.strip() for flag in declared.group(1).split(","))
+        for needle, short in OTHER_SKIPS:
+            if needle in self.detail:
+                return (short,)
+        return ("other",)
 
 
 class Collector:
@@ -83,7 +107,10 @@ class Collector:
             marker = item.get_closest_marker("conformance")
             capabilities = tuple(marker.kwargs.get("capabilities", (CORE,))) if marker else (
                 "extra",)
-            self.outcomes[item.nodeid] = Outcome(item.name, capabilities)
+            area = (marker.kwargs.get("area") if marker else None) or EXTRA_AREA
+            order = marker.kwargs.get("area_order", 1_000) if marker else 1_000
+            self.outcomes[item.nodeid] = Outcome(item.name, capabilities, str(area),
+                                                 int(order))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         outcome = self.outcomes.get(report.nodeid)
@@ -114,6 +141,52 @@ class Collector:
         return sorted(table.values(), key=lambda row: (
             order.index(row["capability"]) if row["capability"] in order else len(order),
             row["capability"]))
+
+
+    def areas(self) -> list[dict[str, Any]]:
+        """One row per area of the suite, in the suite's order: how many of its tests
+        ran (passed, failed or xfailed) and how many were skipped, and why (the flags
+        left off, or another reason), so a reader sees what the run did not prove."""
+        rows: dict[str, dict[str, Any]] = {}
+        for outcome in self.outcomes.values():
+            row = rows.setdefault(outcome.area, {"area": outcome.area, "tests": 0, "ran": 0,
+                                                 "skipped": 0, "skipped_for": [],
+                                                 "order": outcome.area_order})
+            row["tests"] += 1
+            if outcome.state in ("passed", "failed", "xfailed"):
+                row["ran"] += 1
+            elif outcome.state == "skipped":
+                row["skipped"] += 1
+                row["skipped_for"] += [why for why in outcome.skipped_for()
+                                       if why not in row["skipped_for"]]
+        for row in rows.values():
+            row["skipped_for"] = _in_flag_order(row["skipped_for"])
+            why = f" ({', '.join(row['skipped_for'])})" if row["skipped_for"] else ""
+            row["status"] = ("ran" if not row["skipped"]
+                             else f"skipped{why}" if not row["ran"]
+                             else f"partly skipped{why}")
+        ordered = sorted(rows.values(), key=lambda row: (row["order"], row["area"]))
+        return [{k: v for k, v in row.items() if k != "order"} for row in ordered]
+
+    def flag_skips(self) -> tuple[int, int, list[str]]:
+        """Suite tests skipped because a capability flag is off, suite tests collected,
+        and the flags."""
+        suite = [o for o in self.outcomes.values() if o.area != EXTRA_AREA]
+        flags: list[str] = []
+        skipped = 0
+        for outcome in suite:
+            declared = FLAGS_SKIP.search(outcome.detail) if outcome.state == "skipped" else None
+            if declared is not None:
+                skipped += 1
+                flags += [flag for flag in outcome.skipped_for() if flag not in flags]
+        return skipped, len(suite), _in_flag_order(flags)
+
+
+def _in_flag_order(reasons: list[str]) -> list[str]:
+    """Capability flags in ``Capabilities`` order, then any other reason."""
+    order = _capability_order()
+    return sorted(reasons, key=lambda why: (order.index(why) if why in order else len(order),
+                                            why))
 
 
 def _capability_order() -> list[str]:
@@ -180,10 +253,14 @@ def conformance(provider_name: str, config_json: str, keyword: str | None, thoro
     ok = code == 0 and all(o.state in ("passed", "skipped", "xfailed")
                            for o in collector.outcomes.values())
     problem = collector.configuration_error
+    skipped, collected, flags = collector.flag_skips()
     if as_json:
         click.echo(json.dumps({
             "provider": provider_name, "config": config, "ok": ok, "pytest_exit_code": code,
             "seconds": round(elapsed, 3), "rows": collector.rows(),
+            "areas": collector.areas(),
+            "skipped_for_flags": {"tests": skipped, "of": collected, "flags": flags,
+                                  "most_of_the_suite": _mostly(skipped, collected)},
             "configuration_error": problem,
             "tests": [attrs.asdict(o) for o in collector.outcomes.values()],
         }, indent=2, sort_keys=True))
@@ -192,6 +269,9 @@ def conformance(provider_name: str, config_json: str, keyword: str | None, thoro
                    f"or started, so the suite stopped at its first test: {problem}", err=True)
     else:
         _print_table(provider_name, collector, elapsed)
+        _print_areas(collector)
+        if _mostly(skipped, collected):
+            _warn_mostly_skipped(skipped, collected, flags)
         if code not in (0, 1):
             click.echo(f"pytest could not run the suite (exit code {code}); see above", err=True)
         click.echo("PASS" if ok else "FAIL")
@@ -278,3 +358,38 @@ def _print_table(provider_name: str, collector: Collector, elapsed: float) -> No
         click.echo("skipped:")
         for reason, count in sorted(reasons.items()):
             click.echo(f"  {count} x {reason}")
+
+
+def _mostly(skipped: int, collected: int) -> bool:
+    return collected > 0 and skipped > collected * MOSTLY
+
+
+def _print_areas(collector: Collector) -> None:
+    """The area table: which areas ran, and which were skipped because a flag is off."""
+    rows = collector.areas()
+    if not rows:
+        return
+    width = max(len("area"), *(len(row["area"]) for row in rows))
+    click.echo("")
+    header = f"{'area':<{width}}  {'tests':>5}  {'ran':>5}  {'skipped':>7}  status"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for row in rows:
+        click.echo(f"{row['area']:<{width}}  {row['tests']:>5}  {row['ran']:>5}  "
+                   f"{row['skipped']:>7}  {row['status']}")
+
+
+def _warn_mostly_skipped(skipped: int, collected: int, flags: list[str]) -> None:
+    """Said on stdout and stderr: a green run that skipped most of the suite proves
+    little, and an operator reading only the last line must not miss it."""
+    lines = [
+        f"WARNING: {skipped} of {collected} suite tests were SKIPPED because the provider "
+        "does not declare the capability they test",
+        f"WARNING: flags off: {', '.join(flags)}",
+        "WARNING: a skipped test proves nothing. Declare every capability the provider "
+        "has (Capabilities flags are off unless turned on; docs/writing-a-provider.md)",
+    ]
+    click.echo("")
+    for line in lines:
+        click.echo(line)
+        click.echo(line, err=True)

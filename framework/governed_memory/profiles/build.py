@@ -52,6 +52,16 @@ def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: 
     section = spec.cache
     store: Store
     if section.store is CacheStore.MEMORY:
+        if provider.revisions is None:
+            # A process-local store cannot see other processes' writes; only the
+            # provider's own scope revisions can tell it (docs/search-cache.md).
+            from governed_memory.errors import MemoryConfigurationError
+
+            raise MemoryConfigurationError(
+                f"cache.store: 'memory' needs a provider that keeps scope revisions "
+                f"(capability 'scope_revisions'); {getattr(provider, 'name', 'this provider')} "
+                "keeps none, so each process's cache would miss the others' writes: use "
+                "store = \"redis\" (every process through it) or turn the cache off")
         store = InMemoryCacheStore(max_entries=section.max_entries)
     else:
         config = spec.stores["cache"].config if "cache" in spec.stores else {}
