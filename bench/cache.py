@@ -6,8 +6,9 @@ One SQLite file is seeded with records spread over several user scopes. Three ta
 read it: the provider called directly, the provider behind the cache with the
 in-memory store, and behind the cache with the Redis store. In the latency part every
 sample issues the same search to each target in turn (order rotating): the direct
-call, then for each cached target a *miss* (the scope's revision is bumped first,
-untimed, so the entry is gone) and a *hit* (the same search again), then a raw
+call, then for each cached target a *miss* (the tenant's entries are erased first,
+untimed, so the entry is gone) and a *hit* (the same search again; the native provider
+keeps scope revisions, so a hit includes the point read that checks the page), then a raw
 ``GET`` of the Redis entry just written. The workload part replays one seeded
 sequence of operations per target: 95 % searches drawn Zipf-like from a pool of
 (scope, query) pairs, 5 % updates of a random record (each invalidating its scope).
@@ -112,17 +113,25 @@ async def latency(direct: Any, cached: dict[str, CachedMemoryProvider], redis_st
         for name in order:
             provider = cached[name]
             tag = tenant_tag(scope.tenant_id)
-            await provider.store.bump(tag, [scope.scope_hash], (), clock.now())  # untimed
+            await provider.store.erase_tenant(tag)  # untimed: the entry is gone
             await timed(times[f"{name} miss"], provider.search(request, ctx(clock)))
             hit = await timed(times[f"{name} hit"], provider.search(request, ctx(clock)))
             if hit != reference:
                 raise AssertionError("a cached answer differs from the provider's")
         if redis_store is not None:
             provider = cached["cache+redis"]
-            names_ = revision_names(request.scopes)
             digest = search_digest(request, ctx(clock), provider.provider_revision)
-            found = await redis_store.lookup(tenant_tag("bench"), names_, digest, clock.now())
-            key = redis_store.entry_key(tenant_tag("bench"), digest, found.revisions)
+            if provider.checks_provider_revisions:
+                # Pages are keyed by the provider's own scope revisions (one point read).
+                state = await direct.revisions.read(
+                    "bench", [h for h in revision_names(request.scopes)[:-1]], clock.now())
+                suffix = digest + ":s" + ".".join(str(r) for r in state.revisions)
+                key = redis_store.entry_key(tenant_tag("bench"), suffix, ())
+            else:
+                found = await redis_store.lookup(tenant_tag("bench"),
+                                                 revision_names(request.scopes), digest,
+                                                 clock.now())
+                key = redis_store.entry_key(tenant_tag("bench"), digest, found.revisions)
             value = await timed(times["redis GET (raw)"], redis_store.client.get(key))
             if value is None:
                 raise AssertionError("the entry the hit read is not in Redis")
