@@ -79,7 +79,8 @@ def compose_profile(profile: ProfileSource, *, plugins: PluginManager,
     if sinks is None:
         base = (sinks_base_dir if sinks_base_dir is not None
                 else default_base_dir(spec, provider_config_overrides))
-        chosen = build_sinks(spec, plugins, base_dir=base)
+        chosen = build_sinks(spec, plugins, base_dir=base,
+                             provider_config_overrides=provider_config_overrides)
     else:
         chosen = tuple(sinks)
     if spec.audit.fail_closed and not chosen:

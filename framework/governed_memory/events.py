@@ -130,6 +130,37 @@ class EventSink(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
+class CheckableEventSink(Protocol):
+    """An event sink that can say whether it could record an event now. Optional: a
+    sink need not offer it, and ``EventSink`` does not require it.
+
+    ``check`` makes a real round trip to where the sink records (its file or directory,
+    its database, its broker) without recording anything, and raises when that fails
+    (the library's errors say what failed and nothing private). Readiness probes call it
+    (the service's ``/readyz`` answers 503 while a sink's check fails) and name the
+    sinks that do not offer it as unchecked."""
+
+    async def check(self) -> None: ...
+
+
+@runtime_checkable
+class StoredEventSink(Protocol):
+    """An event sink that is told which events a provider stored in its event outbox
+    (in the transaction of the write they record) before they were delivered. Optional:
+    the outbox dispatcher calls ``emit_stored`` instead of ``emit`` for those events on
+    a sink that offers it.
+
+    A sink whose store already holds what the provider stored (a trail in the
+    provider's own database, whose intake took the event in that same transaction)
+    need not record it a second time; any other sink records it as ``emit`` would.
+    Delivery stays at least once, and the dispatcher acknowledges an event only after
+    ``emit_stored`` returned, so it may return only once the event is durable in the
+    sink's keeping."""
+
+    async def emit_stored(self, event: MemoryEvent) -> None: ...
+
+
 class InMemoryEventSink:
     """Keeps every event in a list; for tests and the demo."""
 
@@ -176,6 +207,11 @@ class JsonLinesEventSink:
     async def emit(self, event: MemoryEvent) -> None:
         await self._in_worker(self._write, (event.to_json() + "\n").encode("utf-8"))
 
+    async def check(self) -> None:
+        """The file can be appended to (opened for append and closed, nothing written),
+        or, before the first event, its nearest existing directory is writable."""
+        await asyncio.to_thread(_check_appendable, self.path)
+
     async def close(self) -> None:
         if self._executor is None:
             return
@@ -213,6 +249,23 @@ class JsonLinesEventSink:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _check_appendable(path: Path) -> None:
+    try:
+        if path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+            return
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise MemoryUnavailableError(f"event log {path}: {parent} is not a writable "
+                                         "directory")
+    except OSError as exc:
+        raise MemoryUnavailableError(
+            f"event log check failed: {errno.errorcode.get(exc.errno or 0, 'error')}"
+        ) from None
 
 
 def read_events(path: str | os.PathLike[str]) -> list[MemoryEvent]:
@@ -302,18 +355,25 @@ class EventBus:
                             for name, exc in failures),
                 sinks=tuple(name for name, _ in failures)) from failures[0][1]
 
-    async def deliver(self, event: MemoryEvent) -> bool:
+    async def deliver(self, event: MemoryEvent, *, stored: bool = False) -> bool:
         """Hand ``event`` to every sink; True only if every sink took it (and there is
-        at least one, when strict). Failures are logged by type, never by content."""
-        failures = await self._deliver(event)
+        at least one, when strict). Failures are logged by type, never by content.
+        ``stored``: the event comes from a provider's event outbox, and a sink that
+        offers ``emit_stored`` (:class:`StoredEventSink`) gets it there."""
+        failures = await self._deliver(event, stored=stored)
         return not failures and (bool(self.sinks) or not self.strict)
 
-    async def _deliver(self, event: MemoryEvent) -> list[tuple[str, Exception]]:
+    async def _deliver(self, event: MemoryEvent, *,
+                       stored: bool = False) -> list[tuple[str, Exception]]:
         """Every sink gets the event, whatever the others did; the failures, by sink."""
         failures: list[tuple[str, Exception]] = []
         for sink in self.sinks:
             try:
-                await sink.emit(event)
+                emit_stored = getattr(sink, "emit_stored", None) if stored else None
+                if emit_stored is not None:
+                    await emit_stored(event)
+                else:
+                    await sink.emit(event)
             except Exception as exc:
                 failures.append((_sink_name(sink), exc))
                 log.error("event sink %s failed on %s: %s", _sink_name(sink), event.type,

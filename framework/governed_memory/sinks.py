@@ -18,6 +18,15 @@ directory, which may be gone in a long-running process).
 Other sinks' configs are handed over as written, since only the sink knows which of
 its keys are paths. Building does no I/O (sink factories must not): files are opened
 on the first event.
+
+A sink that records into the provider's own store (the native plugin's
+``postgres-trail``, whose intake takes each write's events in the write's own
+transaction) is configured with ``store = "provider"``: ``build_sinks`` replaces that
+key with ``provider`` (the provider's registered name), ``provider_config`` (its
+config, with the host's overrides) and, unless the table gives one, ``event_detail``
+(the profile's ``privacy.event_detail``, which says what of the events the provider
+stored the sink may keep). The framework names no store here: the sink reads what it
+needs from the provider's config, and refuses a provider it cannot share.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ trail, and the native provider's default SQLite file."""
 DEFAULT_HOME: Final = ".governed-memory"
 """The home when ``$GOVERNED_MEMORY_HOME`` is not set, relative to the current
 directory when a file is opened."""
+PROVIDER_STORE: Final = "provider"
+"""``store = "provider"`` in a sink's table: record into the provider's own store."""
 _TRAIL_PATH_KEYS: Final = ("directory", "checkpoint_path")
 _NO_FILE: Final = frozenset({"", ":memory:"})
 
@@ -68,9 +79,13 @@ def default_base_dir(spec: MemoryProfileSpec,
 
 
 def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *,
-                base_dir: str | os.PathLike[str] | None = None) -> tuple[EventSink, ...]:
+                base_dir: str | os.PathLike[str] | None = None,
+                provider_config_overrides: Mapping[str, Any] | None = None
+                ) -> tuple[EventSink, ...]:
     """The sinks ``spec``'s ``[audit]`` section names, unopened: the trail first (when
     ``path`` is set), then ``[audit.sinks.*]`` in name order. Empty when it names none.
+    ``provider_config_overrides`` are the host's overrides of the provider's config, as
+    given to the provider, for sinks that record into its store (``store = "provider"``).
 
     A name no plugin registered, or a config its factory refuses, raises
     ``ProfileLoadError`` naming the dotted path (``audit.sinks.kafka``)."""
@@ -89,6 +104,12 @@ def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *
         config = _plain(spec.audit.sinks[name])
         if name == JSONL_SINK and isinstance(config.get("path"), str):
             config["path"] = str(_resolved(base, config["path"]))
+        if config.get("store") == PROVIDER_STORE:
+            del config["store"]
+            config["provider"] = spec.provider.name
+            config["provider_config"] = {**_plain(spec.provider.config),
+                                         **dict(provider_config_overrides or {})}
+            config.setdefault("event_detail", spec.privacy.event_detail.value)
         wanted.append((f"audit.sinks.{name}", name, config))
     sinks: list[EventSink] = []
     for where, name, config in wanted:

@@ -57,3 +57,22 @@ def register_turn_stores(register: Callable[..., None]) -> None:
              description="Conversation turns in an embedded SQLite file (durable, WAL).")
     register("postgres", _postgres_turns,
              description="Conversation turns in PostgreSQL (shared by every process).")
+
+
+def _postgres_trail(config: Mapping[str, Any]) -> Any:
+    try:
+        from governed_memory_native.postgres_trail import postgres_trail_from_config
+    except ImportError:
+        from governed_memory.errors import MemoryConfigurationError
+
+        raise MemoryConfigurationError(
+            "event sink 'postgres-trail' needs psycopg: pip install 'governed-memory[postgres]'"
+        ) from None
+    return postgres_trail_from_config(config)
+
+
+@hookimpl
+def register_event_sinks(register: Callable[..., None]) -> None:
+    register("postgres-trail", _postgres_trail,
+             description="hash-chained audit trail in PostgreSQL, shared by every node "
+                         "(governed-memory audit verify --store)")

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from psycopg import AsyncConnection, sql
 
-from governed_memory_native import tokens
+from governed_memory_native import postgres_trail_schema, tokens
 from governed_memory_native.postgres_reindex import rebuild_lexical_index
 from governed_memory_native.schema_migrations import Migration, pending
 from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
@@ -526,6 +526,10 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
               for column in ("expires_at", "valid_from", "invalid_at")),
         ),
     ),
+    # The audit trail's tables and the trigger that feeds it from event_outbox (see
+    # postgres_trail_schema); inert until a postgres-trail sink switches the trail on.
+    Migration(version=11, description=postgres_trail_schema.DESCRIPTION,
+              statements=postgres_trail_schema.STATEMENTS),
 )
 
 _REBUILDS: Final = frozenset({9})

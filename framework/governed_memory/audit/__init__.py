@@ -8,7 +8,9 @@ this person's data"; ``parse_time`` reads a time as an auditor types it (``1h``,
 duplicate key (``DuplicateKeyError``) and other JSON no writer of the trail produces.
 ``tree_checkpoint_of`` takes a Merkle checkpoint (``sign_checkpoint`` signs it),
 ``prove_inclusion`` and ``prove_consistency`` prove against checkpoints, and
-``governed_memory.audit.proofs`` checks those proofs with nothing else at hand. See
+``governed_memory.audit.proofs`` checks those proofs with nothing else at hand. A trail
+kept in a database is read through ``StoredTrail`` (every function above takes one where
+it takes a trail's files) and written out as files by ``export_trail``. See
 ``docs/compliance.md``.
 
 The names are imported on first use (PEP 562): an auditor's
@@ -27,6 +29,7 @@ from governed_memory.exports import lazy_exports
 
 if TYPE_CHECKING:
     from governed_memory.audit.chain import FORMAT, ChainFormatError, Checkpoint
+    from governed_memory.audit.export import Exported, ExportError, export_trail
     from governed_memory.audit.proofs import (
         ConsistencyProof,
         InclusionProof,
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     )
     from governed_memory.audit.signing import generate_key_pair, sign_checkpoint
     from governed_memory.audit.sink import AuditChainError, AuditSink, audit_sink_from_config
+    from governed_memory.audit.stored import StoredTrail, TrailStore
     from governed_memory.audit.strict_json import DuplicateKeyError, JsonDocumentError, read_json
     from governed_memory.audit.summary import PrincipalActivity, principal_summary
     from governed_memory.audit.times import parse_time
@@ -61,12 +65,14 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "chain": ("FORMAT", "ChainFormatError", "Checkpoint"),
+    "export": ("ExportError", "Exported", "export_trail"),
     "proofs": ("ConsistencyProof", "InclusionProof", "ProofError", "TreeCheckpoint",
                "verify_consistency", "verify_inclusion"),
     "proving": ("EventNotInTreeError", "prove_consistency", "prove_inclusion"),
     "report": ("Erasure", "SubjectActivity", "SubjectReport", "subject_report"),
     "signing": ("generate_key_pair", "sign_checkpoint"),
     "sink": ("AuditChainError", "AuditSink", "audit_sink_from_config"),
+    "stored": ("StoredTrail", "TrailStore"),
     "strict_json": ("DuplicateKeyError", "JsonDocumentError", "read_json"),
     "summary": ("PrincipalActivity", "principal_summary"),
     "times": ("parse_time",),
@@ -88,18 +94,23 @@ __all__ = [
     "Erasure",
     "EventFilter",
     "EventNotInTreeError",
+    "ExportError",
+    "Exported",
     "InclusionProof",
     "JsonDocumentError",
     "PrincipalActivity",
     "Problem",
     "ProofError",
+    "StoredTrail",
     "SubjectActivity",
     "SubjectReport",
     "TrailEntry",
+    "TrailStore",
     "TreeCheckpoint",
     "Verification",
     "audit_sink_from_config",
     "checkpoint_of",
+    "export_trail",
     "generate_key_pair",
     "iter_entries",
     "parse_time",

@@ -103,6 +103,22 @@ def genesis_line(chain_id: str, created_at: float) -> bytes:
                             "hash": genesis_hash(chain_id, created_at)}) + b"\n"
 
 
+def stated_genesis_line(chain_id: str, created_at: float, digest: str) -> bytes:
+    """A genesis line stating ``digest`` as its hash, whatever the header hashes to: a
+    trail kept in a database is written out (or verified) as it was stored, so an
+    altered header or hash shows as the mismatch it is, instead of being recomputed
+    into agreement."""
+    return canonical_bytes({"kind": GENESIS, "format": FORMAT, "chain_id": chain_id,
+                            "created_at": created_at, "hash": digest}) + b"\n"
+
+
+def stated_entry_line(seq: int, previous: str, digest: str, event: bytes) -> bytes:
+    """The line of an entry stored as its parts (the event's canonical bytes, the
+    previous hash and its own), byte for byte what :func:`entry_line` wrote for an
+    entry whose parts are intact; nothing is recomputed (see :func:`stated_genesis_line`)."""
+    return _ENTRY_HEAD + event + _entry_tail(digest, previous, seq) + b"\n"
+
+
 def continue_line(chain_id: str, seq: int, head: str, file_index: int) -> bytes:
     return canonical_bytes({"kind": CONTINUE, "format": FORMAT, "chain_id": chain_id,
                             "seq": seq, "head": head, "file_index": file_index}) + b"\n"

@@ -44,6 +44,23 @@ class Frontier:
         self._stack.append(node)
         self.size += 1
 
+    @classmethod
+    def restore(cls, size: int, nodes: bytes) -> Frontier:
+        """The frontier whose :meth:`state` was ``nodes`` after ``size`` leaves: a store
+        that extends a tree keeps this instead of every leaf to compute roots from.
+        Raises ``ValueError`` if ``nodes`` is not one hash per set bit of ``size``."""
+        if size < 0 or len(nodes) != HASH_SIZE * size.bit_count():
+            raise ValueError(f"a frontier of {size} leaves holds {size.bit_count()} hashes, "
+                             f"not {len(nodes) / HASH_SIZE:g}")
+        frontier = cls()
+        frontier._stack = [nodes[i:i + HASH_SIZE] for i in range(0, len(nodes), HASH_SIZE)]
+        frontier.size = size
+        return frontier
+
+    def state(self) -> bytes:
+        """The perfect subtrees' roots, largest first, concatenated (see :meth:`restore`)."""
+        return b"".join(self._stack)
+
     def root(self) -> bytes:
         if not self._stack:
             return EMPTY_ROOT

@@ -37,12 +37,13 @@ from governed_memory.audit.proofs import (
     verify_consistency,
     verify_inclusion,
 )
+from governed_memory.audit.stored import StoredTrail
 from governed_memory.audit.verify import (
     NO_TRAIL,
     NOT_A_TRAIL,
     PROGRESS_EVERY,
-    Pathish,
     Problem,
+    Source,
     TrailProblemError,
     _expand,
 )
@@ -90,7 +91,7 @@ class TrailLeaves:
         return MerkleTree(self.leaves)
 
 
-def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
+def read_leaves(paths: Sequence[Source], *, limit: int | None = None,
                 event_id: str | None = None, heads_at: frozenset[int] = frozenset(),
                 progress: Callable[[int], None] | None = None) -> TrailLeaves:
     """One pass over the trail from its genesis: leaf hashes of the first ``limit``
@@ -100,6 +101,11 @@ def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
         where = ", ".join(str(p) for p in paths)
         raise TrailProblemError(Problem(where, 0, None, "no trail here: no audit-*.jsonl "
                                                         "files", NO_TRAIL))
+    stores = [source for source, _ in expanded if isinstance(source, StoredTrail)]
+    if stores:
+        if len(expanded) > 1:
+            raise ValueError("a trail store is proven from on its own, not with other files")
+        return _stored_leaves(stores[0], limit=limit, event_id=event_id, heads_at=heads_at)
     needle = (b'"event_id":' + json.dumps(event_id).encode("ascii")
               if event_id is not None else None)
     leaves = bytearray()
@@ -109,13 +115,17 @@ def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
     found: Found | None = None
     later: int | None = None
     sha256, prefix = hashlib.sha256, LEAF_PREFIX
-    path = expanded[0][0]
+    first = expanded[0][0]
+    assert isinstance(first, Path)
+    path = first
 
     def broken(number: int, reason: str, kind: str = "broken") -> TrailProblemError:
         return TrailProblemError(Problem(str(path), number, count + 1, reason, kind))
 
     stop = False
-    for position, (path, _) in enumerate(expanded):
+    for position, (source, _) in enumerate(expanded):
+        assert isinstance(source, Path)
+        path = source
         if stop:
             break
         unreported = 0
@@ -168,6 +178,39 @@ def read_leaves(paths: Sequence[Pathish], *, limit: int | None = None,
             progress(unreported)
     assert chain_id is not None
     return TrailLeaves(chain_id, bytes(leaves), heads, str(path), found, later)
+
+
+def _stored_leaves(trail: StoredTrail, *, limit: int | None, event_id: str | None,
+                   heads_at: frozenset[int]) -> TrailLeaves:
+    """What :func:`read_leaves` returns, from a trail store's leaf hashes and its index
+    on event ids rather than a pass over every event. Stored leaves are not trusted:
+    the tree they make must have the checkpoint's root (``_matching``), and the event
+    found must hash to its leaf under the proof (``verify_inclusion``), so an altered
+    row is refused, never proven."""
+    opening = trail.opening()
+    if opening is None:
+        raise TrailProblemError(Problem(trail.location, 0, None, "no trail here: the store "
+                                                                 "holds no audit trail",
+                                        NO_TRAIL))
+    upto = trail.head().entries if limit is None else limit
+    leaves = trail.leaves(upto)
+    if len(leaves) % 32:
+        raise TrailProblemError(Problem(trail.location, 0, None,
+                                        "a stored leaf hash is not 32 bytes (altered)"))
+    heads: dict[int, str] = {}
+    for size in heads_at:
+        stated = opening.genesis if size == 0 else trail.hash_at(size)
+        if stated is not None:
+            heads[size] = stated
+    found: Found | None = None
+    later: int | None = None
+    if event_id is not None:
+        entry = trail.find(event_id)
+        if entry is not None and entry.seq <= upto:
+            found = Found(entry.seq - 1, entry.event)
+        elif entry is not None:
+            later = entry.seq
+    return TrailLeaves(opening.chain_id, leaves, heads, trail.location, found, later)
 
 
 def _opening(raw: bytes, position: int, chain_id: str | None, count: int,
@@ -237,7 +280,7 @@ def _matching(leaves: TrailLeaves, tree: MerkleTree, checkpoint: TreeCheckpoint)
                                         "or the checkpoint altered)"))
 
 
-def prove_inclusion(paths: Sequence[Pathish], event_id: str, checkpoint: TreeCheckpoint, *,
+def prove_inclusion(paths: Sequence[Source], event_id: str, checkpoint: TreeCheckpoint, *,
                     progress: Callable[[int], None] | None = None
                     ) -> tuple[InclusionProof, bytes]:
     """An inclusion proof of ``event_id`` against ``checkpoint``, and the event's
@@ -262,7 +305,7 @@ def prove_inclusion(paths: Sequence[Pathish], event_id: str, checkpoint: TreeChe
     return proof, leaves.found.event
 
 
-def prove_consistency(paths: Sequence[Pathish], first: TreeCheckpoint,
+def prove_consistency(paths: Sequence[Source], first: TreeCheckpoint,
                       second: TreeCheckpoint, *,
                       progress: Callable[[int], None] | None = None) -> ConsistencyProof:
     """A proof that ``second``'s tree extends ``first``'s, from a trail both match."""
@@ -285,10 +328,12 @@ def prove_consistency(paths: Sequence[Pathish], first: TreeCheckpoint,
     return proof
 
 
-def trail_bytes(paths: Sequence[Pathish]) -> int:
+def trail_bytes(paths: Sequence[Source]) -> int:
     """How many bytes a pass over the trail reads (for a progress bar's length)."""
     total = 0
     for path, _ in _expand(paths):
+        if isinstance(path, StoredTrail):
+            continue  # streamed from a database: no length known beforehand
         try:
             total += Path(path).stat().st_size
         except OSError:

@@ -14,7 +14,8 @@ from typing import Any
 import attrs
 
 from governed_memory.audit.chain import ENTRY, ChainFormatError, read_chain_json
-from governed_memory.audit.verify import Pathish, chain_files, read_lines
+from governed_memory.audit.stored import StoredTrail
+from governed_memory.audit.verify import Source, chain_files, read_lines
 
 
 @attrs.frozen(slots=True)
@@ -32,7 +33,7 @@ class TrailEntry:
         return float(value) if isinstance(value, int | float) else 0.0
 
 
-def json_lines(path: Path) -> Iterator[Any]:
+def json_lines(path: Path | StoredTrail) -> Iterator[Any]:
     """The decoded value of each complete line of one trail file.
 
     A torn last line (no newline: the writer died mid-append) and a line that is not
@@ -49,8 +50,9 @@ def json_lines(path: Path) -> Iterator[Any]:
             continue
 
 
-def iter_entries(paths: Sequence[Pathish]) -> Iterator[TrailEntry]:
-    """Every entry of the trail in chain order (unverified: verify first)."""
+def iter_entries(paths: Sequence[Source]) -> Iterator[TrailEntry]:
+    """Every entry of the trail in chain order (unverified: verify first); a trail
+    store's entries are read as its lines would be."""
     for path in chain_files(paths):
         for value in json_lines(path):
             if (isinstance(value, dict) and value.get("kind") == ENTRY
@@ -99,5 +101,5 @@ class EventFilter:
         return not (self.until is not None and when >= self.until)
 
 
-def query(paths: Sequence[Pathish], where: EventFilter) -> Iterator[TrailEntry]:
+def query(paths: Sequence[Source], where: EventFilter) -> Iterator[TrailEntry]:
     return (entry for entry in iter_entries(paths) if where.matches(entry.event))

@@ -13,7 +13,7 @@ from typing import Any, Final
 import attrs
 
 from governed_memory.audit.query import EventFilter, query
-from governed_memory.audit.verify import Pathish
+from governed_memory.audit.verify import Source
 from governed_memory.events import RECEIPT_EVENT, subject_hash
 from governed_memory.records import ErasureReceipt
 
@@ -92,7 +92,7 @@ def _category(event: dict[str, Any]) -> str | None:
     return None  # requested, cache and receipt events are not activities of their own
 
 
-def subject_report(paths: Sequence[Pathish], tenant_id: str, user_id: str) -> SubjectReport:
+def subject_report(paths: Sequence[Source], tenant_id: str, user_id: str) -> SubjectReport:
     subject = subject_hash(tenant_id, user_id)
     activities: list[SubjectActivity] = []
     receipts: dict[str, tuple[float, dict[str, Any], dict[str, Any]]] = {}

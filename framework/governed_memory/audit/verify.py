@@ -12,6 +12,7 @@ kept for what tampering or damage leaves, so an alarm on it means something.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections import deque
@@ -35,8 +36,12 @@ from governed_memory.audit.chain import (
 )
 from governed_memory.audit.merkle import Frontier
 from governed_memory.audit.proofs import TreeCheckpoint, leaf_hash
+from governed_memory.audit.stored import StoredEntry, StoredTrail, stored_lines
 
 Pathish = str | os.PathLike[str]
+Source = Pathish | StoredTrail
+"""Where a trail is read from: a directory or file of it, or a trail store
+(:mod:`governed_memory.audit.stored`)."""
 
 BROKEN: Final = "broken"
 NOT_A_TRAIL: Final = "not_a_trail"
@@ -95,16 +100,21 @@ class Verification:
         return self.first_seq + self.entries
 
 
-def chain_files(paths: Sequence[Pathish]) -> tuple[Path, ...]:
-    """Files in chain order: a directory stands for its ``audit-*.jsonl`` files."""
+def chain_files(paths: Sequence[Source]) -> tuple[Path | StoredTrail, ...]:
+    """Files in chain order: a directory stands for its ``audit-*.jsonl`` files (a trail
+    store stands for itself)."""
     return tuple(path for path, _ in _expand(paths))
 
 
-def _expand(paths: Sequence[Pathish]) -> list[tuple[Path, bool]]:
+def _expand(paths: Sequence[Source]) -> list[tuple[Path | StoredTrail, bool]]:
     """Each file, and whether it came from a directory (the whole trail) rather than
-    being named on its own (a part the caller chose)."""
-    files: list[tuple[Path, bool]] = []
+    being named on its own (a part the caller chose). A trail store is whole, like a
+    directory."""
+    files: list[tuple[Path | StoredTrail, bool]] = []
     for raw in paths:
+        if isinstance(raw, StoredTrail):
+            files.append((raw, True))
+            continue
         path = Path(raw)
         if path.is_dir():
             files.extend((found, True) for found in sorted(path.glob(FILE_PATTERN)))
@@ -113,20 +123,35 @@ def _expand(paths: Sequence[Pathish]) -> list[tuple[Path, bool]]:
     return files
 
 
+def source_name(source: Path | StoredTrail) -> str:
+    return source.location if isinstance(source, StoredTrail) else str(source)
+
+
 def trail_file_number(path: Path) -> int | None:
     """The number in an ``audit-NNNNNN.jsonl`` name (``None`` for any other name)."""
     match = _TRAIL_FILE.fullmatch(path.name)
     return int(match.group(1)) if match else None
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+def read_lines(path: Path | StoredTrail) -> Iterator[tuple[int, bytes, bool]]:
     """(line number, bytes without the newline, whether a newline ended it)."""
-    with open(path, "rb") as handle:
+    for number, raw, terminated, _ in _numbered(path):
+        yield number, raw, terminated
+
+
+def _numbered(source: Path | StoredTrail
+              ) -> Iterator[tuple[int, bytes, bool, StoredEntry | None]]:
+    """:func:`read_lines` with the stored parts of each line of a trail store."""
+    if isinstance(source, StoredTrail):
+        for number, (raw, entry) in enumerate(stored_lines(source), start=1):
+            yield number, raw, True, entry
+        return
+    with open(source, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if raw.endswith(b"\n"):
-                yield number, raw[:-1], True
+                yield number, raw[:-1], True, None
             else:
-                yield number, raw, False
+                yield number, raw, False, None
 
 
 class _Walker:
@@ -150,6 +175,8 @@ class _Walker:
         only walks that need a root pay for it."""
         self.roots: dict[int, bytes] = {}
         """Merkle roots at the wanted entry numbers (only with a frontier)."""
+        self.last_body = b""
+        """The canonical bytes of the last entry's event."""
 
     def resume_from(self, chain_id: str, seq: int, head: str, file_index: int) -> _Walker:
         """Continue a chain already walked up to entry ``seq`` (whose hash is ``head``)
@@ -206,6 +233,7 @@ class _Walker:
         body = event_bytes(raw, value)
         if digest != entry_hash(prev, body):
             return "hash does not match the entry's event (the event was altered)"
+        self.last_body = body
         self.seq, self.head = seq, str(digest)
         if self.frontier is not None:
             self.frontier.append(leaf_hash(body))
@@ -233,48 +261,63 @@ def size_of(checkpoint: AnyCheckpoint) -> int:
     return checkpoint.tree_size if isinstance(checkpoint, TreeCheckpoint) else checkpoint.count
 
 
-def verify_trail(paths: Sequence[Pathish], checkpoints: Sequence[AnyCheckpoint] = (), *,
+def verify_trail(paths: Sequence[Source], checkpoints: Sequence[AnyCheckpoint] = (), *,
                  merkle: bool = False,
                  progress: Callable[[int], None] | None = None) -> Verification:
-    """Verify the chain across ``paths`` (files in order, or directories), then each
-    checkpoint against it: its head, and for a Merkle checkpoint its root too.
+    """Verify the chain across ``paths`` (files in order, or directories, or one trail
+    store), then each checkpoint against it: its head, and for a Merkle checkpoint its
+    root too.
 
     A directory is the whole trail, so it must open with its genesis file: a directory
     whose first file continues a chain has lost the files before it. Files named one
     by one may start later (``first_seq`` says where), but a checkpoint is only proven
     over a trail that starts at its genesis, since it vouches for every entry up to it.
+    A trail store (:mod:`governed_memory.audit.stored`) is read as the one file an
+    export of it would be, and also checked for its stored leaf hashes and head record.
     ``merkle`` computes the Merkle root of the whole trail (``Verification.root``);
     ``progress`` is called now and then with the bytes read since its last call.
     """
     expanded = _expand(paths)
     files = tuple(path for path, _ in expanded)
-    merkle = merkle or any(isinstance(c, TreeCheckpoint) for c in checkpoints)
+    stored = any(isinstance(path, StoredTrail) for path in files)
+    if stored and len(files) > 1:
+        raise ValueError("a trail store is verified on its own, not with other files")
+    merkle = merkle or stored or any(isinstance(c, TreeCheckpoint) for c in checkpoints)
     walker = _Walker(frozenset(size_of(c) for c in checkpoints), merkle=merkle)
 
     def result(problem: Problem | None, checked: int = 0) -> Verification:
         root = (walker.frontier.root().hex()
                 if walker.frontier is not None and problem is None else None)
-        return Verification(tuple(str(f) for f in files), walker.chain_id, walker.first_seq,
-                            walker.seq - walker.first_seq, walker.head, checked, problem,
-                            root)
+        return Verification(tuple(source_name(f) for f in files), walker.chain_id,
+                            walker.first_seq, walker.seq - walker.first_seq, walker.head,
+                            checked, problem, root)
 
     if not files:
         where = ", ".join(str(p) for p in paths)
         return result(Problem(where, 0, None, "no trail here: no audit-*.jsonl files",
                               NO_TRAIL))
     for position, (path, from_directory) in enumerate(expanded):
+        name = source_name(path)
+        number_in_name = None if isinstance(path, StoredTrail) else trail_file_number(path)
+        in_store = isinstance(path, StoredTrail)
         try:
-            lines = list(read_lines(path))
+            # A file is read whole (rotation bounds it), a store streamed.
+            lines: Iterator[tuple[int, bytes, bool, StoredEntry | None]] = (
+                _numbered(path) if isinstance(path, StoredTrail)
+                else iter(list(_numbered(path))))
+            first = next(lines, None)
         except OSError as exc:
-            return result(Problem(str(path), 0, None, f"cannot read: {exc.strerror}"))
-        number_in_name = trail_file_number(path)
-        if not lines:
+            return result(Problem(name, 0, None, f"cannot read: {exc.strerror}"))
+        if first is None:
+            if isinstance(path, StoredTrail):
+                return result(Problem(name, 0, None, "no trail here: the store holds no "
+                                                     "audit trail", NO_TRAIL))
             if position == 0 and number_in_name is None:
                 return result(_not_a_trail(path, "the file is empty"))
-            return result(Problem(str(path), 0, None, "empty file (no genesis or continue "
-                                                      "line)"))
+            return result(Problem(name, 0, None, "empty file (no genesis or continue "
+                                                 "line)"))
         unreported = 0
-        for number, raw, terminated in lines:
+        for number, raw, terminated, stored_entry in itertools.chain((first,), lines):
             if progress is not None:
                 unreported += len(raw) + 1
                 if number % PROGRESS_EVERY == 0:
@@ -282,28 +325,60 @@ def verify_trail(paths: Sequence[Pathish], checkpoints: Sequence[AnyCheckpoint] 
                     unreported = 0
             due = walker.seq + 1
             if not terminated:
-                return result(Problem(str(path), number, due,
+                return result(Problem(name, 0 if in_store else number, due,
                                       "incomplete last line (torn write or truncation)"))
             try:
                 value = parse_line(raw)
             except ChainFormatError as exc:
-                if position == 0 and number == 1 and number_in_name is None:
+                if position == 0 and number == 1 and number_in_name is None and not stored:
+                    assert isinstance(path, Path)
                     return result(_not_a_trail(path, "its first line is no chain line"))
-                return result(Problem(str(path), number, due, str(exc)))
+                return result(Problem(name, 0 if in_store else number, due, str(exc)))
             try:
                 reason = walker.step(value, number == 1, raw)
             except ChainFormatError as exc:
                 reason = str(exc)
             if reason is None and number == 1:
-                reason = _opening_problem(walker, value, path, number_in_name,
+                reason = _opening_problem(walker, value, number_in_name,
                                           from_directory and position == 0)
+            if (reason is None and stored_entry is not None
+                    and stored_entry.leaf != leaf_hash(walker.last_body)):
+                reason = ("the stored Merkle leaf hash is not the leaf of the entry's event "
+                          "(altered): proofs of it would not verify")
             if reason is not None:
                 seq = value.get("seq") if value.get("kind") == ENTRY else None
-                return result(Problem(str(path), number,
+                return result(Problem(name, 0 if in_store else number,
                                       seq if isinstance(seq, int) else due, reason))
         if progress is not None and unreported:
             progress(unreported)
-    return result(_check_checkpoints(walker, checkpoints, str(files[-1])), len(checkpoints))
+        if isinstance(path, StoredTrail):
+            problem = _stored_head_problem(path, walker)
+            if problem is not None:
+                return result(problem)
+    return result(_check_checkpoints(walker, checkpoints, source_name(files[-1])),
+                  len(checkpoints))
+
+
+def _stored_head_problem(trail: StoredTrail, walker: _Walker) -> Problem | None:
+    """What is wrong with a trail store's head record, given the entries it holds: it
+    must count them, name the last one's hash and hold the Merkle frontier over them."""
+    head = trail.head()
+    if head.entries != walker.seq or head.head != walker.head:
+        return Problem(trail.location, 0, head.entries,
+                       f"the head record says {head.entries} entries ending in "
+                       f"{head.head[:16]}…, the entries end at entry {walker.seq} "
+                       f"with {str(walker.head)[:16]}… (entries removed or added behind "
+                       "the sequencer, or the record altered)")
+    try:
+        frontier = Frontier.restore(head.entries, head.frontier)
+    except ValueError as exc:
+        return Problem(trail.location, 0, head.entries,
+                       f"the head record's Merkle frontier is malformed: {exc}")
+    if walker.frontier is not None and frontier.root() != walker.frontier.root():
+        return Problem(trail.location, 0, head.entries,
+                       "the head record's Merkle frontier is not the tree of the entries "
+                       "(altered): roots and proofs taken from it would not verify")
+    return None
 
 
 def _not_a_trail(path: Path, why: str) -> Problem:
@@ -313,7 +388,7 @@ def _not_a_trail(path: Path, why: str) -> Problem:
                    "verified)", NOT_A_TRAIL)
 
 
-def _opening_problem(walker: _Walker, value: dict[str, object], path: Path,
+def _opening_problem(walker: _Walker, value: dict[str, object],
                      number_in_name: int | None, starts_directory: bool) -> str | None:
     """What is wrong with how a file opened, beyond the chain links ``step`` checks:
     its name must carry its file number, and a directory must start at the genesis."""
@@ -365,7 +440,7 @@ class TrailProblemError(ValueError):
         self.problem = problem
 
 
-def tree_checkpoint_of(paths: Sequence[Pathish], created_at: float, *,
+def tree_checkpoint_of(paths: Sequence[Source], created_at: float, *,
                        progress: Callable[[int], None] | None = None) -> TreeCheckpoint:
     """A Merkle checkpoint (unsigned) of a trail that verifies, given from its genesis:
     the whole chain is verified in the same walk that hashes the tree, so a checkpoint
@@ -383,7 +458,7 @@ def tree_checkpoint_of(paths: Sequence[Pathish], created_at: float, *,
                           verification.head, created_at)
 
 
-def checkpoint_of(paths: Sequence[Pathish], created_at: float) -> Checkpoint:
+def checkpoint_of(paths: Sequence[Source], created_at: float) -> Checkpoint:
     """A checkpoint of a verified trail's current head; raises ``TrailProblemError`` (a
     ``ValueError``) with the problem if the trail does not verify (a checkpoint must
     never bless damage)."""

@@ -18,7 +18,10 @@ Exit codes, so a script can tell an alarm from a wrong argument:
   than the canonical form spells it, data after the value), told as one line
   ``error (<code>): <file>: <why>`` (see :mod:`governed_memory.audit.strict_json`);
 - 6 the event is not within the checkpoint's tree (not in the trail, or appended
-  after the checkpoint was taken).
+  after the checkpoint was taken);
+- 7, 8, 9 as every command: a trail store (``--store``) that cannot be used (its
+  plugin or extra missing), that failed a read, or could not be reached, told as one
+  line ``error (<code>): ...``.
 
 A trail line with such JSON is damage like any other edit: ``BROKEN`` (1), naming the
 line and the duplicate key.
@@ -50,8 +53,9 @@ from governed_memory.audit.proofs import (
     verify_consistency,
     verify_inclusion,
 )
-from governed_memory.audit.query import EventFilter, query
+from governed_memory.audit.query import EventFilter, TrailEntry, query
 from governed_memory.audit.report import CATEGORIES, SubjectReport, subject_report
+from governed_memory.audit.stored import StoredTrail, TrailStore
 from governed_memory.audit.strict_json import INVALID_JSON, JsonDocumentError, read_json
 from governed_memory.audit.summary import PrincipalActivity, principal_summary
 from governed_memory.audit.times import iso, parse_time
@@ -61,16 +65,47 @@ from governed_memory.audit.verify import (
     NOT_A_TRAIL,
     AnyCheckpoint,
     Problem,
+    Source,
     TrailProblemError,
     Verification,
     verify_trail,
 )
+from governed_memory.cli.exit_codes import exit_code
 from governed_memory.converter import unstructure
+from governed_memory.errors import GovernedMemoryError
 from governed_memory.events import subject_hash
 
-TRAIL = click.argument("trail", nargs=-1, required=True,
-                       type=click.Path(exists=True, path_type=Path))
+STORE_SINKS: Final = {"postgresql": "postgres-trail", "postgres": "postgres-trail"}
+"""The event sink (registered by a plugin: the native one) that reads a trail store,
+by the scheme of its connection string."""
+
+
+class _TrailParam(click.ParamType):  # type: ignore[type-arg]
+    """A trail directory or file (which must exist), or a trail store's connection
+    string (``postgresql://...``), kept as the string."""
+
+    name = "trail"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Path | str:
+        if isinstance(value, str) and value.split("://", 1)[0] in STORE_SINKS and "://" in value:
+            return value
+        converted: Path = click.Path(exists=True, path_type=Path).convert(value, param, ctx)
+        return converted
+
+
+TRAIL = click.argument("trail", nargs=-1, required=False, type=_TrailParam())
+TrailArgs = tuple[Path | str, ...]
 A_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _store_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--store DSN`` and ``--schema S``: read the trail straight from PostgreSQL."""
+    command = click.option("--schema", default=None, metavar="SCHEMA",
+                           help="the trail store's schema (default governed_memory)")(command)
+    return click.option("--store", default=None, metavar="DSN",
+                        help="read the trail from this PostgreSQL store (a postgresql:// "
+                             "connection string) instead of files")(command)
 
 EXIT_CODES = {BROKEN: 1, NOT_A_TRAIL: 3, NO_TRAIL: 4}
 """Exit code by ``Problem.kind`` (0: verified; 2: bad arguments, click's own)."""
@@ -85,7 +120,9 @@ PROGRESS_FROM_BYTES: Final = 64 * 1024 * 1024
 def audit() -> None:
     """Verify, query and report on a hash-chained audit trail (the ``audit`` sink).
 
-    TRAIL is the sink's directory or its ``audit-*.jsonl`` files in order.
+    TRAIL is the sink's directory or its ``audit-*.jsonl`` files in order, or a
+    trail kept in PostgreSQL (the ``postgres-trail`` sink's): a postgresql://
+    connection string, or --store DSN (with --schema S).
 
     \b
     Exit codes: 0 ok; 1 BROKEN (the trail does not verify or no longer
@@ -94,8 +131,62 @@ def audit() -> None:
     unsigned, another key, bad signature, altered, another trail, wrong
     leaf or path; or an event, proof or checkpoint with a duplicate key,
     NaN or other JSON no writer of it produces: error (duplicate_key) ...);
-    6 the event is not within the checkpoint's tree.
+    6 the event is not within the checkpoint's tree; 9 the trail store could not
+    be reached (error (unavailable) ...).
     """
+
+
+@contextlib.contextmanager
+def _sources(trail: TrailArgs, store: str | None, schema: str | None
+             ) -> Iterator[tuple[Source, ...]]:
+    """The trail to read: files and directories as given, or one trail store (a
+    ``postgresql://`` TRAIL or ``--store``) opened through the event sink its plugin
+    registered, and closed afterwards. A store that cannot be read ends the command
+    with ``error (<code>): ...`` and the CLI's exit code for it (9: unavailable)."""
+    stores = [item for item in trail if isinstance(item, str)] + ([store] if store else [])
+    if not trail and not stores:
+        raise click.UsageError("give TRAIL (the trail's directory or files, or a "
+                               "postgresql:// store), or --store DSN")
+    if not stores:
+        if schema is not None:
+            raise click.UsageError("--schema names a trail store's schema: give --store too")
+        yield tuple(item for item in trail if isinstance(item, Path))
+        return
+    if len(stores) > 1 or len(trail) + (1 if store else 0) > 1:
+        raise click.UsageError("a trail store is read on its own: give one postgresql:// "
+                               "trail (as TRAIL or --store) and no files")
+    try:
+        opened = _open_store(stores[0], schema)
+        try:
+            yield (opened,)
+        finally:
+            opened.close()
+    except GovernedMemoryError as exc:
+        click.echo(f"error ({exc.code}): {exc}", err=True)
+        raise SystemExit(exit_code(exc.code)) from None
+
+
+def _open_store(dsn: str, schema: str | None) -> StoredTrail:
+    from governed_memory.errors import MemoryConfigurationError
+    from governed_memory.plugins import PluginManager
+
+    scheme = dsn.split("://", 1)[0]
+    if scheme not in STORE_SINKS or "://" not in dsn:
+        raise click.BadParameter(f"a trail store is a connection string starting "
+                                 f"{' or '.join(s + '://' for s in STORE_SINKS)}",
+                                 param_hint="--store")
+    name = STORE_SINKS[scheme]
+    config: dict[str, Any] = {"dsn": dsn}
+    if schema is not None:
+        config["schema"] = schema
+    sink = PluginManager.load().sinks.get(name).factory(config)
+    if not isinstance(sink, TrailStore):
+        raise MemoryConfigurationError(f"event sink {name!r} cannot be read as a trail store")
+    return sink.stored_trail()
+
+
+def _stored(sources: tuple[Source, ...]) -> StoredTrail | None:
+    return sources[0] if len(sources) == 1 and isinstance(sources[0], StoredTrail) else None
 
 
 def _checkpoints(paths: tuple[Path, ...]) -> list[tuple[str, AnyCheckpoint]]:
@@ -184,7 +275,8 @@ def _signed_by(key: Any, checkpoints: list[tuple[str, AnyCheckpoint]]) -> None:
 
 
 @contextlib.contextmanager
-def _progress(trail: tuple[Path, ...], label: str) -> Iterator[Callable[[int], None] | None]:
+def _progress(trail: tuple[Source, ...], label: str
+              ) -> Iterator[Callable[[int], None] | None]:
     """A progress bar on stderr over the bytes of ``trail``, when it is large and stderr
     a terminal (a pipe or a test gets the output alone)."""
     from governed_memory.audit.proving import trail_bytes
@@ -207,7 +299,7 @@ def _say(problem: Problem) -> None:
     click.echo(f"{prefix}{problem}", err=True)
 
 
-def _verified(trail: tuple[Path, ...], checkpoints: list[AnyCheckpoint]) -> Verification:
+def _verified(trail: tuple[Source, ...], checkpoints: list[AnyCheckpoint]) -> Verification:
     verification = verify_trail(trail, checkpoints)
     if verification.problem is not None:
         _say(verification.problem)
@@ -219,45 +311,56 @@ def _exit_for(problem: Problem) -> NoReturn:
 
 
 @audit.command()
-@click.argument("trail", nargs=-1, required=False,
-                type=click.Path(exists=True, path_type=Path))
+@TRAIL
+@_store_options
 @click.option("--checkpoint", "checkpoint_files", multiple=True, type=A_FILE,
               help="a file of exported checkpoints (one JSON per line) to check against")
 @click.option("--public-key", type=A_FILE, default=None,
               help="a PEM Ed25519 public key: every checkpoint must be signed by it "
                    "(without TRAIL, only the signatures are checked)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
-def verify(trail: tuple[Path, ...], checkpoint_files: tuple[Path, ...],
-           public_key: Path | None, as_json: bool) -> None:
+def verify(trail: TrailArgs, store: str | None, schema: str | None,
+           checkpoint_files: tuple[Path, ...], public_key: Path | None,
+           as_json: bool) -> None:
     """Prove every entry, link, file boundary and checkpoint; report the first break.
     With --public-key, refuse (exit 5) a checkpoint that is unsigned, signed by another
-    key, or altered since it was signed."""
-    if not trail and not (checkpoint_files and public_key):
-        raise click.UsageError("give TRAIL, or --checkpoint with --public-key to check "
-                               "signatures alone")
+    key, or altered since it was signed. A trail store (--store, or a postgresql://
+    TRAIL) is read straight from the database, its stored Merkle leaves and head record
+    checked too."""
+    if not trail and store is None and not (checkpoint_files and public_key):
+        raise click.UsageError("give TRAIL (or --store), or --checkpoint with --public-key "
+                               "to check signatures alone")
     found = _checkpoints(checkpoint_files)
     key = _public_key(public_key)
     if key is not None:
         _signed_by(key, found)
-        if not trail:
+        if not trail and store is None:
             _say_signed(found, as_json)
             return
     checkpoints = [checkpoint for _, checkpoint in found]
-    with _progress(trail, "verifying") as progress:
-        verification = verify_trail(trail, checkpoints, progress=progress)
+    with _sources(trail, store, schema) as sources:
+        with _progress(sources, "verifying") as progress:
+            verification = verify_trail(sources, checkpoints, progress=progress)
+        stored = _stored(sources)
+        waiting = stored.waiting() if stored is not None else None
     if as_json:
         body = unstructure(verification)
         body["ok"] = verification.ok
         body["status"] = verification.status
         body["signatures_checked"] = len(found) if key is not None else 0
+        if waiting is not None:
+            body["waiting"] = waiting
         click.echo(json.dumps(body, indent=2, sort_keys=True))
     elif verification.ok:
         start = (f" after entry {verification.first_seq} (earlier files not given)"
                  if verification.first_seq else "")
         signed = f", {len(found)} signed by the key" if key is not None else ""
+        where = (verification.files[0] if stored is not None
+                 else f"{len(verification.files)} file(s)")
+        queued = (f", {waiting} event(s) waiting for a position" if waiting else "")
         click.echo(f"OK chain {verification.chain_id}: {verification.entries} entries"
-                   f"{start} in {len(verification.files)} file(s), head {verification.head}, "
-                   f"{verification.checkpoints_checked} checkpoint(s) matched{signed}")
+                   f"{start} in {where}, head {verification.head}, "
+                   f"{verification.checkpoints_checked} checkpoint(s) matched{signed}{queued}")
     else:
         assert verification.problem is not None
         _say(verification.problem)
@@ -279,10 +382,12 @@ def _say_signed(found: list[tuple[str, AnyCheckpoint]], as_json: bool) -> None:
 
 @audit.command()
 @TRAIL
+@_store_options
 @click.option("--sign", "key_file", type=A_FILE, default=None, metavar="KEYFILE",
               help="sign it with this Ed25519 private key (PEM PKCS 8, unencrypted, "
                    "mode 600)")
-def checkpoint(trail: tuple[Path, ...], key_file: Path | None) -> None:
+def checkpoint(trail: TrailArgs, store: str | None, schema: str | None,
+               key_file: Path | None) -> None:
     """Print a checkpoint of a trail that verifies (entry count, Merkle root and chain
     head, optionally signed), to keep apart from the trail and pass to ``audit verify
     --checkpoint``, ``audit prove`` and ``audit consistency`` later."""
@@ -297,8 +402,9 @@ def checkpoint(trail: tuple[Path, ...], key_file: Path | None) -> None:
         except KeyFileError as exc:
             raise click.BadParameter(str(exc), param_hint="--sign") from None
     try:
-        with _progress(trail, "checkpointing") as progress:
-            found = tree_checkpoint_of(trail, time.time(), progress=progress)
+        with _sources(trail, store, schema) as sources, \
+                _progress(sources, "checkpointing") as progress:
+            found = tree_checkpoint_of(sources, time.time(), progress=progress)
     except TrailProblemError as exc:
         _say(exc.problem)
         _exit_for(exc.problem)
@@ -307,6 +413,44 @@ def checkpoint(trail: tuple[Path, ...], key_file: Path | None) -> None:
 
         found = sign_checkpoint(found, key)
     click.echo(found.to_json())
+
+
+@audit.command()
+@TRAIL
+@_store_options
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="the directory to write the audit-*.jsonl files to (new or empty)")
+@click.option("--max-file-bytes", type=click.IntRange(min=4096), default=None,
+              help="rotate to the next file past this size (the sink's default, 64 MiB)")
+def export(trail: TrailArgs, store: str | None, schema: str | None, out: Path,
+           max_file_bytes: int | None) -> None:
+    """Write a trail kept in PostgreSQL (--store, or a postgresql:// TRAIL) as the
+    audit-*.jsonl files the audit sink writes, row for row as stored: `audit verify`,
+    `prove` and `verify-proof` take them like any trail. Events still waiting for a
+    position are not in it (stderr says how many)."""
+    from governed_memory.audit.export import ExportError, export_trail
+    from governed_memory.audit.sink import DEFAULT_MAX_FILE_BYTES
+
+    with _sources(trail, store, schema) as sources:
+        stored = _stored(sources)
+        if stored is None:
+            raise click.UsageError("export reads a trail store: give --store DSN or a "
+                                   "postgresql:// TRAIL (a trail of files is its own export)")
+        if stored.opening() is None:
+            click.echo(f"{stored.location}: no trail here: the store holds no audit trail",
+                       err=True)
+            raise SystemExit(EXIT_CODES[NO_TRAIL])
+        try:
+            exported = export_trail(stored, out,
+                                    max_file_bytes=max_file_bytes or DEFAULT_MAX_FILE_BYTES)
+        except ExportError as exc:
+            raise click.BadParameter(str(exc), param_hint="--out") from None
+        waiting = stored.waiting()
+    click.echo(f"exported chain {exported.chain_id}: {exported.entries} entries in "
+               f"{len(exported.files)} file(s) to {out}, head {exported.head}")
+    if waiting:
+        click.echo(f"{waiting} event(s) wait for a position and are not in this export",
+                   err=True)
 
 
 @audit.command()
@@ -343,14 +487,15 @@ def _trail_failure(exc: Exception) -> NoReturn:
 @audit.command()
 @click.argument("event_id")
 @TRAIL
+@_store_options
 @click.option("--checkpoint", "checkpoint_file", type=A_FILE, required=True,
               help="the Merkle checkpoint to prove against (`audit checkpoint`'s output)")
 @click.option("--public-key", type=A_FILE, default=None,
               help="refuse (exit 5) unless the checkpoint is signed by this key")
 @click.option("--event-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write the event's JSON here, to hand over with the proof")
-def prove(event_id: str, trail: tuple[Path, ...], checkpoint_file: Path,
-          public_key: Path | None, event_out: Path | None) -> None:
+def prove(event_id: str, trail: TrailArgs, store: str | None, schema: str | None,
+          checkpoint_file: Path, public_key: Path | None, event_out: Path | None) -> None:
     """Print an inclusion proof (JSON) that event EVENT_ID was in the trail when the
     checkpoint was taken; `audit verify-proof` or governed_memory.audit.proofs checks
     it with the event and the checkpoint alone. Exit 6 if the event is not within the
@@ -362,8 +507,9 @@ def prove(event_id: str, trail: tuple[Path, ...], checkpoint_file: Path,
     if key is not None:
         _signed_by(key, [(str(checkpoint_file), cp)])
     try:
-        with _progress(trail, "proving") as progress:
-            proof, event = prove_inclusion(trail, event_id, cp, progress=progress)
+        with _sources(trail, store, schema) as sources, \
+                _progress(sources, "proving") as progress:
+            proof, event = prove_inclusion(sources, event_id, cp, progress=progress)
     except (TrailProblemError, EventNotInTreeError, ProofError) as exc:
         _trail_failure(exc)
     if event_out is not None:
@@ -377,10 +523,11 @@ def prove(event_id: str, trail: tuple[Path, ...], checkpoint_file: Path,
 @click.argument("first", type=A_FILE)
 @click.argument("second", type=A_FILE)
 @TRAIL
+@_store_options
 @click.option("--public-key", type=A_FILE, default=None,
               help="refuse (exit 5) unless both checkpoints are signed by this key")
-def consistency(first: Path, second: Path, trail: tuple[Path, ...],
-                public_key: Path | None) -> None:
+def consistency(first: Path, second: Path, trail: TrailArgs, store: str | None,
+                schema: str | None, public_key: Path | None) -> None:
     """Print a consistency proof (JSON) that checkpoint SECOND's tree extends FIRST's:
     nothing FIRST covers was changed or removed by the time SECOND was taken."""
     from governed_memory.audit.proofs import TreeSizeError
@@ -394,8 +541,9 @@ def consistency(first: Path, second: Path, trail: tuple[Path, ...],
         raise click.BadParameter(f"FIRST covers {older.tree_size} entries, SECOND "
                                  f"{newer.tree_size}: give the older checkpoint first")
     try:
-        with _progress(trail, "proving") as progress:
-            proof = prove_consistency(trail, older, newer, progress=progress)
+        with _sources(trail, store, schema) as sources, \
+                _progress(sources, "proving") as progress:
+            proof = prove_consistency(sources, older, newer, progress=progress)
     except TreeSizeError as exc:
         raise click.BadParameter(str(exc)) from None
     except (TrailProblemError, ProofError) as exc:
@@ -472,6 +620,7 @@ TIME_HELP = ("epoch seconds, ISO 8601 (UTC without an offset), or a time ago: 90
 
 @audit.command("query")
 @TRAIL
+@_store_options
 @click.option("--tenant", default=None)
 @click.option("--principal", default=None, help="principal id, exactly")
 @click.option("--scope-hash", default=None, help="an sh1:… scope hash")
@@ -492,7 +641,8 @@ TIME_HELP = ("epoch seconds, ISO 8601 (UTC without an offset), or a time ago: 90
 @click.option("--no-verify", is_flag=True, help="read without verifying the chain first")
 @click.option("--json", "as_json", is_flag=True,
               help="one JSON event per line (with --summary: one JSON document)")
-def query_(trail: tuple[Path, ...], tenant: str | None, principal: str | None,
+def query_(trail: TrailArgs, store: str | None, schema: str | None,
+           tenant: str | None, principal: str | None,
            scope_hash: str | None, subject: tuple[str, str] | None, operation: str | None,
            outcome: str | None, since: float | None, until: float | None,
            summary: str | None, limit: int | None, no_verify: bool, as_json: bool) -> None:
@@ -500,15 +650,22 @@ def query_(trail: tuple[Path, ...], tenant: str | None, principal: str | None,
     event's decision, policy revision and reasons too (``--json`` has every field).
     ``--summary principal`` sums the matching events up per principal instead: who
     touched this tenant, subject or scope, how often, allowed or denied."""
-    _verify_unless(no_verify, trail)
     where = EventFilter(tenant=tenant, principal=principal, scope_hash=scope_hash,
                         subject_hash=subject_hash(*subject) if subject else None,
                         operation=operation, outcome=outcome, since=since, until=until)
-    if summary is not None:
-        _print_summary(principal_summary(query(trail, where)), limit, as_json)
-        return
+    with _sources(trail, store, schema) as sources:
+        _verify_unless(no_verify, sources)
+        if summary is not None:
+            _print_summary(principal_summary(query(sources, where)), limit, as_json)
+            return
+        shown = _print_events(query(sources, where), limit, as_json)
+    if not as_json:
+        click.echo(f"{shown} event(s)", err=True)
+
+
+def _print_events(entries: Iterator[TrailEntry], limit: int | None, as_json: bool) -> int:
     shown = 0
-    for entry in query(trail, where):
+    for entry in entries:
         if limit is not None and shown >= limit:
             break
         shown += 1
@@ -517,8 +674,7 @@ def query_(trail: tuple[Path, ...], tenant: str | None, principal: str | None,
             click.echo(json.dumps({"seq": entry.seq, "event": event}, sort_keys=True))
             continue
         click.echo(_query_line(entry.seq, entry.occurred_at, event))
-    if not as_json:
-        click.echo(f"{shown} event(s)", err=True)
+    return shown
 
 
 SUMMARY_COLUMNS: Final = ("principal", "tenant", "operations", "allowed", "denied",
@@ -554,16 +710,18 @@ def _print_summary(rows: tuple[PrincipalActivity, ...], limit: int | None,
 
 @audit.command()
 @TRAIL
+@_store_options
 @click.option("--tenant", required=True)
 @click.option("--user", required=True, help="the data subject's user id")
 @click.option("--no-verify", is_flag=True, help="report without verifying the chain first")
 @click.option("--json", "as_json", is_flag=True)
-def report(trail: tuple[Path, ...], tenant: str, user: str, no_verify: bool,
-           as_json: bool) -> None:
+def report(trail: TrailArgs, store: str | None, schema: str | None, tenant: str, user: str,
+           no_verify: bool, as_json: bool) -> None:
     """What the trail records about one data subject: written, read, deleted, erased,
     denied and failed operations, when, and each erasure's receipt. No contents."""
-    _verify_unless(no_verify, trail)
-    found = subject_report(trail, tenant, user)
+    with _sources(trail, store, schema) as sources:
+        _verify_unless(no_verify, sources)
+        found = subject_report(sources, tenant, user)
     if as_json:
         body: dict[str, Any] = unstructure(found)
         body["summary"] = found.summary()
@@ -572,7 +730,7 @@ def report(trail: tuple[Path, ...], tenant: str, user: str, no_verify: bool,
     _print_report(found)
 
 
-def _verify_unless(no_verify: bool, trail: tuple[Path, ...]) -> None:
+def _verify_unless(no_verify: bool, trail: tuple[Source, ...]) -> None:
     if no_verify:
         return
     verification = _verified(trail, [])

@@ -86,13 +86,15 @@ def require_database(path: Path | None) -> None:
 def cli_sinks(spec: MemoryProfileSpec, plugins: PluginManager,
               db: Path | None) -> tuple[EventSink, ...]:
     """The profile's sinks with relative paths under the CLI's home, plus the
-    hash-chained trail at ``<home>/audit`` when the profile names no trail."""
+    hash-chained trail at ``<home>/audit`` when the profile names no trail (neither
+    ``path`` nor a sink that keeps one in a store, such as ``postgres-trail``)."""
+    from governed_memory.audit.stored import TrailStore
     from governed_memory.profiles.spec import AUDIT_SINK
     from governed_memory.sinks import build_sinks
 
     home = home_dir(db)
     sinks = build_sinks(spec, plugins, base_dir=home)
-    if spec.audit.path is None:
+    if spec.audit.path is None and not any(isinstance(sink, TrailStore) for sink in sinks):
         trail = plugins.sinks.get(AUDIT_SINK).factory({"directory": str(home / DEFAULT_TRAIL)})
         sinks = (trail, *sinks)
     return sinks
