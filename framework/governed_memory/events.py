@@ -269,10 +269,12 @@ def _check_appendable(path: Path) -> None:
 
 
 def read_events(path: str | os.PathLike[str]) -> list[MemoryEvent]:
-    """Load a JSON lines trail back into events (strictly: unknown keys are errors).
+    """Load a JSON lines trail back into events (strictly: unknown keys, duplicate keys
+    and non-canonical numbers are errors, as for every document the audit tools read).
 
     A last line without its newline is what a crash mid-append leaves; its ``emit``
     never returned, so it is no event and is passed over."""
+    from governed_memory.audit.strict_json import read_json
     from governed_memory.converter import structure
 
     events = []
@@ -282,7 +284,7 @@ def read_events(path: str | os.PathLike[str]) -> list[MemoryEvent]:
                 break
             line = raw.decode("utf-8")
             if line.strip():
-                events.append(structure(json.loads(line), MemoryEvent))
+                events.append(structure(read_json(line, document=str(path)), MemoryEvent))
     return events
 
 
