@@ -96,4 +96,10 @@ def test_event_times_are_iso_or_epoch_and_bound_the_search(db: Path) -> None:
     moved = _json("update", "--db", str(db), *ALICE, oslo["id"], "--occurred-at", "2026-01-01")
     assert moved["occurred_at"] == 1_767_225_600.0
     refused = invoke("search", "--db", str(db), *ALICE, "flew", "--since", "yesterday", code=2)
-    assert "neither ISO 8601" in refused.output
+    assert "not a time" in refused.output and "ISO 8601" in refused.output
+    for impossible in ("nan", "inf", "1e400"):
+        invoke("search", "--db", str(db), *ALICE, "flew", "--since", impossible, code=2)
+    # A time ago counts back from now, as the audit commands take it.
+    recent = _json("search", "--db", str(db), *ALICE, "flew", "--since", "3650 days ago")
+    assert {hit["record"]["id"] for hit in recent["hits"]} == {lisbon["id"], oslo["id"]}
+    assert _json("search", "--db", str(db), *ALICE, "flew", "--since", "2d")["hits"] == []

@@ -111,30 +111,28 @@ def scope_options(func: F) -> F:
 
 
 class Moment(click.ParamType):  # type: ignore[type-arg]
-    """A point in time on the command line: ISO 8601 (``2026-03-14``,
-    ``2026-03-14T09:30:00+01:00``; UTC when it names no offset) or epoch seconds."""
+    """A point in time on the command line, as the audit commands take it
+    (``governed_memory.audit.times``): ISO 8601 (``2026-03-14``,
+    ``2026-03-14T09:30:00+01:00``; UTC when it names no offset), epoch seconds, or a
+    time ago (``2d``, ``1h30m``, ``"3 days ago"``) counted back from now."""
 
     name = "time"
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        import datetime
+        import math
+        import time
 
-        text = str(value).strip()
+        from governed_memory.audit.times import parse_time
+
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if math.isfinite(value):
+                return float(value)
+            self.fail(f"{value!r} is not a time", param, ctx)
         try:
-            return float(text)
-        except ValueError:
-            pass
-        try:
-            moment = datetime.datetime.fromisoformat(text)
-        except ValueError:
-            self.fail(f"{text!r} is neither ISO 8601 (2026-03-14T09:30:00Z) nor epoch "
-                      "seconds", param, ctx)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=datetime.UTC)
-        return moment.timestamp()
+            return parse_time(str(value), time.time())
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 MOMENT = Moment()
