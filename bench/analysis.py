@@ -372,7 +372,7 @@ def metrics(result: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ checks
 
 
-class _Postings:
+class _Postings(lexical_topk.OneTermAtATime[int]):
     """A ``lexical_topk.PostingsSource`` over a :class:`LexicalIndex` (documents are
     column numbers; ids are zero-padded column numbers, so ties break by insertion)."""
 
@@ -386,11 +386,11 @@ class _Postings:
             len(self.index.lengths), int(self.index.lengths.sum()),
             {t: len(self.by_term.get(t, ())) for t in terms})
 
-    async def postings(self, term: str) -> Sequence[tuple[int, int, int]]:
+    async def postings_of(self, term: str) -> Sequence[tuple[int, int, int]]:
         lengths = self.index.lengths
         return [(d, f, int(lengths[d])) for d, f in self.by_term.get(term, {}).items()]
 
-    async def probe(self, term: str, docs: Sequence[int]) -> Mapping[int, int]:
+    async def probe_of(self, term: str, docs: Sequence[int]) -> Mapping[int, int]:
         found = self.by_term.get(term, {})
         return {d: found[d] for d in docs if d in found}
 

@@ -75,6 +75,21 @@ def storage(backend: str) -> Iterator[dict[str, Any]]:
                 psycopg.sql.Identifier(schema)))
 
 
+def settle(config: dict[str, Any]) -> None:
+    """Bring a store seeded in bulk to the state it reaches on its own soon after: on
+    PostgreSQL, ``VACUUM (ANALYZE)`` of its tables, which autovacuum runs within a minute
+    of a bulk insert (until then every index read also visits the table, since no page
+    is marked all-visible yet). SQLite needs nothing."""
+    if config.get("backend") != "postgres":
+        return
+    import psycopg
+
+    with psycopg.connect(config["dsn"], autocommit=True,
+                         options=f"-c search_path={config['schema']}") as conn:
+        conn.execute("VACUUM (ANALYZE) memory_records, memory_versions, memory_vectors,"
+                     " lexical_postings, lexical_terms, lexical_docs, lexical_scopes")
+
+
 async def vectors_for(embedder: Any, versions: Sequence[MemoryVersion],
                       now: float) -> list[Any]:
     """The vectors a sync-indexing add stores for these records."""

@@ -25,6 +25,7 @@ from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy
 from governed_memory.profiles.build import (
     build_components,
+    build_rate_windows,
     wrap_with_cache,
     wrap_with_fallback,
 )
@@ -33,6 +34,7 @@ from governed_memory.profiles.registry import ProfileRegistry
 from governed_memory.profiles.resolve import ProfileSource, resolve_profile
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
+from governed_memory.rates import RateWindows
 from governed_memory.sinks import build_sinks, default_base_dir
 
 
@@ -47,6 +49,10 @@ class Composition:
     policies: tuple[MemoryPolicy, ...]
     policy_configuration: Mapping[str, Mapping[str, Any]]
     sinks: tuple[EventSink, ...]
+    rate_windows: RateWindows | None = None
+    """Where the quotas policy counts write rates (``[quotas] rate_store``): the
+    provider's own windows, a registered store's (closed with the manager) or this
+    process's."""
 
     def attach(self, events: EventBus) -> None:
         """Point the cache's events at the manager's bus (built after the cache), so a
@@ -98,7 +104,8 @@ def compose_profile(profile: ProfileSource, *, plugins: PluginManager,
     # Outside the cache: a degraded (fallback) answer is never cached.
     provider = wrap_with_fallback(provider, spec, plugins, clock)
     return Composition(spec, provider, tuple(parts.policies),
-                       parts.policy_configuration, chosen)
+                       parts.policy_configuration, chosen,
+                       rate_windows=build_rate_windows(provider, spec, plugins))
 
 
 def resolve_pack(pack: str, use: str,

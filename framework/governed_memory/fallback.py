@@ -67,7 +67,9 @@ class FallbackProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
     """The primary provider, with reads falling back to ``fallback`` while it is down.
 
     Like the search cache, the wrapper answers each optional-feature accessor with the
-    primary's (review, indexing, the event outbox, replay): those never fall back.
+    primary's (review, indexing, the event outbox, replay, rate windows): those never
+    fall back. Writes never reach the fallback, so their rates are counted in the
+    primary's windows (a write while the primary is down is refused either way).
     """
 
     def __init__(self, primary: MemoryProvider, fallback: MemoryProvider) -> None:

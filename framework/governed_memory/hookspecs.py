@@ -76,6 +76,18 @@ def register_cache_stores(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def register_rate_stores(register: Callable[..., None]) -> None:
+    """Register shared write-rate window stores: ``register(name, factory, description="")``.
+
+    ``factory(config: Mapping[str, Any]) -> RateWindows`` (``governed_memory.rates``)
+    builds unconnected windows that every process and node of a deployment counts into;
+    a profile's ``[quotas] rate_store = "<name>"`` picks it, with ``[stores.rates]`` as
+    config (unknown keys refused). ``"provider"`` (the provider's own windows) and
+    ``"process"`` are built in and need no plugin.
+    """
+
+
+@hookspec
 def register_embedders(register: Callable[..., None]) -> None:
     """Register text embedders: ``register(name, factory, description="")``.
 

@@ -55,6 +55,7 @@ from governed_memory.profiles.spec import (
 )
 from governed_memory.provider import MemoryProvider
 from governed_memory.ranking_options import MODES, RankingOptions
+from governed_memory.rates import RateWindows
 from governed_memory.records import (
     CleanupPage,
     DeleteResult,
@@ -155,6 +156,7 @@ class GovernedMemoryManager:
         fail_closed: bool | None = None,
         outbox_interval_s: float | None = None,
         maintenance_interval_s: float | None = None,
+        rate_windows: RateWindows | None = None,
     ) -> None:
         """``fail_closed`` (default: the profile's ``[audit] fail_closed``) refuses any
         operation whose ``requested`` event the sinks cannot all record.
@@ -162,7 +164,10 @@ class GovernedMemoryManager:
         background at that period (it is always drained on ``start`` and after each
         write). ``maintenance_interval_s`` runs the maintenance round
         (:meth:`purge_snapshots`, as :data:`MAINTENANCE_PRINCIPAL`) in the background
-        at that period; without it, run ``governed-memory worker`` or ``maintain``."""
+        at that period; without it, run ``governed-memory worker`` or ``maintain``.
+        ``rate_windows`` is where write-rate limits are counted (``governed_memory.rates``;
+        default: the provider's own windows, else this process's); windows other than
+        the provider's own are closed with the manager."""
         if maintenance_interval_s is not None and not maintenance_interval_s > 0:
             raise MemoryValidationError("maintenance_interval_s must be positive",
                                         field="maintenance_interval_s")
@@ -198,7 +203,12 @@ class GovernedMemoryManager:
             dedup=profile_spec.write.dedup if profile_spec is not None else DedupMode.OFF,
             dedup_threshold=(profile_spec.write.similarity_threshold
                              if profile_spec is not None else 0.95),
+            rate_windows=rate_windows,
         )
+        self._own_rate_windows = (rate_windows is not None
+                                  and rate_windows is not provider.rate_windows)
+        """A store given for this manager (a profile's ``[quotas] rate_store``), which it
+        closes; the provider closes its own windows."""
         self.outbox_interval_s = outbox_interval_s
         self.maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task[None] | None = None
@@ -268,7 +278,8 @@ class GovernedMemoryManager:
                       clock=clock, tracer_provider=tracer_provider, timeout_s=spec.timeout_s,
                       profile_spec=spec, policy_configuration=parts.policy_configuration,
                       meter_provider=meter_provider, outbox_interval_s=outbox_interval_s,
-                      maintenance_interval_s=maintenance_interval_s)
+                      maintenance_interval_s=maintenance_interval_s,
+                      rate_windows=parts.rate_windows)
         parts.attach(manager.events)
         return manager
 
@@ -398,6 +409,11 @@ class GovernedMemoryManager:
                 except Exception as exc:  # stored events wait for the next start
                     log.error("event outbox: final drain failed: %s", type(exc).__name__)
             await self._provider.close()
+        if self._own_rate_windows:
+            try:
+                await self.activity.rate_windows.close()
+            except Exception as exc:  # the provider and the sinks still close
+                log.error("closing the rate windows failed: %s", type(exc).__name__)
         await self.events.close()
 
     async def __aenter__(self) -> GovernedMemoryManager:

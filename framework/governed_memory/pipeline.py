@@ -55,6 +55,7 @@ from governed_memory.policy import (
 )
 from governed_memory.principal import Principal
 from governed_memory.provider import MemoryProvider
+from governed_memory.rates import RateWindows, default_rate_windows
 from governed_memory.records import (
     ErasureReceipt,
     RecordStatus,
@@ -102,6 +103,7 @@ class ActivityPort:
         capture_content: bool = False,
         dedup: DedupMode = DedupMode.OFF,
         dedup_threshold: float = 0.95,
+        rate_windows: RateWindows | None = None,
     ) -> None:
         self._provider = provider
         self.policies = policies
@@ -138,6 +140,11 @@ class ActivityPort:
         self._usage_meter = provider.usage_meter if self._declares("usage") else None
         """What reads usage for quotas: the provider's ``usage_meter`` when it declares
         ``usage`` (asked once; a wrapper answers with its inner provider's)."""
+        self.rate_windows: RateWindows = (
+            rate_windows if rate_windows is not None else default_rate_windows(provider))
+        """Where the quotas policy counts write rates (``PolicyCheck.rate_windows``): the
+        windows given (a profile's ``[quotas] rate_store``), else the provider's own
+        (``rate_windows``), else windows in this process, which warn once when used."""
 
     def _declares(self, capability: str) -> bool:
         if self._capabilities is None:
@@ -374,7 +381,7 @@ class ActivityPort:
         with spans as span:
             decision = await self.policies.decide(PolicyCheck(
                 operation, ctx.principal, request, ctx.operation_id, ctx.now,
-                usage=self._usage_probe(ctx)))
+                usage=self._usage_probe(ctx), rate_windows=self.rate_windows))
             span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
             span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
             span.set_attribute(tm.ATTR_POLICY_REVISION, decision.policy_revision)

@@ -134,6 +134,8 @@ class PluginManager:
         self.cache_stores: _Registry[Any] = self._registry("cache store",
                                                            "register_cache_stores")
         self.embedders: _Registry[Any] = self._registry("embedder", "register_embedders")
+        self.rate_stores: _Registry[Any] = self._registry("rate store", "register_rate_stores")
+        """Shared write-rate windows (``governed_memory.rates.RateWindows``) by name."""
         self.turn_stores: _Registry[Any] = self._registry("turn store", "register_turn_stores")
         self.working_state_stores: _Registry[Any] = self._registry(
             "working-state store", "register_working_state_stores")

@@ -21,6 +21,7 @@ from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryScopeError
 from governed_memory.operations import STORE_OPERATIONS, Operation, OperationKind
 from governed_memory.principal import Permission, Principal, PrincipalKind
+from governed_memory.rates import RateWindows
 from governed_memory.request import Request
 from governed_memory.requests import AddRequest, DeleteUserRequest
 from governed_memory.usage import UsageProbe
@@ -51,6 +52,10 @@ class PolicyCheck:
     usage: UsageProbe | None = None
     """Asks the operation's provider for current usage (quotas); ``None`` when the
     provider cannot tell, in which case a policy that needs usage must deny."""
+    rate_windows: RateWindows | None = None
+    """Where write rates are counted (quotas): the windows the profile chose, shared
+    by every process when the store is (``governed_memory.rates``); ``None`` when the
+    check was built without them, in which case a policy that limits rates must deny."""
 
 
 @attrs.frozen(slots=True)

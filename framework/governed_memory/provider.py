@@ -42,6 +42,7 @@ from governed_memory.usage import UsageMeter
 if TYPE_CHECKING:
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
+    from governed_memory.rates import RateWindows
     from governed_memory.replay import SnapshotReplay
     from governed_memory.scope_revisions import ScopeRevisions
 
@@ -132,6 +133,13 @@ class MemoryProvider(Protocol):
     def revisions(self) -> ScopeRevisions | None:
         """Per-scope revisions kept in storage with the writes (capability
         ``scope_revisions``): how a search cache in any process checks a page."""
+        ...
+
+    @property
+    def rate_windows(self) -> RateWindows | None:
+        """Write-rate windows kept in the provider's storage, so every process sharing
+        that storage counts into the same windows (``governed_memory.rates``): what
+        ``[quotas] rate_store = "provider"`` uses for writes-per-minute limits."""
         ...
 
 

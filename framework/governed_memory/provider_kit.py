@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
     from governed_memory.provider import ReviewingProvider
+    from governed_memory.rates import RateWindows
     from governed_memory.replay import SnapshotReplay
     from governed_memory.scope_revisions import ScopeRevisions
     from governed_memory.usage import UsageMeter
@@ -52,7 +53,8 @@ T = TypeVar("T")
 
 class NoOptionalFeatures:
     """The optional-feature accessors of a provider that offers none of them (review,
-    indexing, event outbox, replay, usage): mix it in and override the ones you offer."""
+    indexing, event outbox, replay, usage, scope revisions, rate windows): mix it in and
+    override the ones you offer."""
 
     __slots__ = ()
 
@@ -78,6 +80,10 @@ class NoOptionalFeatures:
 
     @property
     def revisions(self) -> ScopeRevisions | None:
+        return None
+
+    @property
+    def rate_windows(self) -> RateWindows | None:
         return None
 
 

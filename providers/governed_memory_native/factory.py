@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from governed_memory.clock import Clock
+    from governed_memory.rates import RateWindows
 
     from governed_memory_native.port import StorageBackend
     from governed_memory_native.provider import NativeMemoryProvider
@@ -26,6 +27,7 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
 
     settings = parse_config(config)
     backend: StorageBackend
+    rates: RateWindows | None = None  # the memory backend's: windows in this process
     if settings.backend is BackendKind.MEMORY:
         from governed_memory_native.memory_backend import MemoryBackend
 
@@ -42,9 +44,17 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
             settings.dsn, schema=settings.schema, pool_min_size=settings.pool_min_size,
             pool_max_size=settings.pool_max_size, busy_timeout_ms=settings.busy_timeout_ms,
         )
+        from governed_memory_native.rates_postgres import PostgresRateWindows
+
+        rates = PostgresRateWindows(settings.dsn, schema=settings.schema,
+                                    busy_timeout_ms=settings.busy_timeout_ms)
     else:
+        from governed_memory_native.rates_sqlite import SqliteRateWindows, sidecar_path
         from governed_memory_native.sqlite_backend import SqliteBackend
 
         assert settings.path is not None  # parse_config always resolves a sqlite path
         backend = SqliteBackend(settings.path, busy_timeout_ms=settings.busy_timeout_ms)
-    return NativeMemoryProvider(backend, clock, indexing=parse_indexing_config(config))
+        rates = SqliteRateWindows(sidecar_path(settings.path),
+                                  busy_timeout_ms=settings.busy_timeout_ms)
+    return NativeMemoryProvider(backend, clock, indexing=parse_indexing_config(config),
+                                rate_windows=rates)

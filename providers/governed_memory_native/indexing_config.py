@@ -15,7 +15,8 @@ from governed_memory.errors import MemoryConfigurationError
 
 INDEX_KEYS: Final = frozenset({"index_max_attempts", "index_backoff_s",
                                "snapshot_retention_s", "vector_index_min_vectors",
-                               "vector_index_max_vectors", "lexical_delta_max"})
+                               "vector_index_max_vectors", "lexical_delta_max",
+                               "ranking_processes"})
 MAX_ATTEMPTS: Final = 100
 MAX_BACKOFF_S: Final = 3600.0
 DEFAULT_INDEX_MIN_VECTORS: Final = 500
@@ -23,6 +24,7 @@ DEFAULT_INDEX_MAX_VECTORS: Final = 1_000_000
 MAX_INDEX_VECTORS: Final = 1_000_000_000
 DEFAULT_LEXICAL_DELTA_MAX: Final = 64
 MAX_LEXICAL_DELTA: Final = 10_000
+MAX_RANKING_PROCESSES: Final = 64
 
 
 @attrs.frozen(slots=True)
@@ -47,6 +49,11 @@ class IndexingConfig:
     lexical delta may hold; a write that fills it schedules a merge into the main index
     (see :mod:`sqlite_lexical`). Every search reads its scopes' delta, so this bounds
     what a search pays for what writes saved. ``0`` indexes every write directly."""
+    ranking_processes: int | None = None
+    """SQLite and PostgreSQL: worker processes that rank lexical searches
+    (:mod:`ranking_pool`), started once a search examines enough records to be worth
+    moving. ``None`` ("auto"): two on a machine of two cores or more, none on one;
+    ``0``: every search ranks in the provider's process."""
 
 
 def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
@@ -86,4 +93,12 @@ def parse_indexing_config(raw: Mapping[str, Any]) -> IndexingConfig:
             raise MemoryConfigurationError(
                 f"lexical_delta_max: must be an integer from 0 to {MAX_LEXICAL_DELTA:,}")
         values["lexical_delta_max"] = value
+    if "ranking_processes" in raw:
+        value = raw["ranking_processes"]
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)
+                                or not 0 <= value <= MAX_RANKING_PROCESSES):
+            raise MemoryConfigurationError(
+                "ranking_processes: must be 'auto' or an integer from 0 to "
+                f"{MAX_RANKING_PROCESSES}")
+        values["ranking_processes"] = None if value == "auto" else value
     return IndexingConfig(**values)

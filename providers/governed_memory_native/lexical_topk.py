@@ -18,6 +18,15 @@ the top, and never walked; documents that cannot are dropped. Pruning only drops
 is provably below ``theta`` (with a relative margin far wider than rounding), so the
 result is exactly the exhaustive BM25 top ``limit`` with ties broken by record id.
 
+Few rounds, because a round may be a trip to a server (PostgreSQL): the rarest terms,
+up to :data:`READ_TOGETHER` postings in all, are read in one request before any
+pruning (they would be read first anyway, and a rare term's postings are few); each
+completion probes every unread term in one request; and the last probes of the
+surviving documents ask for every term left at once as soon as that is at most
+:data:`PROBE_TOGETHER` lookups. A request may return more than the algorithm then uses
+(a superset); every decision depends on the values it uses only, so all backends still
+decide alike, whatever their sources fetch or prefetch.
+
 ``candidates`` (``SearchPage.candidates``) counts the matching records the search
 examined: every match when all query terms were read; when pruning skipped the
 postings of the commonest terms, the matches among the terms read (records containing
@@ -56,6 +65,20 @@ _PROBE_SHARE: Final = 4
 """Probe a term for the surviving documents while they are fewer than its document
 frequency divided by this; otherwise read its postings once (one range scan)."""
 
+READ_TOGETHER: Final = 1_000
+"""Postings (document frequencies summed) of the rarest terms read in the first request,
+at least one term's whatever its size. A source may prefetch exactly these terms with
+its statistics (:func:`first_reads` is the rule)."""
+
+COMMON_SHARE: Final = 8
+"""A term held by more than one record in this many is common: it is read together with
+the rarer ones only when it comes first (pruning may well spare its postings)."""
+
+PROBE_TOGETHER: Final = 256
+"""Lookups (surviving documents times terms left) the last probes ask for in one
+request; while there are more, they are asked term by term, the survivors narrowing in
+between. About what one round trip to PostgreSQL costs in index lookups there."""
+
 
 @attrs.frozen(slots=True)
 class ExpiredDocument(Generic[Doc]):
@@ -80,23 +103,69 @@ class Statistics(Generic[Doc]):
 
 class PostingsSource(Protocol[Doc]):
     """One search's view of a backend's scope-local index (scopes, filters and ``now``
-    are bound in). ``Doc`` is the backend's document handle."""
+    are bound in). ``Doc`` is the backend's document handle. Each call asks for several
+    terms at once, so a source whose calls are round trips answers each in one."""
 
     async def statistics(self, terms: Sequence[str]) -> Statistics[Doc]: ...
 
-    async def postings(self, term: str) -> Sequence[tuple[Doc, int, int]]:
-        """``(doc, frequency, length)`` of every record of the searched scopes that
-        contains ``term`` and passes the search's filters (expired ones may be
-        included: they are dropped here)."""
+    async def postings(self, terms: Sequence[str]
+                       ) -> Mapping[str, Sequence[tuple[Doc, int, int]]]:
+        """For each of ``terms``, ``(doc, frequency, length)`` of every record of the
+        searched scopes that contains it and passes the search's filters (expired ones
+        may be included: they are dropped here). A term without postings may be absent."""
         ...
 
-    async def probe(self, term: str, docs: Sequence[Doc]) -> Mapping[Doc, int]:
-        """The frequency of ``term`` in those of ``docs`` that contain it."""
+    async def probe(self, terms: Sequence[str], docs: Sequence[Doc], *,
+                    next_read: str | None = None) -> Mapping[str, Mapping[Doc, int]]:
+        """For each of ``terms``, its frequency in those of ``docs`` that contain it
+        (``docs`` all passed the filters). A term none of them contains may be absent.
+
+        ``next_read`` names the term whose postings the search reads next unless the
+        answer makes it non-essential: a source whose requests are round trips may fetch
+        them with this one (and answer the read from them)."""
         ...
 
     async def identify(self, docs: Sequence[Doc]) -> Mapping[Doc, str]:
         """The record id of each doc: ties are broken by it."""
         ...
+
+
+class OneTermAtATime(Generic[Doc]):
+    """The batched calls of :class:`PostingsSource` answered one term at a time, for a
+    source whose calls cost no round trip (memory, SQLite, tests): it implements
+    :meth:`postings_of` and :meth:`probe_of`."""
+
+    async def postings_of(self, term: str) -> Sequence[tuple[Doc, int, int]]:
+        raise NotImplementedError
+
+    async def probe_of(self, term: str, docs: Sequence[Doc]) -> Mapping[Doc, int]:
+        raise NotImplementedError
+
+    async def postings(self, terms: Sequence[str]
+                       ) -> Mapping[str, Sequence[tuple[Doc, int, int]]]:
+        return {term: await self.postings_of(term) for term in terms}
+
+    async def probe(self, terms: Sequence[str], docs: Sequence[Doc], *,
+                    next_read: str | None = None) -> Mapping[str, Mapping[Doc, int]]:
+        return {term: await self.probe_of(term, docs) for term in terms}
+
+
+def first_reads(order: Sequence[str], containing: Mapping[str, int],
+                documents: int) -> list[str]:
+    """The terms read in the first request: the longest prefix of ``order`` (rarest
+    first) whose document frequencies sum to at most :data:`READ_TOGETHER` and that
+    holds no common term (:data:`COMMON_SHARE` of the ``documents``), and at least the
+    first term. Measured on natural-language questions over 10,000 conversation turns,
+    it cuts a search's requests from 11 to 7 for 2 % more postings read."""
+    chosen: list[str] = []
+    total = 0
+    for term in order:
+        total += containing[term]
+        if chosen and (total > READ_TOGETHER
+                       or containing[term] * COMMON_SHARE > documents):
+            break
+        chosen.append(term)
+    return chosen
 
 
 @attrs.frozen(slots=True)
@@ -128,7 +197,7 @@ async def top_k(source: PostingsSource[Doc], tokens: Sequence[str],
     search = _Search(source, tuple(tokens), weights, repeats, mean, limit, expired)
     order = sorted((term for term in terms if containing[term] > 0),
                    key=lambda term: (-search.bound(term), term))
-    return await search.run(order, containing)
+    return await search.run(order, containing, size)
 
 
 class _Search(Generic[Doc]):
@@ -178,29 +247,37 @@ class _Search(Generic[Doc]):
         if len(self.partial) >= self.limit:
             self.theta = heapq.nlargest(self.limit, self.partial.values())[-1]
 
-    async def run(self, order: list[str], containing: Mapping[str, int]) -> TopK[Doc]:
+    async def run(self, order: list[str], containing: Mapping[str, int],
+                  documents: int) -> TopK[Doc]:
         rest = [0.0] * (len(order) + 1)
         for index in range(len(order) - 1, -1, -1):
             rest[index] = rest[index + 1] + self.bound(order[index])
-        read = 0
-        while read < len(order) and not self.below(rest[read]):
-            await self._read(order[read])
+        first = first_reads(order, containing, documents)
+        found = await self.source.postings(first)
+        for term in first:
+            self._read(term, found.get(term, ()))
+        read = len(first)
+        self._raise_theta()
+        while read < len(order):
+            await self._complete_best(order[read:])
+            if self.below(rest[read]):
+                break
+            term = order[read]
+            self._read(term, (await self.source.postings([term])).get(term, ()))
             read += 1
             self._raise_theta()
-            if read < len(order):
-                await self._complete_best(order[read:])
         candidates = len(self.partial)
         await self._finish(order[read:], rest[read:], containing)
         return await self._ranked(candidates)
 
-    async def _read(self, term: str) -> None:
-        """Read every posting of ``term``: new candidates join, others gain its part."""
+    def _read(self, term: str, postings: Iterable[tuple[Doc, int, int]]) -> None:
+        """Take every posting of ``term``: new candidates join, others gain its part."""
         weight = self.weights[term] * self.repeats[term] * UPPER_SATURATION
         flat = K1 * (1 - B)
         slope = K1 * B / self.mean
         partial, frequencies, lengths = self.partial, self.frequencies, self.lengths
         expired = self.expired
-        for doc, frequency, length in await self.source.postings(term):
+        for doc, frequency, length in postings:
             if expired and doc in expired:
                 continue
             part = weight * frequency / (frequency + flat + slope * length)
@@ -225,8 +302,9 @@ class _Search(Generic[Doc]):
         best = [doc for doc, value in open_scores.items() if value >= floor]
         if len(best) > _COMPLETE_AT_MOST * self.limit:
             return
+        found = await self.source.probe(unread, best, next_read=unread[0])
         for term in unread:
-            self._add(term, (await self.source.probe(term, best)).items())
+            self._add(term, found.get(term, {}).items())
         for doc in best:
             self._settle(doc)
         self._raise_theta()
@@ -239,18 +317,28 @@ class _Search(Generic[Doc]):
     async def _finish(self, unread: Sequence[str], rest: Sequence[float],
                       containing: Mapping[str, int]) -> None:
         """Complete the candidates that can still reach the top, one unread term at a
-        time, dropping those whose bound falls below ``theta`` before each step."""
+        time, dropping those whose bound falls below ``theta`` before each step. Once
+        the survivors times the terms left are at most :data:`PROBE_TOGETHER`, the
+        frequencies of every term left come in one request (a term found in a document
+        dropped before its step is simply not used)."""
         open_docs = [doc for doc in self.partial if doc not in self.exact]
+        fetched: Mapping[str, Mapping[Doc, int]] | None = None
         for index, term in enumerate(unread):
             open_docs = self._able(open_docs, rest[index])
             if not open_docs:
                 break
-            if len(open_docs) * _PROBE_SHARE < containing[term]:
-                found: Mapping[Doc, int] = await self.source.probe(term, open_docs)
+            if fetched is None and len(open_docs) * (len(unread) - index) <= PROBE_TOGETHER:
+                fetched = await self.source.probe(unread[index:], open_docs)
+            found: Mapping[Doc, int]
+            if fetched is not None:
+                held = fetched.get(term, {})
+                found = {doc: held[doc] for doc in open_docs if doc in held}
+            elif len(open_docs) * _PROBE_SHARE < containing[term]:
+                found = (await self.source.probe([term], open_docs)).get(term, {})
             else:
                 wanted = set(open_docs)
-                found = {doc: frequency
-                         for doc, frequency, _ in await self.source.postings(term)
+                found = {doc: frequency for doc, frequency, _ in
+                         (await self.source.postings([term])).get(term, ())
                          if doc in wanted}
             self._add(term, found.items())
             self._raise_theta()

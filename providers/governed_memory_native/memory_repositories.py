@@ -30,7 +30,12 @@ from governed_memory.records import (
 from governed_memory.scope_revisions import ScopeState, epoch_name
 
 from governed_memory_native.bm25 import Document
-from governed_memory_native.lexical_topk import ExpiredDocument, Statistics, top_k
+from governed_memory_native.lexical_topk import (
+    ExpiredDocument,
+    OneTermAtATime,
+    Statistics,
+    top_k,
+)
 from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
 from governed_memory_native.storage_values import (
     IdempotencyEntry,
@@ -725,7 +730,7 @@ class MemoryScopeRevisions(_Repository):
         self._advance(epoch_name(tenant_id))
 
 
-class _MemoryPostings:
+class _MemoryPostings(OneTermAtATime[str]):
     """:class:`lexical_topk.PostingsSource` over the in-memory lexicons of one search;
     a document is its record id."""
 
@@ -752,14 +757,14 @@ class _MemoryPostings:
                                   for lexicon in self._lexicons) for term in terms},
             expired=expired)
 
-    async def postings(self, term: str) -> list[tuple[str, int, int]]:
+    async def postings_of(self, term: str) -> list[tuple[str, int, int]]:
         query, rows = self._query, self._rows
         return [(record_id, frequency, lexicon.lengths[record_id])
                 for lexicon in self._lexicons
                 for record_id, frequency in lexicon.postings.get(term, {}).items()
                 if passes_filters(rows[record_id].record, query)]
 
-    async def probe(self, term: str, docs: Sequence[str]) -> dict[str, int]:
+    async def probe_of(self, term: str, docs: Sequence[str]) -> dict[str, int]:
         holders = [lexicon.postings.get(term, {}) for lexicon in self._lexicons]
         found: dict[str, int] = {}
         for doc in docs:

@@ -91,20 +91,24 @@ docs/platform-teams.md).
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
 from governed_memory.capabilities import Capabilities
 from governed_memory.errors import MemoryUnavailableError
+from governed_memory.records import MemoryRecord
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from governed_memory_native.port import ReadTransaction, UnitsFromTransactions, WriteTransaction
-from governed_memory_native.postgres_errors import translate, translated
+from governed_memory_native.postgres_errors import logger, translate, translated
+from governed_memory_native.postgres_rows import record_from_row
 from governed_memory_native.postgres_schema import (
+    CAS_GUARD_VERSION,
     LATEST_VERSION,
     current_version,
     migrate,
@@ -118,6 +122,7 @@ from governed_memory_native.postgres_transaction import (
     Row,
     WriterLock,
 )
+from governed_memory_native.ranking_wire import store_spec
 
 T = TypeVar("T")
 
@@ -151,6 +156,10 @@ class PostgresBackend(UnitsFromTransactions):
         self._schema_key = writer_lock_key(schema)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] | None = None
         self.stats = PostgresStats()
+        self._queued_cas = False
+        self._ending: set[asyncio.Task[None]] = set()
+        """Read transactions ending after their caller has its result."""
+        """Whether the schema has the guard a queued compare-and-set needs (v12)."""
 
     @property
     def schema(self) -> str:
@@ -159,6 +168,15 @@ class PostgresBackend(UnitsFromTransactions):
     def capabilities(self) -> Capabilities:
         return Capabilities(durable=True, transactional=True, multi_process=True, usage=True,
                             event_outbox=True)
+
+    def ranking_store(self) -> Mapping[str, Any]:
+        """This schema, for a ranking worker (:mod:`ranking_pool`) to read in a session
+        of its own (the dsn travels on the worker's stdin, never its command line)."""
+        return store_spec(backend=self.name, busy_timeout_ms=self._busy_timeout_ms,
+                          dsn=self._dsn, schema=self._schema)
+
+    def decode_row(self, row: Mapping[str, Any]) -> MemoryRecord:
+        return record_from_row(row)
 
     @property
     def _wait_s(self) -> float:
@@ -182,13 +200,19 @@ class PostgresBackend(UnitsFromTransactions):
             with translated("open"):
                 await pool.open(wait=True, timeout=max(self._wait_s, 5.0))
                 async with pool.connection() as conn:
-                    await migrate(conn, self._schema, applied_at=time.time())
+                    version = await migrate(conn, self._schema, applied_at=time.time())
         except BaseException:
             await pool.close()
             raise
+        self._queued_cas = version >= CAS_GUARD_VERSION
         self._pool = pool
 
     def _connection_kwargs(self) -> dict[str, Any]:
+        return self.connection_kwargs()
+
+    def connection_kwargs(self, role: str = "") -> dict[str, Any]:
+        """How every session of this backend connects (a ranking worker's too, with its
+        ``role`` in the application name)."""
         # Session settings are given when the session starts, so every pooled connection
         # (and a reconnected one) has them and no transaction spends a round trip on a
         # SET: search_path resolves unqualified table names in this schema only, and
@@ -197,18 +221,26 @@ class PostgresBackend(UnitsFromTransactions):
         options = f"-c search_path={self._schema}"
         if self._busy_timeout_ms > 0:
             options += f" -c lock_timeout={self._busy_timeout_ms}ms"
+        name = f"governed-memory/{self._schema}" + (f"/{role}" if role else "")
         return {
             "autocommit": True,  # transactions are BEGUN explicitly, with their first statement
             "row_factory": dict_row,
             "options": options,
             # operators see which deployment a session serves in pg_stat_activity
-            "application_name": f"governed-memory/{self._schema}",
+            "application_name": name,
         }
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
+            await self.settled()
             await pool.close()
+
+    async def settled(self) -> None:
+        """Wait until every read transaction whose COMMIT is on its way has ended and
+        given its connection back (close does; so do tests counting round trips)."""
+        if self._ending:
+            await asyncio.gather(*self._ending, return_exceptions=True)
 
     def _require_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Row]]:
         if self._pool is None:
@@ -276,10 +308,15 @@ class PostgresBackend(UnitsFromTransactions):
         the body's own errors pass through unchanged.
         """
         pool = self._require_pool()
+        if begin == BEGIN_READ:
+            async with self._read_transaction(pool) as transaction:
+                yield transaction
+            return
         write = lock is not None
         try:
             async with pool.connection(timeout=self._wait_s) as conn:
                 transaction = PostgresTransaction(conn, begin=begin, stats=self.stats,
+                                                  queued_cas=self._queued_cas,
                                                   lock=lock, write=write)
                 try:
                     yield transaction
@@ -289,3 +326,39 @@ class PostgresBackend(UnitsFromTransactions):
                     raise
         except psycopg.Error as exc:
             raise translate(exc, "write" if write else "read") from None
+
+    @asynccontextmanager
+    async def _read_transaction(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]]
+                                ) -> AsyncIterator[PostgresTransaction]:
+        """A REPEATABLE READ, READ ONLY transaction whose COMMIT the caller does not wait
+        for: a read's result is settled by its last statement, and a read-only COMMIT can
+        neither fail it nor change it, so the COMMIT (and the connection's return to the
+        pool) runs after the caller has its result, a round trip off every read unit.
+        A body that raises or is cancelled is rolled back first, as any unit."""
+        try:
+            conn = await pool.getconn(timeout=self._wait_s)
+        except psycopg.Error as exc:
+            raise translate(exc, "read") from None
+        transaction = PostgresTransaction(conn, begin=BEGIN_READ, stats=self.stats)
+        try:
+            yield transaction
+        except BaseException:
+            try:
+                await transaction.roll_back()
+            finally:
+                await pool.putconn(conn)
+            raise
+        ending = asyncio.get_running_loop().create_task(
+            self._end_read(pool, transaction, conn), name="gm-postgres-read-end")
+        self._ending.add(ending)
+        ending.add_done_callback(self._ending.discard)
+
+    async def _end_read(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]],
+                        transaction: PostgresTransaction,
+                        conn: psycopg.AsyncConnection[Row]) -> None:
+        try:
+            await transaction.commit()
+        except Exception:  # the read's result stands; the pool drops a broken session
+            logger.debug("postgres read commit failed", exc_info=True)
+        finally:
+            await pool.putconn(conn)

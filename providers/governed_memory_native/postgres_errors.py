@@ -25,6 +25,9 @@ from psycopg_pool import PoolTimeout
 logger = logging.getLogger("governed_memory_native.postgres")
 
 LIVE_KEY_INDEX = "memory_records_live_key"
+STALE_REVISION = "GM409"
+"""The SQLSTATE of ``compare_and_set_applied`` (schema v12): a queued compare-and-set
+found the record no longer at the revision the unit read."""
 
 
 def translate(exc: Exception, action: str) -> GovernedMemoryError:
@@ -32,6 +35,8 @@ def translate(exc: Exception, action: str) -> GovernedMemoryError:
         exc.diag.constraint_name == LIVE_KEY_INDEX
     ):
         return MemoryConflictError("the key is already used by a record in this scope")
+    if isinstance(exc, psycopg.Error) and exc.sqlstate == STALE_REVISION:
+        return MemoryConflictError("the record changed concurrently; re-read and retry")
     if isinstance(exc, PoolTimeout):
         return MemoryUnavailableError(f"postgres {action}: no connection available in time")
     if isinstance(exc, pg_errors.InvalidPassword | pg_errors.InvalidAuthorizationSpecification

@@ -110,6 +110,21 @@ advances once per statement, however many of its rows the statement touched (an
 erasure of a thousand records, a cascade), in scope order."""
 
 
+CAS_GUARD_VERSION: Final = 12
+"""From this version on the schema has ``compare_and_set_applied``: a compare-and-set
+may then be queued (see ``postgres_statements.PostgresRecords.replace``)."""
+
+_CAS_FUNCTION: Final = (
+    "CREATE FUNCTION compare_and_set_applied(changed bigint) RETURNS bigint"
+    " LANGUAGE plpgsql AS $body$ BEGIN"
+    " IF changed <> 1 THEN RAISE EXCEPTION USING ERRCODE = 'GM409',"
+    " MESSAGE = 'compare-and-set: the record is no longer at the expected revision';"
+    " END IF; RETURN changed; END $body$"
+)
+"""Raises SQLSTATE ``GM409`` (``postgres_errors.STALE_REVISION``, a conflict) unless
+the compare-and-set it is given the row count of changed exactly one row."""
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         version=1,
@@ -530,6 +545,15 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     # postgres_trail_schema); inert until a postgres-trail sink switches the trail on.
     Migration(version=11, description=postgres_trail_schema.DESCRIPTION,
               statements=postgres_trail_schema.STATEMENTS),
+    Migration(
+        version=12,
+        description="compare_and_set_applied: a queued compare-and-set fails its unit "
+                    "with a conflict when it changed no row",
+        # An update then costs two round trips instead of three: its compare-and-set
+        # travels with the COMMIT (postgres_statements.PostgresRecords.replace), since
+        # no statement's result needs reading before it.
+        statements=(_CAS_FUNCTION,),
+    ),
 )
 
 _REBUILDS: Final = frozenset({9})
@@ -588,7 +612,8 @@ async def current_version(conn: AsyncConnection[dict[str, Any]]) -> int:
 
 async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at: float) -> int:
     """Create ``schema`` if needed and bring it to ``LATEST_VERSION``, all in one
-    transaction: a failure leaves the database as it was."""
+    transaction: a failure leaves the database as it was. Returns the version the
+    schema is at (``LATEST_VERSION``, unless a test shortened ``MIGRATIONS``)."""
     async with conn.transaction():
         # Wait as long as the migrator before us needs: a pool connection's lock_timeout
         # bounds writers' waits, not start-up's.
@@ -618,4 +643,5 @@ async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at
                 " VALUES (%s, %s, %s)",
                 (migration.version, migration.description, applied_at),
             )
-    return LATEST_VERSION
+            version = migration.version
+    return version

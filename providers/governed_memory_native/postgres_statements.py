@@ -20,9 +20,21 @@ from governed_memory.errors import MemoryValidationError
 from governed_memory.indexing import IndexJob
 from governed_memory.records import MemoryRecord, MemoryVersion, RecordStatus
 
-from governed_memory_native.lexical_topk import ExpiredDocument, PostingsSource, Statistics
+from governed_memory_native.lexical_topk import (
+    COMMON_SHARE,
+    READ_TOGETHER,
+    ExpiredDocument,
+    PostingsSource,
+    Statistics,
+)
 from governed_memory_native.postgres_errors import translated
-from governed_memory_native.postgres_rows import RECORD_COLUMNS, encode_text, record_params
+from governed_memory_native.postgres_rows import (
+    RECORD_COLUMNS,
+    SELECT_RECORD,
+    encode_text,
+    record_from_row,
+    record_params,
+)
 from governed_memory_native.record_copies import dumps, record_to_json
 from governed_memory_native.sql_dialect import Params, chunks, unique
 from governed_memory_native.sql_erasure import SqlErasure
@@ -46,24 +58,47 @@ _VISIBLE: Final = ("r.status = 'active'"
 
 _JOB_RETURNING: Final = ", ".join(f"j.{name}" for name in JOB_FIELDS)
 
-_STATISTICS: Final = (
-    "WITH s AS (SELECT scope_id, documents, total_length FROM lexical_scopes"
-    " WHERE scope_hash = ANY(%(scopes)s))"
-    " SELECT 'scope' AS kind, NULL::text AS term, s.scope_id::bigint AS a,"
-    " s.documents AS b, s.total_length AS c FROM s"
-    " UNION ALL SELECT 'term', t.term, NULL, sum(t.documents)::bigint, NULL"
-    " FROM lexical_terms AS t JOIN s USING (scope_id)"
-    " WHERE t.term = ANY(%(terms)s) GROUP BY t.term"
-    # active records of the scopes that expired by now: counted, but not in the corpus
-    " UNION ALL SELECT 'expired', p.term, r.seq, r.token_count::bigint, p.tf::bigint"
-    " FROM memory_records AS r LEFT JOIN lexical_postings AS p"
-    " ON p.doc = r.seq AND p.term = ANY(%(terms)s)"
-    " WHERE r.scope_hash = ANY(%(scopes)s) AND r.status = 'active'"
-    " AND r.expires_at <= %(now)s"
-)
-"""A search's statistics in one round trip: each scope's id, record count and total
-length, each query term's document frequency summed over the scopes, and the expired
-records the stored statistics still count (with their query-term frequencies)."""
+def _statistics_sql(postings: str) -> str:
+    """A search's statistics and its first postings in one round trip: each scope's id,
+    record count and total length; each query term's document frequency summed over
+    the scopes; the expired records the stored statistics still count (with their
+    query-term frequencies); and the postings (``postings``, the search's filtered
+    postings statement over ``wanted_terms``) of the terms
+    :func:`lexical_topk.first_reads` picks (the same rule, on the stored frequencies:
+    the same terms unless a record of the scopes has expired), so the first request of
+    the search is answered from here."""
+    return (
+        "WITH s AS (SELECT scope_id, documents, total_length FROM lexical_scopes"
+        " WHERE scope_hash = ANY(%(scopes)s)),"
+        " t AS (SELECT t.term, sum(t.documents)::bigint AS df"
+        " FROM lexical_terms AS t JOIN s USING (scope_id)"
+        " WHERE t.term = ANY(%(terms)s) GROUP BY t.term),"
+        " wanted_terms AS (SELECT term FROM (SELECT term, df,"
+        " sum(df) OVER (ORDER BY df, term) AS running,"
+        " row_number() OVER (ORDER BY df, term) AS n FROM t) AS o"
+        " WHERE n = 1 OR (running <= %(together)s"
+        " AND df * %(common)s <= (SELECT sum(documents) FROM s)))"
+        " SELECT 'scope' AS kind, NULL::text AS term, s.scope_id::bigint AS a,"
+        " s.documents AS b, s.total_length AS c FROM s"
+        " UNION ALL SELECT 'term', term, NULL, df, NULL FROM t"
+        # active records of the scopes that expired by now: counted, but not in the corpus
+        " UNION ALL SELECT 'expired', p.term, r.seq, r.token_count::bigint, p.tf::bigint"
+        " FROM memory_records AS r LEFT JOIN lexical_postings AS p"
+        " ON p.doc = r.seq AND p.term = ANY(%(terms)s)"
+        " WHERE r.scope_hash = ANY(%(scopes)s) AND r.status = 'active'"
+        " AND r.expires_at <= %(now)s"
+        " UNION ALL SELECT 'read', term, NULL, NULL, NULL FROM wanted_terms"
+        f" UNION ALL SELECT 'posting', x.term, x.doc, x.tf, x.length FROM ({postings}) AS x"
+    )
+
+
+READ_AHEAD: Final = 2_000
+"""Postings of the next term a search may read that a probe brings along (the read then
+costs no round trip of its own). It bounds what a read ahead that pruning then spares
+costs: a few round trips' worth of rows received and decoded."""
+
+_PREFETCH_SCOPES: Final = "ARRAY(SELECT scope_id FROM s)"
+_PREFETCH_TERMS: Final = "ARRAY(SELECT term FROM wanted_terms)"
 
 _LEXICAL_INDEX: Final = (
     " s AS (INSERT INTO lexical_scopes AS l (scope_hash, documents, total_length)"
@@ -185,13 +220,27 @@ def _needs_records(query: SearchQuery) -> bool:
 
 class PostgresRecords(SqlRecords):
     """A record's insert carries its lexical index rows in the same statement; a
-    compare-and-set's re-index is queued behind it."""
+    compare-and-set's re-index is queued behind it. A record read by id in a unit
+    brings its ``seq`` along, so a compare-and-set of it later in the unit can be
+    queued whole (see :meth:`replace`)."""
 
-    __slots__ = ("_tx",)
+    __slots__ = ("_seqs", "_tx")
 
     def __init__(self, tx: PostgresTransaction) -> None:
         super().__init__(tx)
         self._tx = tx
+        self._seqs: dict[str, int] = {}
+        """``seq`` of the records this transaction read by id (a row's ``seq`` never
+        changes)."""
+
+    async def get(self, scope_hash: str, record_id: str) -> MemoryRecord | None:
+        rows = await self._tx.rows(
+            f"SELECT r.seq, {SELECT_RECORD} FROM memory_records AS r"
+            " WHERE r.id = %s AND r.scope_hash = %s", (record_id, scope_hash))
+        if not rows:
+            return None
+        self._seqs[record_id] = int(rows[0]["seq"])
+        return record_from_row(rows[0])
 
     @staticmethod
     def _lexical_params(record: MemoryRecord, terms: list[str]) -> dict[str, Any]:
@@ -308,11 +357,18 @@ class PostgresRecords(SqlRecords):
         await cursor.execute("ANALYZE lexical_postings, lexical_terms, lexical_docs")
 
     async def replace(self, record: MemoryRecord, expected_revision: str) -> bool:
-        """Compare-and-set: the UPDATE goes alone (so psycopg prepares it), since its
-        result says whether it applied. If it did, the re-index (the record's removal
-        from the lexical index and, if it stays active, its index rows for the new
-        content) is queued behind it: every later statement of the unit runs after
-        it."""
+        """Compare-and-set, then the re-index (the record's removal from the lexical
+        index and, if it stays active, its index rows for the new content).
+
+        A record this unit read by id (its ``seq`` known), on a schema that has the
+        guard (v12, ``postgres_schema.CAS_GUARD_VERSION``), is replaced by queued
+        statements only, sent with the unit's next round trip (its COMMIT, for an
+        update): the UPDATE is guarded by ``compare_and_set_applied``, which fails the
+        statement, and so the unit, with a conflict if no row was at the expected
+        revision. That cannot happen while the unit holds its tenant's writer lock
+        (every writer of the record's rows holds it), so the guard is the second line,
+        and the caller is told ``True``. Otherwise the UPDATE goes alone (so psycopg
+        prepares it) and its result says whether it applied."""
         assignments = ", ".join(
             f"{name} = %({name})s" for name in RECORD_COLUMNS if name != "id"
         )
@@ -320,19 +376,22 @@ class PostgresRecords(SqlRecords):
         params["expected_revision"] = expected_revision
         terms = words(record.content)
         params["token_count"] = len(terms)
-        rows = await self._tx.rows(
-            f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
-            " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
-            " AND revision = %(expected_revision)s RETURNING seq",
-            params,
-        )
-        if len(rows) != 1:
-            return False
-        seq = int(rows[0]["seq"])
+        update = (f"UPDATE memory_records SET {assignments}, token_count = %(token_count)s"
+                  " WHERE id = %(id)s AND scope_hash = %(scope_hash)s"
+                  " AND revision = %(expected_revision)s")
+        seq = self._seqs.get(record.id) if self._tx.queued_cas else None
+        if seq is not None:
+            await self._tx.queue(f"WITH u AS ({update} RETURNING 1)"
+                                 " SELECT compare_and_set_applied(count(*)) FROM u", params)
+        else:
+            rows = await self._tx.rows(f"{update} RETURNING seq", params)
+            if len(rows) != 1:
+                return False
+            seq = int(rows[0]["seq"])
         await self._tx.queue(_UNINDEX, {"docs": [seq]})
         if record.status is RecordStatus.ACTIVE:
             await self._tx.queue(f"WITH r AS (SELECT %(doc)s::bigint AS seq),{_LEXICAL_INDEX}",
-                              {"doc": seq, **self._lexical_params(record, terms)})
+                                 {"doc": seq, **self._lexical_params(record, terms)})
         return True
 
 
@@ -460,7 +519,13 @@ class PostgresErasure(SqlErasure):
 class _PostgresPostings:
     """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
     a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or
-    by key through an index; none counts or scans the corpus."""
+    by key through an index; none counts or scans the corpus.
+
+    Round trips: the statistics come with the postings of the terms the search reads
+    first (:data:`lexical_topk.READ_TOGETHER`); every later request, for any number of
+    terms, is one statement; probes of a term whose postings are held are answered
+    here. A search is then typically three or four round trips: statistics, one or two
+    requests of probes, the winners' rows (:mod:`sql_records`)."""
 
     def __init__(self, tx: PostgresTransaction, query: SearchQuery) -> None:
         self._tx = tx
@@ -468,43 +533,108 @@ class _PostgresPostings:
         self._scope_ids: list[int] = []
         wanted, self._params = _filter_clause(query, copied="p")
         join = "JOIN memory_records AS r ON r.seq = p.doc" if _needs_records(query) else ""
-        self._postings = ("SELECT p.doc AS doc, p.tf AS tf, p.length AS length"
+        self._postings = ("SELECT p.term AS term, p.doc AS doc, p.tf AS tf,"
+                          " p.length AS length"
                           f" FROM lexical_postings AS p {join}"
-                          " WHERE p.scope_id = ANY(%(ids)s) AND p.term = %(term)s"
+                          " WHERE p.scope_id = ANY(@scopes) AND p.term = ANY(@terms)"
                           f" AND {wanted}")
+        self._held: dict[str, list[tuple[int, int, int]]] = {}
+        """Every (filtered) posting of the terms read so far, by term."""
+        self._by_doc: dict[str, dict[int, int]] = {}
+        self._remote: dict[str, dict[int, int]] = {}
+        """Probe answers that came with a read ahead, until the probe returns them."""
+        self._containing: dict[str, int] = {}
 
     async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
-        rows = await self._tx.rows(_STATISTICS, {
-            "scopes": list(dict.fromkeys(self._query.scope_hashes)), "terms": list(terms),
-            "now": self._query.now})
+        prefetch = self._postings.replace("@scopes", _PREFETCH_SCOPES).replace(
+            "@terms", _PREFETCH_TERMS)
+        rows = await self._tx.tuples(_statistics_sql(prefetch), {
+            **self._params, "scopes": list(dict.fromkeys(self._query.scope_hashes)),
+            "terms": list(terms), "now": self._query.now, "together": READ_TOGETHER,
+            "common": COMMON_SHARE})
         documents = total = 0
         containing: dict[str, int] = {}
         expired: dict[int, tuple[int, dict[str, int]]] = {}
-        for row in rows:
-            if row["kind"] == "scope":
-                self._scope_ids.append(int(row["a"]))
-                documents += int(row["b"])
-                total += int(row["c"])
-            elif row["kind"] == "term":
-                containing[str(row["term"])] = int(row["b"])
+        held = self._held
+        for kind, term, a, b, c in rows:
+            if kind == "posting":
+                held[term].append((a, b, c))
+            elif kind == "read":
+                held[term] = []
+            elif kind == "scope":
+                self._scope_ids.append(int(a))
+                documents += int(b)
+                total += int(c)
+            elif kind == "term":
+                containing[str(term)] = int(b)
+                self._containing[str(term)] = int(b)
             else:
-                found = expired.setdefault(int(row["a"]), (int(row["b"]), {}))[1]
-                if row["term"] is not None:
-                    found[str(row["term"])] = int(row["c"])
+                found = expired.setdefault(int(a), (int(b), {}))[1]
+                if term is not None:
+                    found[str(term)] = int(c)
         return Statistics(documents, total, containing, [
             ExpiredDocument(doc, length, found)
             for doc, (length, found) in sorted(expired.items())])
 
-    async def postings(self, term: str) -> list[tuple[int, int, int]]:
-        return await self._tx.tuples(self._postings,
-                                      {**self._params, "ids": self._scope_ids, "term": term})
+    async def postings(self, terms: Sequence[str]) -> dict[str, list[tuple[int, int, int]]]:
+        held = self._held
+        missing = [term for term in terms if term not in held]
+        if missing:
+            rows = await self._tx.tuples(
+                self._postings.replace("@scopes", "%(ids)s").replace("@terms", "%(terms)s"),
+                {**self._params, "ids": self._scope_ids, "terms": missing})
+            for term in missing:
+                held[term] = []
+            for term, doc, tf, length in rows:
+                held[term].append((doc, tf, length))
+        return {term: held[term] for term in terms}
 
-    async def probe(self, term: str, docs: Sequence[int]) -> dict[int, int]:
-        found: dict[int, int] = {}
-        for chunk in chunks(list(docs), self._tx.chunk):
-            found.update(await self._tx.tuples(
-                "SELECT doc, tf FROM lexical_postings WHERE scope_id = ANY(%s)"
-                " AND term = %s AND doc = ANY(%s)", (self._scope_ids, term, list(chunk))))
+    async def probe(self, terms: Sequence[str], docs: Sequence[int], *,
+                    next_read: str | None = None) -> dict[str, dict[int, int]]:
+        """Terms whose postings are held are answered here; the others in one statement
+        per thousand documents, which also brings ``next_read``'s postings when they
+        are at most :data:`READ_AHEAD` (the read that likely follows then costs no round
+        trip; if pruning spares it, they were read for nothing)."""
+        held = self._held
+        ahead = (next_read if next_read is not None and next_read not in held
+                 and 0 < self._containing.get(next_read, 0) <= READ_AHEAD else None)
+        remote = [term for term in terms if term not in held and term != ahead]
+        docs = list(docs)
+        if ahead is not None:
+            probes = ("SELECT 'probe', term, doc, tf, NULL::integer FROM lexical_postings"
+                      " WHERE scope_id = ANY(%(ids)s) AND term = ANY(%(probed)s)"
+                      " AND doc = ANY(%(docs)s)")
+            whole = self._postings.replace("@scopes", "%(ids)s").replace("@terms",
+                                                                        "%(ahead)s")
+            held[ahead] = []
+            for kind, term, doc, tf, length in await self._tx.tuples(
+                    f"SELECT 'posting', * FROM ({whole}) AS a UNION ALL {probes}",
+                    {**self._params, "ids": self._scope_ids, "ahead": [ahead],
+                     "probed": remote, "docs": docs[: self._tx.chunk]}):
+                if kind == "posting":
+                    held[term].append((doc, tf, length))
+                else:
+                    self._remote.setdefault(term, {})[doc] = tf
+            docs_left = docs[self._tx.chunk:]
+        else:
+            docs_left = docs
+        found: dict[str, dict[int, int]] = {}
+        for term in remote:
+            found[term] = self._remote.pop(term, {})
+        if remote:
+            for chunk in chunks(docs_left, self._tx.chunk):
+                for term, doc, tf in await self._tx.tuples(
+                        "SELECT term, doc, tf FROM lexical_postings WHERE scope_id = ANY(%s)"
+                        " AND term = ANY(%s) AND doc = ANY(%s)",
+                        (self._scope_ids, remote, chunk)):
+                    found[term][doc] = tf
+        for term in terms:
+            if term in found:
+                continue
+            by_doc = self._by_doc.get(term)
+            if by_doc is None:
+                by_doc = self._by_doc[term] = {doc: tf for doc, tf, _ in held[term]}
+            found[term] = {doc: by_doc[doc] for doc in docs if doc in by_doc}
         return found
 
     async def identify(self, docs: Sequence[int]) -> dict[int, str]:

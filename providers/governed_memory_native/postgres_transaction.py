@@ -146,15 +146,19 @@ class PostgresTransaction:
 
     __slots__ = ("_action", "_began", "_conn", "_literals", "_lock", "_queued", "_single",
                  "_stats", "_write_tx", "erasure", "idempotency", "jobs", "outbox",
-                 "postings", "records", "revisions", "snapshots", "vectors", "versions")
+                 "postings", "queued_cas", "records", "revisions", "snapshots", "vectors",
+                 "versions")
 
     chunk = _CHUNK
     content_bytes = "octet_length(content)"
 
     def __init__(self, conn: AsyncConnection[Row], *, begin: str | None,
                  stats: PostgresStats, lock: WriterLock | None = None,
-                 write: bool = False) -> None:
+                 write: bool = False, queued_cas: bool = False) -> None:
         self._conn = conn
+        self.queued_cas = queued_cas
+        """The schema has ``compare_and_set_applied`` (v12): a compare-and-set of a
+        record read in this transaction may be queued."""
         self._stats = stats
         self._single = begin is None
         self._queued: list[Statement] = [] if begin is None else [Statement(begin)]

@@ -48,6 +48,7 @@ from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
 from governed_memory.provider_kit import check_revision as _check_revision
 from governed_memory.provider_kit import idempotency_fingerprint as _fingerprint
 from governed_memory.provider_kit import raise_missing as _raise_missing
+from governed_memory.rates import ProcessRateWindows, RateWindows
 from governed_memory.records import (
     CleanupPage,
     DeleteResult,
@@ -104,6 +105,13 @@ from governed_memory_native.port import (
     VectorQuery,
     WriteTransaction,
 )
+from governed_memory_native.ranking_pool import (
+    WAKE_CANDIDATES,
+    RankableBackend,
+    RankingPool,
+    RemotePage,
+    default_processes,
+)
 from governed_memory_native.record_copies import detach, detach_version
 from governed_memory_native.retrieval_snapshots import header as snapshot_header
 from governed_memory_native.retrieval_snapshots import replay as replay_snapshot
@@ -152,8 +160,12 @@ class NativeMemoryProvider:
     name = "native"
 
     def __init__(self, backend: StorageBackend, clock: Clock,
-                 indexing: IndexingConfig | None = None) -> None:
+                 indexing: IndexingConfig | None = None,
+                 rate_windows: RateWindows | None = None) -> None:
         self._backend = backend
+        # Write-rate windows beside the backend's storage (rates_sqlite, rates_postgres;
+        # the factory picks them), so every process sharing it counts alike.
+        self._rate_windows: RateWindows = rate_windows or ProcessRateWindows()
         self._clock = clock
         self._open = False
         self._config = indexing or IndexingConfig()
@@ -170,6 +182,9 @@ class NativeMemoryProvider:
         self._vector_indexes = VectorIndexes(self._config)
         self._refresher: asyncio.Task[None] | None = None
         self._revisions = StoredScopeRevisions(backend, self._require_open)
+        # Lexical searches ranked in worker processes (see ranking_pool), from start to
+        # close where the backend's store can be opened by another process.
+        self._ranking: RankingPool | None = None
 
     @property
     def backend(self) -> StorageBackend:
@@ -207,6 +222,10 @@ class NativeMemoryProvider:
     def revisions(self) -> ScopeRevisions | None:
         return self._revisions
 
+    @property
+    def rate_windows(self) -> RateWindows | None:
+        return self._rate_windows
+
     # -- indexing (governed_memory.indexing.IndexingProvider) ---------------------
 
     def configure_indexing(self, settings: IndexingSettings) -> None:
@@ -241,6 +260,11 @@ class NativeMemoryProvider:
 
     async def start(self) -> None:
         await self._backend.open()
+        processes = (default_processes() if self._config.ranking_processes is None
+                     else self._config.ranking_processes)
+        if (processes > 0 and isinstance(self._backend, RankableBackend)
+                and self._ranking is None):
+            self._ranking = RankingPool(self._backend, processes)
         self._stored_unknown = True  # a previous run may have left events undelivered
         self._open = True
         if self._indexer.embedder is not None:
@@ -258,6 +282,12 @@ class NativeMemoryProvider:
         """The in-process vector indexes (status, counters; benchmarks and tests)."""
         return self._vector_indexes
 
+    @property
+    def ranking_pool(self) -> RankingPool | None:
+        """The worker processes ranking lexical searches, while the provider is open
+        and its backend allows them (status, counters; benchmarks and tests)."""
+        return self._ranking
+
     async def close(self) -> None:
         self._open = False
         try:
@@ -267,7 +297,14 @@ class NativeMemoryProvider:
             if self._merger is not None:
                 await self._merger.close()
             await self._stop_refresher()
+            ranking, self._ranking = self._ranking, None
+            if ranking is not None:
+                await ranking.close()
             self._vector_indexes.clear()  # no vector stays in process memory after close
+            try:
+                await self._rate_windows.close()
+            except Exception as exc:  # the backend still closes
+                logger.error("closing the rate windows failed: %s", type(exc).__name__)
             await self._backend.close()
         embedder = self._indexer.embedder
         if embedder is not None:
@@ -679,10 +716,21 @@ class NativeMemoryProvider:
             occurred_since=since, occurred_before=before,
         )
 
+        lexical_on = bool(tokens) and "lexical" in ranking.modes
+        tenant_id = request.scopes[0].tenant_id
+        pool = self._ranking
+        remote: RemotePage | None = None
+        if lexical_on and pool is not None and pool.ready:
+            # Ranked in a worker process (see ranking_pool); with vectors, the worker
+            # also reads the revisions its snapshot holds, for the unit to compare.
+            remote = await pool.search(filters, tenant_id,
+                                       revisions=query_vector is not None)
+
         async def unit(tx: ReadTransaction) -> tuple[list[retrieval.Fused],
-                                                     dict[str, MemoryRecord], int]:
+                                                     dict[str, MemoryRecord], int, bool]:
             # Runs on a storage thread where the backend has one: the vector math too
             # stays off the event loop.
+            stale = False
             lexical: list[tuple[str, float]] = []
             vector: list[tuple[str, float]] = []
             records: dict[str, MemoryRecord] = {}
@@ -693,8 +741,15 @@ class NativeMemoryProvider:
                 # first: a scan runs on its own thread while the lexical search runs.
                 prepared = await self._vector_indexes.prepare(
                     tx, VectorQuery(filters, identity), query_vector, filters.limit)
-            if tokens and "lexical" in ranking.modes:
-                page = await tx.postings.search(filters)
+            if lexical_on:
+                page = None if remote is None else remote.page
+                if remote is not None and remote.revisions is not None:
+                    seen = await tx.revisions.read(tenant_id, filters.scope_hashes,
+                                                   filters.now)
+                    if seen.revisions != remote.revisions:  # another snapshot: rank here
+                        page, stale = None, True
+                if page is None:
+                    page = await tx.postings.search(filters)
                 candidates = page.candidates
                 lexical = [(match.record.id, match.score) for match in page.matches]
                 records.update((match.record.id, match.record) for match in page.matches)
@@ -705,9 +760,7 @@ class NativeMemoryProvider:
                 ranked = cosine_ranking(query_vector, rows, identity.dimension, filters.limit)
                 vector = [(record_id, score) for record_id, score in ranked if score > 0]
             if legacy:
-                fused = [retrieval.Fused(record_id, score, (
-                    SignalScore(name=retrieval.LEXICAL, value=score, rank=rank),))
-                    for rank, (record_id, score) in enumerate(lexical[: request.limit], 1)]
+                fused = _lexical_fused(lexical, request.limit)
             else:
                 if retrieval.needs_records(ranking):
                     await _load(tx, filters, records, (record_id for record_id, _ in vector))
@@ -716,9 +769,22 @@ class NativeMemoryProvider:
                 await _load(tx, filters, records, (item.record_id for item in fused))
                 candidates = len({*dict(lexical), *dict(vector)}) + max(
                     0, candidates - len(lexical))
-            return fused, records, candidates
+            return fused, records, candidates, stale
 
-        fused, records, candidates = await self._backend.run_read(unit)
+        if remote is not None and remote.revisions is None and legacy:
+            # The worker's transaction was the whole search: nothing is left to read.
+            page = remote.page
+            fused = _lexical_fused([(m.record.id, m.score) for m in page.matches],
+                                   request.limit)
+            records = {match.record.id: match.record for match in page.matches}
+            candidates = page.candidates
+        else:
+            fused, records, candidates, stale = await self._backend.run_read(unit)
+            if pool is not None:
+                if stale:
+                    pool.stats.stale += 1
+                elif remote is None and lexical_on and candidates >= WAKE_CANDIDATES:
+                    pool.wake()  # searches here are worth ranking in worker processes
         if query_vector is not None:
             self._start_refresher()
         fused = [item for item in fused if item.record_id in records]
@@ -1109,6 +1175,13 @@ async def _commit_version(tx: WriteTransaction, current: MemoryRecord, new: Memo
     if not await tx.records.replace(new, current.revision):
         raise MemoryConflictError("the record changed concurrently; re-read and retry")
     await tx.versions.append(MemoryVersion(new, operation, ctx.now, ctx.operation_id))
+
+
+def _lexical_fused(lexical: Sequence[tuple[str, float]], limit: int) -> list[retrieval.Fused]:
+    """Plain BM25 ranking: each match keeps its score, explained by its lexical rank."""
+    return [retrieval.Fused(record_id, score, (
+        SignalScore(name=retrieval.LEXICAL, value=score, rank=rank),))
+        for rank, (record_id, score) in enumerate(lexical[:limit], 1)]
 
 
 async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, MemoryRecord],

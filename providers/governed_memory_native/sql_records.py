@@ -9,12 +9,13 @@ dialects' own; so is the postings source a search ranks over.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import attrs
 from governed_memory.records import MemoryRecord, MemoryType
 
-from governed_memory_native.lexical_topk import PostingsSource, top_k
+from governed_memory_native.lexical_topk import PostingsSource, Statistics, top_k
 from governed_memory_native.record_rows import SELECT_RECORD
 from governed_memory_native.sql_dialect import SqlDialect, chunks, unique
 from governed_memory_native.storage_values import ScoredRecord, SearchPage, SearchQuery
@@ -159,10 +160,53 @@ class SqlRecords:
         ), (record_id, version))
 
 
+class _WithRows:
+    """A postings source whose :meth:`identify` reads the documents' whole rows when
+    they are few (the winners and their ties), so the winners' records come with their
+    ids instead of in one more statement (a round trip on PostgreSQL)."""
+
+    __slots__ = ("_db", "_most", "_source", "rows")
+
+    def __init__(self, source: PostingsSource[int], db: SqlDialect, most: int) -> None:
+        self._source = source
+        self._db = db
+        self._most = most
+        self.rows: dict[int, Any] = {}
+
+    async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
+        return await self._source.statistics(terms)
+
+    async def postings(self, terms: Sequence[str]
+                       ) -> Mapping[str, Sequence[tuple[int, int, int]]]:
+        return await self._source.postings(terms)
+
+    async def probe(self, terms: Sequence[str], docs: Sequence[int], *,
+                    next_read: str | None = None) -> Mapping[str, Mapping[int, int]]:
+        return await self._source.probe(terms, docs, next_read=next_read)
+
+    async def identify(self, docs: Sequence[int]) -> Mapping[int, str]:
+        if len(docs) > self._most:  # a large tie: ids only, rows of the winners later
+            return await self._source.identify(docs)
+        self.rows.update(await _rows_by_seq(self._db, docs))
+        return {doc: str(row["id"]) for doc, row in self.rows.items()}
+
+
+async def _rows_by_seq(db: SqlDialect, docs: Sequence[int]) -> dict[int, Any]:
+    found: dict[int, Any] = {}
+    for chunk in chunks(list(docs), db.chunk):
+        clause, params = db.member("r.seq", chunk)
+        found.update((int(row["seq"]), row) for row in await db.rows(db.q(
+            f"SELECT r.seq, {SELECT_RECORD} FROM memory_records AS r WHERE {clause}"),
+            params))
+    return found
+
+
 class SqlLexicalSearch:
     """BM25 over the requested scopes' visible records: :func:`lexical_topk.top_k` over
     the dialect's postings source (a document is its record's ``seq``), so scores and
-    order equal every other backend's. Full rows are read for the winners only."""
+    order equal every other backend's. Full rows are read for the winners only (with
+    their ids, when the winners and their ties are few), and decoded for the winners
+    only."""
 
     __slots__ = ("_db",)
 
@@ -172,21 +216,35 @@ class SqlLexicalSearch:
     def source(self, query: SearchQuery) -> PostingsSource[int]:
         raise NotImplementedError
 
-    async def search(self, query: SearchQuery) -> SearchPage:
+    async def ranked(self, query: SearchQuery) -> RankedRows:
+        """The winners in rank order with their scores, their rows (as the dialect's
+        ``rows`` returns them) and ``candidates``: a search before its records are
+        decoded (a ranking worker sends the rows to the provider's process as they are)."""
         if not query.tokens or not query.scope_hashes:
-            return SearchPage(matches=(), candidates=0)
-        found = await top_k(self.source(query), query.tokens, query.limit)
-        if not found.ranked:
-            return SearchPage(matches=(), candidates=found.candidates)
-        db = self._db
-        winners, params = db.member("r.seq", [doc for doc, _ in found.ranked])
-        full = {
-            int(row["seq"]): db.record_from_row(row)
-            for row in await db.rows(db.q(
-                f"SELECT r.seq, {SELECT_RECORD} FROM memory_records AS r WHERE {winners}"),
-                params)
-        }
+            return RankedRows((), {}, 0)
+        source = _WithRows(self.source(query), self._db, 2 * query.limit)
+        found = await top_k(source, query.tokens, query.limit)
+        rows = source.rows
+        missing = [doc for doc, _ in found.ranked if doc not in rows]
+        if missing:
+            rows.update(await _rows_by_seq(self._db, missing))
+        return RankedRows(found.ranked, rows, found.candidates)
+
+    async def search(self, query: SearchQuery) -> SearchPage:
+        found = await self.ranked(query)
+        record_from_row = self._db.record_from_row
         return SearchPage(
-            matches=tuple(ScoredRecord(full[doc], score) for doc, score in found.ranked),
+            matches=tuple(ScoredRecord(record_from_row(found.rows[doc]), score)
+                          for doc, score in found.ranked),
             candidates=found.candidates,
         )
+
+
+@attrs.frozen(slots=True)
+class RankedRows:
+    ranked: tuple[tuple[int, float], ...]
+    """``(seq, score)`` of the winners, best first."""
+    rows: Mapping[int, Any]
+    """Each winner's ``memory_records`` row (``seq`` and ``SELECT_RECORD``) by ``seq``;
+    it may hold rows of ties that did not make the cut."""
+    candidates: int

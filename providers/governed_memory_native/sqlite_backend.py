@@ -47,7 +47,14 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Generator
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Generator,
+    Mapping,
+)
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -56,9 +63,12 @@ from typing import Any, Final, TypeVar
 import attrs
 from governed_memory.capabilities import Capabilities
 from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
+from governed_memory.records import MemoryRecord
 
 from governed_memory_native.indexing_config import DEFAULT_LEXICAL_DELTA_MAX
 from governed_memory_native.port import ReadTransaction, WriteTransaction
+from governed_memory_native.ranking_wire import store_spec
+from governed_memory_native.record_rows import record_from_row
 from governed_memory_native.sqlite_errors import logger, translated
 from governed_memory_native.sqlite_schema import LATEST_VERSION
 from governed_memory_native.sqlite_setup import connect, current_version, migrate
@@ -135,6 +145,14 @@ class SqliteBackend:
     def capabilities(self) -> Capabilities:
         return Capabilities(durable=True, transactional=True, multi_process=True, usage=True,
                             event_outbox=True)
+
+    def ranking_store(self) -> Mapping[str, Any]:
+        """This file, for a ranking worker (:mod:`ranking_pool`) to open read-only."""
+        return store_spec(backend=self.name, busy_timeout_ms=self._busy_timeout_ms,
+                          path=str(self._path))
+
+    def decode_row(self, row: Mapping[str, Any]) -> MemoryRecord:
+        return record_from_row(row)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from typing import Any, Final, Protocol, cast
 
 from governed_memory.records import MemoryRecord, RecordStatus
 
-from governed_memory_native.lexical_topk import ExpiredDocument, Statistics
+from governed_memory_native.lexical_topk import ExpiredDocument, OneTermAtATime, Statistics
 from governed_memory_native.port import SearchQuery
 
 _CHUNK: Final = 500
@@ -380,7 +380,7 @@ def _without(rows: list[tuple[int, int, int]], docs: set[int], *,
     return rows
 
 
-class SqlitePostings:
+class SqlitePostings(OneTermAtATime[int]):
     """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
     a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or by
     key through an index; none counts or scans the corpus. The searched scopes' delta
@@ -445,7 +445,7 @@ class SqlitePostings:
             expired.append(ExpiredDocument(doc, length, frequencies))
         return Statistics(documents, total, containing, expired)
 
-    async def postings(self, term: str) -> list[tuple[int, int, int]]:
+    async def postings_of(self, term: str) -> list[tuple[int, int, int]]:
         """Integers straight from SQLite (the columns are INTEGER), unconverted."""
         if not self._scope_ids:
             return []
@@ -466,21 +466,29 @@ class SqlitePostings:
                         if wanted)
         return rows
 
-    async def probe(self, term: str, docs: Sequence[int]) -> dict[int, int]:
-        found: dict[int, int] = {}
-        scopes = _marks(len(self._scope_ids))
-        for chunk in _chunks(list(docs)):
-            found.update(cast(list[tuple[int, int]], await self._db.fetch(
-                f"SELECT doc, tf FROM lexical_postings WHERE scope_id IN ({scopes})"
-                f" AND term = ? AND doc IN ({_marks(len(chunk))})",
-                [*self._scope_ids, term, *chunk])))
-        for doc in self._dead.get(term, ()):
-            found.pop(doc, None)
-        held = self._delta.get(term)
-        if held:
-            for doc in docs:
-                if doc in held:
-                    found[doc] = held[doc][0]
+    async def probe(self, terms: Sequence[str], docs: Sequence[int], *,
+                    next_read: str | None = None) -> dict[str, dict[int, int]]:
+        """Every term at once: one statement per chunk of documents, each lookup by the
+        primary key (scope, term, doc)."""
+        found: dict[str, dict[int, int]] = {term: {} for term in terms}
+        if self._scope_ids and terms:
+            where = (f"scope_id IN ({_marks(len(self._scope_ids))})"
+                     f" AND term IN ({_marks(len(terms))})")
+            for chunk in _chunks(list(docs)):
+                rows = cast(list[tuple[str, int, int]], await self._db.fetch(
+                    f"SELECT term, doc, tf FROM lexical_postings WHERE {where}"
+                    f" AND doc IN ({_marks(len(chunk))})",
+                    [*self._scope_ids, *terms, *chunk]))
+                for term, doc, tf in rows:
+                    found[term][doc] = tf
+        for term, held in found.items():
+            for doc in self._dead.get(term, ()):
+                held.pop(doc, None)
+            delta = self._delta.get(term)
+            if delta:
+                for doc in docs:
+                    if doc in delta:
+                        held[doc] = delta[doc][0]
         return found
 
     async def identify(self, docs: Sequence[int]) -> dict[int, str]:

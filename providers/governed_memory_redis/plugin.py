@@ -1,5 +1,5 @@
-"""Registers the Redis search-cache store and working-state store, the same way a
-third-party plugin would.
+"""Registers the Redis search-cache store, working-state store and rate store, the same
+way a third-party plugin would.
 
 ``redis`` is an optional dependency: the store is registered either way, and building
 it without the package installed names the extra to install.
@@ -44,3 +44,20 @@ def _build_working_state(config: Mapping[str, Any], clock: Any) -> Any:
 def register_working_state_stores(register: Callable[..., None]) -> None:
     register("redis", _build_working_state,
              description="Per-run working state on Redis (TTL, merge under WATCH)")
+
+
+def _build_rates(config: Mapping[str, Any]) -> Any:
+    try:
+        from governed_memory_redis.rates import build_redis_rate_windows
+    except ImportError:
+        raise MemoryConfigurationError(
+            "rate store 'redis' needs the redis package: pip install 'governed-memory[redis]'"
+        ) from None
+    return build_redis_rate_windows(config)
+
+
+@hookimpl
+def register_rate_stores(register: Callable[..., None]) -> None:
+    register("redis", _build_rates,
+             description="Write-rate windows on Redis, shared by every process and node "
+                         "(one Lua script per admit)")

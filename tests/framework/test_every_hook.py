@@ -60,6 +60,7 @@ CASES = {
     "register_memory_policies": _registry_case("policies"),
     "register_event_sinks": _registry_case("sinks"),
     "register_cache_stores": _registry_case("cache_stores"),
+    "register_rate_stores": _registry_case("rate_stores"),
     "register_embedders": _registry_case("embedders"),
     "register_turn_stores": _registry_case("turn_stores"),
     "register_working_state_stores": _registry_case("working_state_stores"),

@@ -9,12 +9,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from governed_memory_native.bm25 import Document, score_documents
-from governed_memory_native.lexical_topk import Statistics, top_k
+from governed_memory_native.lexical_topk import OneTermAtATime, Statistics, first_reads, top_k
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 
-class Corpus:
+class Corpus(OneTermAtATime[str]):
     """A PostingsSource over plain word counts."""
 
     def __init__(self, docs: Mapping[str, Counter[str]]) -> None:
@@ -24,10 +24,10 @@ class Corpus:
         return Statistics(len(self.docs), sum(sum(v.values()) for v in self.docs.values()),
                           {t: sum(1 for v in self.docs.values() if t in v) for t in terms})
 
-    async def postings(self, term: str) -> list[tuple[str, int, int]]:
+    async def postings_of(self, term: str) -> list[tuple[str, int, int]]:
         return [(d, v[term], sum(v.values())) for d, v in self.docs.items() if term in v]
 
-    async def probe(self, term: str, docs: Sequence[str]) -> dict[str, int]:
+    async def probe_of(self, term: str, docs: Sequence[str]) -> dict[str, int]:
         return {d: self.docs[d][term] for d in docs if term in self.docs[d]}
 
     async def identify(self, docs: Sequence[str]) -> dict[str, str]:
@@ -86,3 +86,38 @@ def test_a_term_probed_early_is_not_counted_twice() -> None:
         found = asyncio.run(top_k(Corpus(docs), ("quiet", "mode"), limit))
         assert [doc for doc, _ in found.ranked] == [
             doc for doc, _ in exhaustive(docs, ("quiet", "mode"), limit)], limit
+
+
+class Counted(Corpus):
+    """The corpus, counting the requests a search makes (a round trip each on
+    PostgreSQL)."""
+
+    def __init__(self, docs: Mapping[str, Counter[str]]) -> None:
+        super().__init__(docs)
+        self.requests: list[tuple[str, tuple[str, ...]]] = []
+
+    async def postings(self, terms: Sequence[str]) -> Mapping[str, Sequence[tuple[str, int, int]]]:
+        self.requests.append(("postings", tuple(terms)))
+        return await super().postings(terms)
+
+    async def probe(self, terms: Sequence[str], docs: Sequence[str], *,
+                    next_read: str | None = None) -> Mapping[str, Mapping[str, int]]:
+        self.requests.append(("probe", tuple(terms)))
+        return await super().probe(terms, docs, next_read=next_read)
+
+
+def test_the_rarest_terms_come_in_one_request_and_a_completion_in_one_more() -> None:
+    """Three rare words are read together (their postings sum to far below
+    READ_TOGETHER), the best candidates are completed by one probe of every unread
+    word, and "the" (in every record) is then never read: two requests, where a term at
+    a time made one per word read and one per word probed."""
+    docs = {f"d{i:03d}": Counter(["the"] + ["zebra"] * (i % 50 == 0) + ["quartz"] * (i % 60 == 0)
+                                 + ["ylang"] * (i % 70 == 0)) for i in range(400)}
+    counted = Counted(docs)
+    found = asyncio.run(top_k(counted, ("zebra", "quartz", "ylang", "the"), 3))
+    assert [doc for doc, _ in found.ranked] == [
+        doc for doc, _ in exhaustive(docs, ("zebra", "quartz", "ylang", "the"), 3)]
+    assert counted.requests == [("postings", ("ylang", "quartz", "zebra")), ("probe", ("the",))]
+    assert first_reads(["ylang", "quartz", "zebra", "the"],
+                       {"ylang": 6, "quartz": 7, "zebra": 8, "the": 400}, 400) == [
+        "ylang", "quartz", "zebra"]

@@ -441,8 +441,10 @@ async def test_round_trips_of_a_vector_search(tmp_path: Path, clock: ManualClock
         await searched(provider, request, clock)  # builds the index
 
         async def trips(call: Any) -> int:
+            await backend.settled()  # a read's COMMIT goes after its answer: count it
             before = backend.stats.round_trips
             await call
+            await backend.settled()
             return backend.stats.round_trips - before
 
         assert await trips(searched(provider, request, clock)) == 4

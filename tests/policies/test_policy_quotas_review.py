@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -11,8 +12,10 @@ from actors import ALICE, ALICE_SCOPE, BOB_SCOPE
 from governed_memory import GovernedMemoryManager, MemoryPolicyDeniedError, Provenance, Scope
 from governed_memory.capabilities import Capabilities
 from governed_memory.clock import ManualClock
+from governed_memory.errors import MemoryUnavailableError
 from governed_memory.operation_context import OperationContext
 from governed_memory.policy import Effect
+from governed_memory.rates import ProcessRateWindows, RateLimit
 from governed_memory.requests import AddRequest, DeleteRequest, UpdateRequest
 from governed_memory.usage import Usage, UsageQuery
 from governed_memory_policies import quotas, write_review
@@ -70,9 +73,12 @@ async def test_quota_never_blocks_forgetting() -> None:
 
 async def test_write_rate_slides_per_scope_and_per_tenant() -> None:
     policy = quotas.build({}, RATE)
+    windows = ProcessRateWindows()
 
     async def write(scope: Scope, at: float) -> Any:
-        return (await policy.evaluate(check(AddRequest(scope=scope, content="x"), now=at))).reason
+        rated = attrs.evolve(check(AddRequest(scope=scope, content="x"), now=at),
+                             rate_windows=windows)
+        return (await policy.evaluate(rated)).reason
 
     assert await write(ALICE_SCOPE, NOW) == ""
     assert await write(ALICE_SCOPE, NOW + 1) == ""
@@ -81,7 +87,75 @@ async def test_write_rate_slides_per_scope_and_per_tenant() -> None:
     assert await write(BOB_SCOPE, NOW + 4) == "tenant write rate above 3 per minute"
     assert await write(ALICE_SCOPE, NOW + 60.5) == ""  # the first write left the window
     update = UpdateRequest(scope=ALICE_SCOPE, record_id="01A", content="y")
-    assert (await policy.evaluate(check(update, now=NOW + 60.6))).effect is Effect.DENY
+    rated = attrs.evolve(check(update, now=NOW + 60.6), rate_windows=windows)
+    assert (await policy.evaluate(rated)).effect is Effect.DENY
+
+
+class FailingWindows:
+    """Windows whose store is down: every admit raises."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        self.admits = 0
+
+    async def admit(self, limits: Sequence[RateLimit], now: float) -> RateLimit | None:
+        self.admits += 1
+        raise MemoryUnavailableError("rate store down")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_write_rate_that_cannot_be_checked_denies() -> None:
+    policy = quotas.build({}, RATE)
+    request = AddRequest(scope=ALICE_SCOPE, content="x")
+    unbound = await policy.evaluate(check(request))  # a check built without windows
+    assert (unbound.effect, unbound.reason) == (
+        Effect.DENY, "write rate cannot be checked here; quota enforced")
+    failing = FailingWindows()
+    down = await policy.evaluate(attrs.evolve(check(request), rate_windows=failing))
+    assert (down.effect, down.reason) == (Effect.DENY,
+                                          "write rate could not be checked; quota enforced")
+    assert failing.admits == 1
+    # Forgetting is never rate-limited, so it never asks the windows either.
+    forget = await policy.evaluate(attrs.evolve(
+        check(DeleteRequest(scope=ALICE_SCOPE, record_id="01A")), rate_windows=failing))
+    assert forget.effect is Effect.ALLOW and failing.admits == 1
+
+
+async def test_a_failing_rate_store_denies_through_the_manager_and_writes_nothing() -> None:
+    from governed_memory_native import build_native_provider
+
+    clock = ManualClock()
+    failing = FailingWindows()
+    async with GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
+                                     clock=clock, policies=[quotas.build({}, RATE)],
+                                     rate_windows=failing) as m:
+        with pytest.raises(MemoryPolicyDeniedError, match="write rate could not be checked"):
+            await m.add(ALICE, ALICE_SCOPE, "first")
+        assert (await m.list(ALICE, ALICE_SCOPE)).items == ()
+
+
+async def test_the_memory_backend_counts_write_rates_in_this_process() -> None:
+    """Unchanged for the memory backend: its own windows, in process, shared by every
+    manager over the same provider, a denial naming the window."""
+    from governed_memory_native import build_native_provider
+
+    clock = ManualClock(NOW)
+    provider = build_native_provider({"backend": "memory"}, clock)
+    windows = provider.rate_windows
+    assert isinstance(windows, ProcessRateWindows) and not windows.shared
+    async with GovernedMemoryManager(provider, clock=clock,
+                                     policies=[quotas.build({}, RATE)]) as m:
+        assert m.activity.rate_windows is windows
+        await m.add(ALICE, ALICE_SCOPE, "one")
+        await m.add(ALICE, ALICE_SCOPE, "two")
+        with pytest.raises(MemoryPolicyDeniedError, match="scope write rate above 2 per minute"):
+            await m.add(ALICE, ALICE_SCOPE, "three")
+        clock.advance(61)
+        await m.add(ALICE, ALICE_SCOPE, "three, a minute later")
+        assert len((await m.list(ALICE, ALICE_SCOPE)).items) == 3
 
 
 class Recording:

@@ -30,6 +30,7 @@ from governed_memory.usage import Usage, UsageMeter, UsageQuery
 if TYPE_CHECKING:
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
+    from governed_memory.rates import RateWindows
     from governed_memory.replay import SnapshotReplay
     from governed_memory.scope_revisions import ScopeRevisions
 
@@ -48,8 +49,8 @@ class _Forwarding:
 
 
 class ForwardedFeatures(_Forwarding):
-    """Indexing, the event outbox, replay and scope revisions: the inner provider's own
-    objects."""
+    """Indexing, the event outbox, replay, scope revisions and rate windows: the inner
+    provider's own objects."""
 
     @property
     def indexing(self) -> IndexingProvider | None:
@@ -68,6 +69,12 @@ class ForwardedFeatures(_Forwarding):
         """The inner provider's scope revisions: a page cached above this wrapper is
         checked against the same storage the writes advance."""
         return self._inner.revisions
+
+    @property
+    def rate_windows(self) -> RateWindows | None:
+        """The inner provider's write-rate windows: rates are counted where its writes
+        are, never in a wrapper."""
+        return self._inner.rate_windows
 
 
 class ReviewForwarding(_Forwarding):

@@ -15,7 +15,7 @@ from governed_memory.profiles.loading import (
     build_provider,
     check_capabilities,
 )
-from governed_memory.profiles.spec import CacheStore, MemoryProfileSpec
+from governed_memory.profiles.spec import RATE_STORE_PROCESS, CacheStore, MemoryProfileSpec
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from governed_memory.plugins import PluginManager
     from governed_memory.policy import MemoryPolicy
     from governed_memory.provider import MemoryProvider
+    from governed_memory.rates import RateWindows
 
 
 @attrs.frozen(slots=True)
@@ -68,6 +69,50 @@ def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: 
         store = plugins.cache_stores.get(section.store.value).factory(dict(config))
     return CachedMemoryProvider(provider, store, events=events, clock=clock,
                                 ttl_s=section.ttl_s, meter_provider=meter_provider)
+
+
+def registered_rate_windows(spec: MemoryProfileSpec,
+                            plugins: PluginManager) -> RateWindows | None:
+    """The registered rate store ``[quotas] rate_store`` names, built from
+    ``[stores.rates]`` without I/O (so loading a profile checks its name and keys);
+    ``None`` for the built-in ``"provider"`` and ``"process"``."""
+    name = spec.quotas.registered_rate_store
+    if name is None:
+        return None
+    from governed_memory.errors import MemoryConfigurationError
+    from governed_memory.profiles.loading import _plain, _problem
+    from governed_memory.rates import RateWindows
+
+    try:
+        registration = plugins.rate_stores.get(name)
+    except MemoryConfigurationError as exc:
+        raise _problem(spec, "quotas.rate_store", str(exc)) from None
+    config = _plain(spec.stores["rates"].config) if "rates" in spec.stores else {}
+    try:
+        windows = registration.factory(config)
+    except MemoryConfigurationError as exc:
+        raise _problem(spec, "stores.rates.config", str(exc)) from None
+    if not isinstance(windows, RateWindows):
+        raise _problem(spec, "quotas.rate_store", f"rate store {name!r} built "
+                       f"{type(windows).__name__}, not governed_memory.rates.RateWindows")
+    return windows
+
+
+def build_rate_windows(provider: MemoryProvider, spec: MemoryProfileSpec,
+                       plugins: PluginManager) -> RateWindows:
+    """Where the profile's writes-per-minute windows are counted (``[quotas]
+    rate_store``): a registered store; this process only (``"process"``); or
+    (``"provider"``, the default) the provider's own windows, kept in its storage so
+    every process sharing it counts into them, else this process's, which warn once
+    when first used (docs/deployment.md, "Rate windows")."""
+    registered = registered_rate_windows(spec, plugins)
+    if registered is not None:
+        return registered
+    from governed_memory.rates import ProcessRateWindows, default_rate_windows
+
+    if spec.quotas.rate_store == RATE_STORE_PROCESS:
+        return ProcessRateWindows()
+    return default_rate_windows(provider)
 
 
 def wrap_with_fallback(provider: MemoryProvider, spec: MemoryProfileSpec,

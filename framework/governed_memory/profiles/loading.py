@@ -155,6 +155,9 @@ def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> No
                 registry.get(store.kind)
             except MemoryConfigurationError as exc:
                 raise _problem(spec, f"stores.{name}.kind", str(exc)) from None
+    from governed_memory.profiles.build import registered_rate_windows
+
+    registered_rate_windows(spec, plugins)  # the store's name and config (no I/O)
     from governed_memory.sinks import build_sinks
 
     build_sinks(spec, plugins)

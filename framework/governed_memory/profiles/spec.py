@@ -126,9 +126,10 @@ class ProviderSection:
             raise ProfileProblem("name", "must name a registered provider")
 
 
-STORE_NAMES: Final = frozenset({"cache", "embedder", "turns", "working_state"})
+STORE_NAMES: Final = frozenset({"cache", "embedder", "rates", "turns", "working_state"})
 """The stores a profile may name: the search cache's (``[cache]``), the embedder
-(vector search), and the conversation and working-state tiers' stores."""
+(vector search), the write-rate windows' (``[quotas] rate_store``), and the
+conversation and working-state tiers' stores."""
 
 
 @attrs.frozen(slots=True)
@@ -332,6 +333,14 @@ class AccessSection:
                                                               converter=_frozen_dict)
 
 
+RATE_STORE_PROVIDER: Final = "provider"
+RATE_STORE_PROCESS: Final = "process"
+BUILT_IN_RATE_STORES: Final = frozenset({RATE_STORE_PROVIDER, RATE_STORE_PROCESS})
+_LIMITS: Final = ("max_records_per_tenant", "max_records_per_scope", "max_bytes_per_tenant",
+                  "max_bytes_per_scope", "writes_per_minute_per_tenant",
+                  "writes_per_minute_per_scope")
+
+
 @attrs.frozen(slots=True)
 class QuotaSection:
     max_records_per_tenant: int | None = None
@@ -340,14 +349,38 @@ class QuotaSection:
     max_bytes_per_scope: int | None = None
     writes_per_minute_per_tenant: int | None = None
     writes_per_minute_per_scope: int | None = None
+    rate_store: str = RATE_STORE_PROVIDER
+    """Where the writes-per-minute windows are counted: ``"provider"`` (the provider's
+    own, kept in its storage; windows in this process, with a warning, if it keeps
+    none), ``"process"`` (this process only: N processes admit up to N times a limit)
+    or the name of a registered rate store (``"redis"``), configured by
+    ``[stores.rates]``."""
 
     def __attrs_post_init__(self) -> None:
-        for field in attrs.fields(QuotaSection):
-            _at_least_one(field.name, getattr(self, field.name))
+        for name in _LIMITS:
+            _at_least_one(name, getattr(self, name))
+        if not isinstance(self.rate_store, str) or not self.rate_store.strip():
+            raise ProfileProblem("rate_store", "must name where write rates are counted "
+                                 "(\"provider\", \"process\" or a registered rate store)")
+        if self.rate_store != RATE_STORE_PROVIDER and not self.limits_rates:
+            raise ProfileProblem("rate_store", f"is {self.rate_store!r}, but no "
+                                 "writes_per_minute_per_tenant or writes_per_minute_per_scope "
+                                 "limit counts there")
 
     @property
     def configured(self) -> bool:
-        return any(getattr(self, f.name) is not None for f in attrs.fields(QuotaSection))
+        return any(getattr(self, name) is not None for name in _LIMITS)
+
+    @property
+    def limits_rates(self) -> bool:
+        """A writes-per-minute limit is set (what ``rate_store`` is for)."""
+        return (self.writes_per_minute_per_tenant is not None
+                or self.writes_per_minute_per_scope is not None)
+
+    @property
+    def registered_rate_store(self) -> str | None:
+        """The registered store ``rate_store`` names; ``None`` for the built-in choices."""
+        return None if self.rate_store in BUILT_IN_RATE_STORES else self.rate_store
 
     @property
     def needs_usage(self) -> bool:
@@ -734,6 +767,17 @@ class MemoryProfileSpec:
             elif cache.kind != self.cache.store.value:
                 found.append(ProfileProblem("stores.cache.kind", f"is {cache.kind!r}, but "
                                             f"[cache] store is {self.cache.store.value!r}"))
+        rates = self.stores.get("rates")
+        registered = self.quotas.registered_rate_store
+        if rates is not None:
+            if registered is None:
+                found.append(ProfileProblem(
+                    "stores.rates", "configures a rate store, but [quotas] rate_store is "
+                    f"{self.quotas.rate_store!r} (it needs the name of a registered rate "
+                    "store, such as \"redis\")"))
+            elif rates.kind != registered:
+                found.append(ProfileProblem("stores.rates.kind", f"is {rates.kind!r}, but "
+                                            f"[quotas] rate_store is {registered!r}"))
         return found
 
     @property
@@ -760,6 +804,7 @@ class MemoryProfileSpec:
 _LATER_SECTIONS: Final[Mapping[tuple[str, ...], Any]] = {
     ("auth",): AuthSection(),
     ("retrieval", "request_ranking"): RequestRankingSection(),
+    ("quotas", "rate_store"): RATE_STORE_PROVIDER,
 }
 """Sections added after profiles were published: hashed only when set away from their
 default, so every earlier profile keeps the revision its events and packs recorded."""

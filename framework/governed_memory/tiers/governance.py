@@ -20,6 +20,7 @@ from governed_memory.operation_context import ProfileRef
 from governed_memory.pipeline import ActivityPort
 from governed_memory.policy import MemoryPolicy, PolicyEngine
 from governed_memory.provider import MemoryProvider
+from governed_memory.rates import ProcessRateWindows, RateWindows
 from governed_memory.telemetry import get_tracer
 
 
@@ -36,6 +37,9 @@ class Governance:
     metrics: Any = None
     """The manager's operation metrics, shared so tier operations count in the same
     instruments; ``None`` builds them from the global meter provider."""
+    rate_windows: RateWindows = attrs.field(factory=ProcessRateWindows)
+    """The write-rate windows every tier port counts in: the manager's, so a turn, a
+    working-state update and a long-term write count against one tenant window."""
 
     @classmethod
     def of(cls, manager: GovernedMemoryManager) -> Governance:
@@ -43,7 +47,7 @@ class Governance:
         return cls(port.policies, port.events, port.clock, port.tracer, port.profile,
                    port.timeout_s, port.content_hashes_in_events,
                    bool(getattr(port, "capture_content", False)),
-                   getattr(port, "metrics", None))
+                   getattr(port, "metrics", None), port.rate_windows)
 
     @classmethod
     def standalone(cls, *, policies: Sequence[MemoryPolicy] = (),
@@ -61,7 +65,8 @@ class Governance:
                             profile=self.profile, timeout_s=self.timeout_s,
                             provider_revision=str(getattr(tier, "revision", "unknown")),
                             content_hashes_in_events=self.content_hashes_in_events,
-                            capture_content=self.capture_content)
+                            capture_content=self.capture_content,
+                            rate_windows=self.rate_windows)
         if self.metrics is not None:
             port.metrics = self.metrics
         return port
