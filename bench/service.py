@@ -1,16 +1,39 @@
-"""The HTTP service against the same operations in process: throughput and p50/p99 of
-add and search at 1, 16 and 64 concurrent clients, on SQLite and PostgreSQL (issue 16).
+"""The HTTP service: worker processes against one (issue 29), what authenticating a
+request costs on each key store (issue 29), and the service against the same operations
+in process (issue 16); add and search, on SQLite and PostgreSQL.
 
-Full run (the figures in ``bench/results/service.md``; about 4 min on 2 cores, on a quiet
-machine; needs the ``service`` extra, and PostgreSQL for the ``postgres`` rows)::
+Full run (the figures in ``bench/results/service.md``; about 30 min on 2 cores; needs the
+``service`` extra, and PostgreSQL for the ``postgres`` rows)::
 
     .venv/bin/python bench/service.py
 
-Quick proof that everything runs (under a minute)::
+``--part workers``, ``--part keys`` or ``--part in-process`` measures one part and keeps
+the other parts' figures already in ``<out>.json``. Quick proof that everything runs::
 
     .venv/bin/python bench/service.py --quick --out /tmp/service
 
-What is measured, per backend:
+**Worker processes** (``--part workers``). The server as ``serve --workers 1`` and
+``--workers 2``, at ``--worker-clients`` (1, 8, 32, 128) concurrent clients, over the
+same seeded store, profile and keys as below. ``--rounds`` paired rounds: in each, one
+worker, two workers in ``serve``'s default listen mode, and two in the other mode (at
+``--listen-clients`` only) serve in turn, each a fresh server, in the opposite order
+every other round (A B C, C B A), so the shared machine's drift falls on all of them
+alike; a figure is the median over rounds, the 2-over-1 ratio the median of the
+per-round ratios. Around every section: the 1-minute load average, the CPU of the parent
+and of each worker (``/proc``: the busiest worker's share of the workers' CPU says how
+evenly the port spread the work), of the clients, and the machine's busy share. Before
+each 2-worker configuration's sections, a burst of 32 keep-alive connections opened at
+once is counted per worker from ``/proc`` (5 trials): how the listen mode spreads
+connections. Targets (reported, never asserted): 2 workers ≥ 1.6 x one worker at 32
+clients, on SQLite and PostgreSQL; at no client level below one client's; p99 at 32
+clients ≤ 3 x p50.
+
+**The key store** (``--part keys``). ``verify`` of a valid key, back to back in one
+process, ``--key-calls`` times: the SQLite store, the PostgreSQL store with its cache
+(time-to-live 0.5 s) and without (``cache_ttl_s=0``); microseconds and point reads per
+call.
+
+**HTTP against in process** (``--part in-process``). What is measured, per backend:
 
 - **The store.** A fresh store (a SQLite file in a temporary directory, or a PostgreSQL
   schema dropped afterwards) seeded with ``--records`` memories in one scope (tenant
@@ -70,6 +93,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -77,6 +101,7 @@ import random
 import re
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -109,6 +134,9 @@ PROTOCOL = "@@bench "
 GLOBAL_WARMUP = 20
 SEARCH_LIMIT = 10
 P50_FACTOR, P50_SLACK_MS, SCALE_TARGET = 1.5, 1.0, 8.0
+WORKER_RATIO_TARGET, TARGET_CLIENTS, TAIL_TARGET = 1.6, 32, 3.0
+SPREAD_CONNECTIONS, SPREAD_TRIALS = 32, 5
+UNEVEN_SHARE = 0.6
 
 PROFILE = """\
 # The built-in `local` profile's rules over the bench's store (bench/service.py).
@@ -163,6 +191,41 @@ def process_cpu_s(pid: int) -> float:
         return 0.0
     fields = raw.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def parents() -> dict[int, int]:
+    """Every live process's parent, from /proc (empty where it is absent)."""
+    found = {}
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return {}
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            found[int(entry.name)] = int(fields[1])
+    return found
+
+
+def children(pid: int, family: dict[int, int] | None = None) -> list[int]:
+    """The live child processes of ``pid``."""
+    family = parents() if family is None else family
+    return sorted(child for child, parent in family.items() if parent == pid)
+
+
+def descendants(pid: int, family: dict[int, int]) -> list[int]:
+    """``pid`` and every process below it (a worker's ranking processes, say)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children(current, family)
+    return found
 
 
 def commit() -> str:
@@ -361,15 +424,19 @@ class ClientPool:
 
 class Server:
     """``python -m governed_memory_service serve`` on 127.0.0.1, port chosen by the
-    kernel and read back from uvicorn's log."""
+    kernel and read back from the log (uvicorn's line with one worker, the supervising
+    parent's with ``--workers`` above 1)."""
 
     def __init__(self, profile: Path, keys: Path, db: Path | None, home: Path,
-                 log: Path) -> None:
+                 log: Path, *, workers: int = 1, listen_mode: str = "shared") -> None:
         command = [sys.executable, "-m", "governed_memory_service", "serve",
                    "--profile", str(profile), "--keys", str(keys),
                    "--host", "127.0.0.1", "--port", "0", "--shutdown-timeout", "10"]
         if db is not None:
             command += ["--db", str(db)]
+        if workers > 1:
+            command += ["--workers", str(workers), "--listen-mode", listen_mode]
+        self.workers = workers
         self.log_path = log
         self.log = log.open("w")
         self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
@@ -378,7 +445,8 @@ class Server:
 
     def _wait_for_port(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
-        pattern = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
+        pattern = re.compile(
+            r"(?:Uvicorn running on|listening on) (http://127\.0\.0\.1:\d+)")
         while time.monotonic() < deadline:
             found = pattern.search(self.log_path.read_text())
             if found:
@@ -396,15 +464,33 @@ class Server:
         async with httpx.AsyncClient(base_url=self.base_url) as http:
             for _ in range(600):
                 try:
-                    if (await http.get("/readyz")).status_code == 200:
+                    if (await http.get("/readyz")).status_code == 200 and (
+                            self.workers == 1 or "workers ready" in self.log_path.read_text()):
                         return
                 except httpx.HTTPError:
                     pass
                 await asyncio.sleep(0.1)
         raise RuntimeError("the server never became ready")
 
+    def worker_pids(self) -> list[int]:
+        """The worker processes (none with one worker: the server is the process)."""
+        return children(self.proc.pid) if self.workers > 1 else []
+
+    def cpu_by_process(self) -> dict[int, float]:
+        """CPU seconds of the server, by pid: the parent, and each worker with every
+        process it started (the native provider's ranking processes) counted as its own.
+        With one worker, the one server process and what it started."""
+        family = parents()
+        tops = children(self.proc.pid, family) if self.workers > 1 else []
+        totals = {self.proc.pid: process_cpu_s(self.proc.pid)}
+        below = [] if self.workers > 1 else descendants(self.proc.pid, family)[1:]
+        totals[self.proc.pid] += sum(process_cpu_s(pid) for pid in below)
+        for top in tops:
+            totals[top] = sum(process_cpu_s(pid) for pid in descendants(top, family))
+        return totals
+
     def cpu_s(self) -> float:
-        return process_cpu_s(self.proc.pid)
+        return sum(self.cpu_by_process().values())
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -434,9 +520,16 @@ class InProcess:
         return self.manager.search(self.principal, scope, query, limit=limit)
 
 
-def profile_text(config: dict[str, Any]) -> str:
+def profile_text(config: dict[str, Any], trail_fsync: str = "always") -> str:
+    """The bench's profile over ``config``. With ``trail_fsync`` other than ``always``
+    the profile names the trail itself (``[audit] path = "audit"``, where the CLI would
+    put it) with that flush policy: a diagnosis of what the trail's fsync costs, never
+    the figures of record."""
     lines = [f"{key} = {json.dumps(value)}" for key, value in config.items()]
-    return PROFILE.format(provider="\n".join(lines))
+    text = PROFILE.format(provider="\n".join(lines))
+    if trail_fsync != "always":
+        text += f'\n[audit]\npath = "audit"\nfsync = "{trail_fsync}"\n'
+    return text
 
 
 async def seed_store(config: dict[str, Any], records: int) -> float:
@@ -506,12 +599,18 @@ def run_http(pool: ClientPool, server: Server, op: str, clients: int, procs: int
     section: dict[str, Any] = {"side": "http", "op": op, "clients": clients, "procs": procs,
                                "load_before": load_average()}
     section["warmup_errors"] = pool.prepare(procs, op, users, seed, args.warmup)
-    cpu0, busy0 = server.cpu_s(), machine_ticks()
+    cpu0, busy0 = server.cpu_by_process(), machine_ticks()
     start = time.time() + 0.2
     runs = pool.go(procs, start, start + args.seconds)
-    cpu1, busy1 = server.cpu_s(), machine_ticks()
+    cpu1, busy1 = server.cpu_by_process(), machine_ticks()
     section["load_after"] = load_average()
-    return summarise(section, runs, start, cpu1 - cpu0,
+    used = {pid: cpu1[pid] - cpu0.get(pid, 0.0) for pid in cpu1}
+    workers = [used[pid] for pid in server.worker_pids() if pid in used]
+    if len(workers) > 1 and sum(workers) > 0:
+        # How evenly the kernel spread the work: the busiest worker's share of the
+        # workers' CPU (0.5 is an even split of two).
+        section["busiest_worker_share"] = round(max(workers) / sum(workers), 2)
+    return summarise(section, runs, start, sum(used.values()),
                      (busy1[0] - busy0[0], busy1[1] - busy0[1]))
 
 
@@ -599,6 +698,285 @@ async def bench_backend(backend: str, args: argparse.Namespace) -> dict[str, Any
         await in_process("after", [1])
         os.environ.pop("GOVERNED_MEMORY_HOME", None)
     return result
+
+
+# -- worker processes (issue 29) ---------------------------------------------------------
+
+
+def worker_configs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """What one round serves: 1 worker, and 2 workers in ``serve``'s default listen mode
+    at every client level; and 2 workers in the other mode at the levels
+    ``--listen-clients`` names, to compare the two ways of sharing a port."""
+    from governed_memory_service.serve import DEFAULT_LISTEN_MODE, LISTEN_MODES
+
+    other = next(mode for mode in LISTEN_MODES if mode != DEFAULT_LISTEN_MODE)
+    configs = [{"workers": 1, "listen_mode": "single", "clients": args.worker_clients},
+               {"workers": 2, "listen_mode": DEFAULT_LISTEN_MODE,
+                "clients": args.worker_clients}]
+    if args.listen_clients:
+        configs.append({"workers": 2, "listen_mode": other, "clients": args.listen_clients})
+    return configs
+
+
+async def bench_workers(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Paired, interleaved rounds: in each round every configuration serves in turn, in
+    the opposite order from the round before (A B C, then C B A), so drift of the shared
+    machine falls on all of them alike; each section is one (operation, clients) of one
+    configuration."""
+    from governed_memory_service.api_keys import ApiKeyStore
+    from governed_memory_service.client import AsyncMemoryClient
+
+    result: dict[str, Any] = {"backend": backend, "sections": []}
+    with ExitStack() as stack:
+        config = stack.enter_context(storage(backend))
+        home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gm-wrk-")))
+        db = Path(config["path"]) if "path" in config else None
+        profile = home / "service-bench.toml"
+        profile.write_text(profile_text(config, args.trail_fsync))
+        result["seed_seconds"] = await seed_store(config, args.records)
+        keys_path = home / "keys.db"
+        async with ApiKeyStore(keys_path) as keys:
+            issued = await keys.create(tenant_id=TENANT, kind="service",
+                                       principal_id="svc:bench", permissions=PERMISSIONS,
+                                       label="bench/service.py")
+        configs = worker_configs(args)
+        for round_index in range(args.rounds):
+            order = configs if round_index % 2 == 0 else configs[::-1]
+            for plan in order:
+                name = f"{plan['workers']}w-{plan['listen_mode']}"
+                print(f"{backend}: round {round_index + 1}, {name}", file=sys.stderr,
+                      flush=True)
+                server = Server(profile, keys_path, db, home,
+                                home / f"server-{round_index}-{name}.log",
+                                workers=plan["workers"],
+                                listen_mode=plan["listen_mode"].replace("single", "shared"))
+                try:
+                    await server.ready()
+                    if plan["workers"] > 1:
+                        result.setdefault("spread", []).append({
+                            "round": round_index + 1, "listen_mode": plan["listen_mode"],
+                            "connections": SPREAD_CONNECTIONS,
+                            "by_worker": await connection_spread(
+                                server, SPREAD_CONNECTIONS, SPREAD_TRIALS)})
+                    async with AsyncMemoryClient(server.base_url, issued.token) as client:
+                        await warm(task_calls(lambda _index: client, "search",
+                                              [SEARCH_SCOPE], 2), GLOBAL_WARMUP)
+                    pool = ClientPool(server.base_url, issued.token, args.client_procs)
+                    try:
+                        for op in OPERATIONS:
+                            for clients in plan["clients"]:
+                                tag = f"w-{round_index}-{name}-{op}-{clients}"
+                                section = run_http(pool, server, op, clients,
+                                                   args.client_procs, tag, args,
+                                                   seed=len(result["sections"]) + 1)
+                                section.update(round=round_index + 1,
+                                               workers=plan["workers"],
+                                               listen_mode=plan["listen_mode"])
+                                log_section(f"{backend} {name}", section)
+                                result["sections"].append(section)
+                    finally:
+                        pool.close()
+                finally:
+                    server.stop()
+    return result
+
+
+def established_inodes(port: int) -> set[str]:
+    """Socket inodes of the established TCP connections whose local port is ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
+                found.add(fields[9])
+    return found
+
+
+def connections_by_worker(server: Server) -> list[int]:
+    """How many of the server's established connections each worker holds, largest
+    first (from /proc: the workers' socket descriptors against the TCP table)."""
+    port = int(server.base_url.rsplit(":", 1)[1])
+    inodes = established_inodes(port)
+    counts = []
+    for pid in server.worker_pids():
+        held = 0
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:[") and link[8:-1] in inodes:
+                        held += 1
+        except OSError:
+            continue
+        counts.append(held)
+    return sorted(counts, reverse=True)
+
+
+async def connection_spread(server: Server, connections: int, trials: int) -> list[list[int]]:
+    """Open ``connections`` keep-alive connections at once (a burst, as clients that
+    start together make), ``trials`` times: how many each worker took."""
+    import httpx
+
+    spread = []
+    for _ in range(trials):
+        clients = [httpx.AsyncClient(base_url=server.base_url) for _ in range(connections)]
+        try:
+            await asyncio.gather(*(client.get("/healthz") for client in clients))
+            spread.append(connections_by_worker(server))
+        finally:
+            await asyncio.gather(*(client.aclose() for client in clients))
+        await asyncio.sleep(0.3)
+    return spread
+
+
+def median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
+def by_round(sections: list[dict[str, Any]], op: str, clients: int, workers: int,
+             mode: str) -> dict[int, dict[str, Any]]:
+    """One configuration's sections at (op, clients), by round."""
+    return {s["round"]: s for s in sections
+            if (s["op"], s["clients"], s["workers"], s["listen_mode"])
+            == (op, clients, workers, mode)}
+
+
+def worker_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (backend, operation, clients): each configuration's throughput (the
+    median over rounds), the paired ratio (2 workers in the default listen mode over 1,
+    per round, then the median), and the 2-worker latencies; the other listen mode's
+    throughput beside it."""
+    from governed_memory_service.serve import DEFAULT_LISTEN_MODE, LISTEN_MODES
+
+    default = DEFAULT_LISTEN_MODE
+    other = next(mode for mode in LISTEN_MODES if mode != default)
+    rows = []
+    for backend in results:
+        sections = backend["sections"]
+        levels = sorted({(s["op"], s["clients"]) for s in sections},
+                        key=lambda k: (OPERATIONS.index(k[0]), k[1]))
+        for op, clients in levels:
+            one, two, port = (by_round(sections, op, clients, workers, mode)
+                              for workers, mode in ((1, "single"), (2, default), (2, other)))
+            paired = [two[r]["throughput"] / one[r]["throughput"] for r in one
+                      if r in two and one[r]["throughput"] and two[r]["throughput"]]
+            two_p50 = [two[r]["p50_ms"] for r in two if two[r]["p50_ms"]]
+            two_p99 = [two[r]["p99_ms"] for r in two if two[r]["p99_ms"]]
+            rows.append({
+                "backend": backend["backend"], "op": op, "clients": clients,
+                "one_worker": median([s["throughput"] for s in one.values()
+                                      if s["throughput"]]),
+                "two_workers": median([s["throughput"] for s in two.values()
+                                       if s["throughput"]]),
+                "ratio_by_round": [round(v, 2) for v in paired],
+                "ratio": median(paired),
+                "two_p50_ms": median(two_p50), "two_p99_ms": median(two_p99),
+                "one_p50_ms": median([s["p50_ms"] for s in one.values() if s["p50_ms"]]),
+                "one_p99_ms": median([s["p99_ms"] for s in one.values() if s["p99_ms"]]),
+                "mode": default, "other_mode": other,
+                "busiest_share": median([s["busiest_worker_share"] for s in two.values()
+                                         if "busiest_worker_share" in s]),
+                "other": median([s["throughput"] for s in port.values()
+                                 if s["throughput"]]),
+                "busiest_share_other": median([s["busiest_worker_share"]
+                                               for s in port.values()
+                                               if "busiest_worker_share" in s]),
+                "errors": sum(s["error_count"] for group in (one, two, port)
+                              for s in group.values()),
+                "server_cores_one": median([s["server_cores"] for s in one.values()
+                                            if s["server_cores"] is not None]),
+                "server_cores_two": median([s["server_cores"] for s in two.values()
+                                            if s["server_cores"] is not None]),
+                "client_cores_two": median([s["client_cores"] for s in two.values()]),
+                "machine_busy_two": median([s["machine_busy"] for s in two.values()
+                                            if s["machine_busy"] is not None]),
+            })
+    return rows
+
+
+def worker_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's targets, each with what was measured and whether it was met."""
+    found = []
+    by_key = {(r["backend"], r["op"], r["clients"]): r for r in rows}
+    for (backend, op, clients), row in sorted(by_key.items()):
+        if clients == TARGET_CLIENTS and row["ratio"] is not None:
+            found.append({
+                "target": f"2 workers ≥ {WORKER_RATIO_TARGET}x one worker at "
+                          f"{TARGET_CLIENTS} clients",
+                "backend": backend, "op": op,
+                "measured": f"{row['ratio']}x (rounds: "
+                            f"{', '.join(str(v) for v in row['ratio_by_round'])})",
+                "met": row["ratio"] >= WORKER_RATIO_TARGET})
+            if row["two_p50_ms"] and row["two_p99_ms"]:
+                tail = round(row["two_p99_ms"] / row["two_p50_ms"], 2)
+                found.append({
+                    "target": f"p99 ≤ {TAIL_TARGET:g} x p50 at {TARGET_CLIENTS} clients "
+                              "(2 workers)",
+                    "backend": backend, "op": op,
+                    "measured": f"p50 {row['two_p50_ms']} ms, p99 {row['two_p99_ms']} ms "
+                                f"({tail}x)", "met": tail <= TAIL_TARGET})
+        single = by_key.get((backend, op, 1))
+        if clients > 1 and single and single["two_workers"] and row["two_workers"]:
+            found.append({
+                "target": "throughput at no client level below one client's (2 workers)",
+                "backend": backend, "op": f"{op} x{clients}",
+                "measured": f"{row['two_workers']} vs {single['two_workers']} ops/s at 1",
+                "met": row["two_workers"] >= single["two_workers"]})
+    return found
+
+
+async def bench_keys(args: argparse.Namespace) -> dict[str, Any]:
+    """What authenticating one request costs: ``verify`` of a valid key, back to back,
+    on the SQLite store (a point read each), on the PostgreSQL store with its cache (the
+    default 0.5 s time-to-live: reads only when an entry ages out) and without it
+    (``cache_ttl_s=0``: a point read each); microseconds per call and reads per call."""
+    from governed_memory_service.api_keys import ApiKeyStore
+    from governed_memory_service.postgres_keys import PostgresApiKeyStore
+
+    calls = 300 if args.quick else args.key_calls
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gm-keys-") as tmp:
+        stores: list[tuple[str, Any]] = [("sqlite", ApiKeyStore(Path(tmp) / "keys.db"))]
+        schema = f"gm_bench_keys_{os.getpid()}"
+        if "postgres" in args.backends:
+            stores += [("postgres, cached (ttl 0.5 s)",
+                        PostgresApiKeyStore(POSTGRES_DSN, schema=schema)),
+                       ("postgres, no cache (ttl 0)",
+                        PostgresApiKeyStore(POSTGRES_DSN, schema=schema, cache_ttl_s=0))]
+        try:
+            for name, store in stores:
+                await store.open()
+                issued = await store.create(tenant_id=TENANT, kind="service",
+                                            principal_id="svc:keys", permissions=PERMISSIONS)
+                for _ in range(50):
+                    await store.verify(issued.token)
+                reads_before = getattr(getattr(store, "stats", None), "reads", None)
+                began = time.perf_counter_ns()
+                for _ in range(calls):
+                    assert await store.verify(issued.token) is not None
+                elapsed = time.perf_counter_ns() - began
+                reads = getattr(getattr(store, "stats", None), "reads", None)
+                rows.append({
+                    "store": name, "calls": calls,
+                    "us_per_verify": round(elapsed / calls / 1000, 1),
+                    "reads_per_verify": (1.0 if reads is None else
+                                         round((reads - (reads_before or 0)) / calls, 4)),
+                    "load": load_average()})
+                print(f"keys {name}: {rows[-1]}", file=sys.stderr, flush=True)
+        finally:
+            for _, store in stores:
+                await store.close()
+            if "postgres" in args.backends:
+                import psycopg
+
+                with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+                    conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                        psycopg.sql.Identifier(schema)))
+    return {"rows": rows}
 
 
 # -- results -----------------------------------------------------------------------------
@@ -720,11 +1098,122 @@ def cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def markdown(data: dict[str, Any]) -> str:
-    meta = data["meta"]
-    met = {True: "yes", False: "**no**", None: "-"}
+MET = {True: "yes", False: "**no**", None: "-"}
+
+
+def document(data: dict[str, Any]) -> str:
+    """The results page: the worker processes and the key store (issue 29), then the
+    service against the same operations in process (issue 16), each part as measured
+    last."""
+    lines = ["# The HTTP service: worker processes, the key store, and the cost of HTTP",
+             ""]
+    if "workers" in data:
+        lines += workers_markdown(data["workers"])
+    if "keys" in data:
+        lines += keys_markdown(data["keys"])
+    if "results" in data:
+        lines += markdown(data)
+    return "\n".join(lines) + "\n"
+
+
+def workers_markdown(part: dict[str, Any]) -> list[str]:
+    meta = part["meta"]
     lines = [
-        "# The HTTP service against the same operations in process",
+        "## Worker processes: `serve --workers 2` against one worker (issue 29)", "",
+        f"Commit `{meta['commit']}`, {meta['when']}, Python {meta['python']}, SQLite "
+        f"{meta['sqlite']}, uvicorn {meta['uvicorn']} ({meta['http_stack']}), "
+        f"{meta['machine']}, shared with other work while it ran. {meta['records']:,} "
+        f"memories seeded; each section {meta['seconds']} s after {meta['warmup']} untimed "
+        f"operations per client, clients spread over {meta['client_procs']} client "
+        f"processes on the same machine (one connection each, opened before the section). "
+        f"{meta['rounds']} paired rounds: in each, one worker, two workers in `serve`'s "
+        f"default listen mode ({meta.get('listen_mode', '-')}) and two in the other (at "
+        "fewer client levels) serve in turn, in the opposite order every other round; a "
+        "figure is the median over rounds, a ratio the median of the per-round ratios. "
+        "`reuseport`: a SO_REUSEPORT socket per worker; `shared`: one socket every worker "
+        "accepts from. The profile is the `local` profile's rules and the CLI's audit "
+        f"trail (fsync {meta.get('trail_fsync', 'always')}), which every worker appends to "
+        "under its lock. 1-minute load "
+        f"average {meta['load_min']} to {meta['load_max']} over the run"
+        + (" (a `--quick` run: a smoke test, not figures)" if meta["quick"] else "") + ".",
+        "",
+        "| backend | operation | clients | 1 worker ops/s | 2 workers ops/s | ratio | ratio "
+        "by round | 2 workers p50 / p99 ms | 1 worker p50 / p99 ms | busiest worker | "
+        "2 workers, other socket ops/s | busiest worker (other) | server cores 1 → 2 "
+        "| client cores | machine busy | errors |",
+        "|---|---|---:|---:|---:|---:|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
+    for r in part["rows"]:
+        lines.append(
+            f"| {r['backend']} | {r['op']} | {r['clients']} | {cell(r['one_worker'])} | "
+            f"{cell(r['two_workers'])} | {cell(r['ratio'])} | "
+            f"{', '.join(str(v) for v in r['ratio_by_round']) or '-'} | "
+            f"{cell(r['two_p50_ms'])} / {cell(r['two_p99_ms'])} | "
+            f"{cell(r['one_p50_ms'])} / {cell(r['one_p99_ms'])} | "
+            f"{cell(r['busiest_share'])} | {cell(r['other'])} | "
+            f"{cell(r['busiest_share_other'])} | {cell(r['server_cores_one'])} → "
+            f"{cell(r['server_cores_two'])} | {cell(r['client_cores_two'])} | "
+            f"{cell(r['machine_busy_two'])} | {r['errors']} |")
+    spread = [(b["backend"], x) for b in part["results"] for x in b.get("spread", [])]
+    if spread:
+        lines += ["", "How a burst of keep-alive connections opened at once (as clients that "
+                  "start together open them) lands on the two workers, counted from /proc "
+                  "once every connection answered; each pair is one trial:", "",
+                  "| backend | round | socket | connections | per worker, each trial |",
+                  "|---|---:|---|---:|---|"]
+        lines += [f"| {backend} | {x['round']} | {x['listen_mode']} | {x['connections']} | "
+                  + ", ".join("/".join(str(n) for n in trial) for trial in x["by_worker"])
+                  + " |" for backend, x in spread]
+    lines += ["", "`busiest worker` is the busiest worker's share of the two workers' CPU "
+              "time in the section (0.5 is an even split); `server cores` counts the "
+              "parent and every worker with the processes it started (the provider's "
+              "ranking processes); `client cores` and `machine busy` are the 2-worker "
+              "sections'.", "", "### The issue's targets", "",
+              "| target | backend | operation | measured | met |", "|---|---|---|---|---|"]
+    lines += [f"| {t['target']} | {t['backend']} | {t['op']} | {t['measured']} | "
+              f"{MET[t['met']]} |" for t in part["targets"]]
+    if part.get("notes"):
+        lines += ["", "Notes:", ""] + [f"- {note}" for note in part["notes"]]
+    lines += ["", "### Every section", "",
+              "| backend | round | workers | socket | operation | clients | ops/s | p50 ms | "
+              "p99 ms | errors | server cores | busiest worker | client cores | machine "
+              "busy | load |", "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"
+              "---:|---:|---|"]
+    for backend in part["results"]:
+        for s in backend["sections"]:
+            lines.append(
+                f"| {backend['backend']} | {s['round']} | {s['workers']} | "
+                f"{s['listen_mode']} | {s['op']} | {s['clients']} | {cell(s['throughput'])} "
+                f"| {cell(s['p50_ms'])} | {cell(s['p99_ms'])} | {s['error_count']} | "
+                f"{cell(s['server_cores'])} | {cell(s.get('busiest_worker_share'))} | "
+                f"{s['client_cores']} | {cell(s['machine_busy'])} | "
+                f"{s['load_before']} → {s['load_after']} |")
+    lines += ["", f"Reproduce: `{meta['command']}` (`--part workers` measures this part "
+              "only and keeps the others)", ""]
+    return lines
+
+
+def keys_markdown(part: dict[str, Any]) -> list[str]:
+    meta = part["meta"]
+    lines = ["## Authenticating a request: the key store's cost (issue 29)", "",
+             f"Commit `{meta['commit']}`, {meta['when']}, load {meta['load']}. `verify` of "
+             "a valid key, back to back, in one process; PostgreSQL on 127.0.0.1. A "
+             "revocation is seen within the cache's time-to-live (0.5 s by default, at "
+             "most 1 s), so the cached store reads once per key per time-to-live at most; "
+             "made-up key ids are never cached (a read each).", "",
+             "| store | calls | µs per verify | point reads per verify |",
+             "|---|---:|---:|---:|"]
+    lines += [f"| {r['store']} | {r['calls']} | {r['us_per_verify']} | "
+              f"{r['reads_per_verify']} |" for r in part["rows"]]
+    lines += ["", f"Reproduce: `{meta['command']}` (`--part keys` measures this part only)",
+              ""]
+    return lines
+
+
+def markdown(data: dict[str, Any]) -> list[str]:
+    meta = data["meta"]
+    met = MET
+    lines = [
+        "## The HTTP service against the same operations in process (issue 16)",
         "",
         f"Commit `{meta['commit']}`, {meta['when']}, Python {meta['python']}, SQLite "
         f"{meta['sqlite']}, uvicorn {meta['uvicorn']} ({meta['http_stack']}), "
@@ -739,7 +1228,7 @@ def markdown(data: dict[str, Any]) -> str:
         + (" (a `--quick` run: a smoke test, not figures)" if meta["quick"] else "")
         + ". See the docstring of `bench/service.py` for the method.",
         "",
-        "## Throughput and latency over HTTP, with the in-process figure",
+        "### Throughput and latency over HTTP, with the in-process figure",
         "",
         "| backend | operation | clients | procs | throughput ops/s | p50 ms | p99 ms "
         "| errors | in-process ops/s | in-process p50 ms | ratio p50 | target | measured "
@@ -758,12 +1247,12 @@ def markdown(data: dict[str, Any]) -> str:
               "after the HTTP sections are pooled. `procs` is the number of client "
               "processes. `healthz` is `GET /healthz` (no credentials, no storage): what "
               "uvicorn, Starlette and httpx cost a request that does nothing.", "",
-              "## The issue's targets", "", "| target | backend | operation | measured "
+              "### The issue's targets", "", "| target | backend | operation | measured "
               "| met |", "|---|---|---|---|---|"]
     lines += [f"| {row['target']} | {row['backend']} | {row['op']} x{row['clients']} "
               f"({row['procs']} proc) | {row['measured']} | {met[row['met']]} |"
               for row in data["rows"] if row["measured"] is not None]
-    lines += ["", "## Every section: CPU and load", "",
+    lines += ["", "### Every section: CPU and load", "",
               "`server` and `client` cores are the CPU used on average over the section "
               "(the server process; the client processes, or the bench process itself "
               "in process), and per operation in ms; `machine` is the busy share of all "
@@ -791,11 +1280,12 @@ def markdown(data: dict[str, Any]) -> str:
         f"{b['backend']} {b['seed_seconds']} s" for b in data["results"]) + "."]
     if data.get("notes"):
         lines += ["", "Notes:", ""] + [f"- {note}" for note in data["notes"]]
-    lines += ["", f"Reproduce: `{meta['command']}`"]
-    return "\n".join(lines) + "\n"
+    lines += ["", f"Reproduce: `{meta['command']}` (`--part in-process` measures this "
+              "part only)"]
+    return lines
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+def stack_meta(args: argparse.Namespace) -> dict[str, Any]:
     import uvicorn
 
     try:
@@ -808,6 +1298,18 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         loop_name = "uvloop installed"
     except ImportError:
         loop_name = "asyncio loop"
+    return {"commit": commit(), "python": sys.version.split()[0],
+            "sqlite": sqlite3.sqlite_version, "uvicorn": uvicorn.__version__,
+            "http_stack": f"{parser} parser, {loop_name}",
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "records": args.records, "seconds": args.seconds, "warmup": args.warmup,
+            "client_procs": args.client_procs, "backends": args.backends,
+            "quick": args.quick, "postgres_dsn_host": POSTGRES_DSN.rsplit("@", 1)[-1],
+            "command": " ".join(["python bench/service.py", *sys.argv[1:]])}
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     loads = [load_average()]
     results = []
     for backend in args.backends:
@@ -816,30 +1318,106 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         results.append(result)
     loads.append(load_average())
     return {
-        "meta": {
-            "commit": commit(), "python": sys.version.split()[0],
-            "sqlite": sqlite3.sqlite_version, "uvicorn": uvicorn.__version__,
-            "http_stack": f"{parser} parser, {loop_name}",
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "records": args.records, "seconds": args.seconds, "warmup": args.warmup,
-            "clients": args.clients, "client_procs": args.client_procs,
-            "backends": args.backends, "quick": args.quick,
-            "postgres_dsn_host": POSTGRES_DSN.rsplit("@", 1)[-1],
-            "load_min": min(loads), "load_max": max(loads),
-            "command": " ".join(["python bench/service.py", *sys.argv[1:]])},
+        "meta": {**stack_meta(args), "clients": args.clients,
+                 "load_min": min(loads), "load_max": max(loads)},
         "results": results,
     }
 
 
+async def workers_async(args: argparse.Namespace) -> dict[str, Any]:
+    loads = [load_average()]
+    results = []
+    for backend in args.backends:
+        result = await bench_workers(backend, args)
+        loads += [v for s in result["sections"] for v in (s["load_before"], s["load_after"])]
+        results.append(result)
+    loads.append(load_average())
+    for result in results:
+        for section in result["sections"]:
+            section.pop("_latencies_ns", None)
+    rows = worker_rows(results)
+    from governed_memory_service.serve import DEFAULT_LISTEN_MODE
+
+    return {"meta": {**stack_meta(args), "clients": args.worker_clients,
+                     "listen_mode": DEFAULT_LISTEN_MODE, "trail_fsync": args.trail_fsync,
+                     "listen_clients": args.listen_clients, "rounds": args.rounds,
+                     "load_min": min(loads), "load_max": max(loads)},
+            "results": results, "rows": rows, "targets": worker_targets(rows),
+            "notes": worker_notes(rows)}
+
+
+def worker_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """What the CPU figures say about the 2-worker sections, computed."""
+    found = []
+    for row in rows:
+        if row["clients"] != TARGET_CLIENTS or row["machine_busy_two"] is None:
+            continue
+        name = f"{row['backend']} {row['op']} x{row['clients']}"
+        one, two = row["server_cores_one"], row["server_cores_two"]
+        if one and two and row["ratio"] is not None and row["ratio"] < WORKER_RATIO_TARGET:
+            found.append(
+                f"{name}: 2 workers {row['ratio']}x one worker, below "
+                f"{WORKER_RATIO_TARGET}x: the server got {round(two / one, 2)}x the CPU with "
+                f"two workers ({two} cores against {one}) while the machine was "
+                f"{round(100 * row['machine_busy_two'])} % busy; a second worker adds "
+                "throughput only with a core free to run it.")
+        if row["two_p50_ms"] and row["two_p99_ms"] and row["one_p50_ms"] \
+                and row["one_p99_ms"] and row["busiest_share"] is not None:
+            share = row["busiest_share"]
+            why = (f"the busier worker did {share} of the work, and a request on the fuller "
+                   "worker (more connections, each keeping its worker) waits longer than one "
+                   "on the other" if share >= UNEVEN_SHARE else
+                   f"the work was even ({share}), so the tail is the workers waiting for "
+                   "each other, not measured apart here: every event append takes the audit "
+                   "trail's flock, which a waiting process polls for (sleeping up to 20 ms "
+                   "between tries)" + (", and SQLite's writers poll for its write lock the "
+                                       "same way" if row["backend"] == "sqlite" else ""))
+            found.append(
+                f"{name}: p99/p50 {round(row['two_p99_ms'] / row['two_p50_ms'], 2)} with 2 "
+                f"workers, {round(row['one_p99_ms'] / row['one_p50_ms'], 2)} with one; "
+                f"{why}.")
+        room = round((os.cpu_count() or 1) - (row["client_cores_two"] or 0), 2)
+        found.append(
+            f"{name}: with 2 workers the machine was {round(100 * row['machine_busy_two'])} "
+            f"% busy; the server used {row['server_cores_two']} cores (1 worker: "
+            f"{row['server_cores_one']}) and the clients {row['client_cores_two']}, on "
+            f"{os.cpu_count()} cores shared with the clients, PostgreSQL and whatever else "
+            f"ran: at most about {room} cores were left for the server and PostgreSQL.")
+        if row["busiest_share"] is not None:
+            found.append(
+                f"{name}: the busiest of the 2 workers did {row['busiest_share']} of "
+                f"their CPU work ({row['mode']})"
+                + (f", {row['busiest_share_other']} with {row['other_mode']}"
+                   if row["busiest_share_other"] is not None else "") + " (0.5 is even).")
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--part", choices=["all", "in-process", "workers", "keys", "report"],
+                        default="all",
+                        help="what to measure; the others' figures already in <out>.json "
+                             "are kept (report: measure nothing, write <out>.md again from "
+                             "<out>.json)")
     parser.add_argument("--records", type=int, default=5000,
                         help="memories seeded in the searched scope")
     parser.add_argument("--seconds", type=float, default=5.0, help="timed length of a section")
     parser.add_argument("--warmup", type=int, default=3,
                         help="untimed operations per client before a section")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--worker-clients", type=int, nargs="+", default=[1, 8, 32, 128],
+                        help="client levels of the workers comparison")
+    parser.add_argument("--listen-clients", type=int, nargs="*", default=[8, 32],
+                        help="client levels of the SO_REUSEPORT comparison (none: skip it)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="paired rounds of the workers comparison (order reversed "
+                             "every other round)")
+    parser.add_argument("--trail-fsync", choices=["always", "interval", "never"],
+                        default="always",
+                        help="workers comparison only: the audit trail's flush policy "
+                             "(always, as `serve` builds it; the others diagnose its cost)")
+    parser.add_argument("--key-calls", type=int, default=5000,
+                        help="verifications timed per key store")
     parser.add_argument("--client-procs", type=int, default=2,
                         help="client processes the HTTP clients are spread over")
     parser.add_argument("--backends", nargs="+", choices=["sqlite", "postgres"],
@@ -854,19 +1432,39 @@ def main() -> None:
         client_worker(args.client_worker)
         return
     if args.quick:
-        args.records, args.seconds = 300, 1.0
+        args.records, args.seconds, args.rounds = 300, 1.0, min(args.rounds, 2)
     args.clients = sorted(set(args.clients))
-    if args.client_procs < 1 or args.seconds <= 0 or min(args.clients) < 1:
-        parser.error("--client-procs, --seconds and --clients must be positive")
-    data = asyncio.run(main_async(args))
-    data["rows"] = table_rows(data["results"], args.client_procs)
-    data["notes"] = notes(data)
-    for backend in data["results"]:
-        for section in backend["sections"]:
-            section.pop("_latencies_ns", None)
+    args.worker_clients = sorted(set(args.worker_clients))
+    args.listen_clients = sorted(set(args.listen_clients))
+    if (args.client_procs < 1 or args.seconds <= 0 or args.rounds < 1
+            or min(args.clients + args.worker_clients) < 1):
+        parser.error("--client-procs, --seconds, --rounds and --clients must be positive")
+    out_json = Path(f"{args.out}.json")
+    data: dict[str, Any] = {}
+    if out_json.exists():
+        with contextlib.suppress(ValueError):
+            data = json.loads(out_json.read_text())
+    if args.part in ("all", "in-process"):
+        measured = asyncio.run(main_async(args))
+        measured["rows"] = table_rows(measured["results"], args.client_procs)
+        measured["notes"] = notes(measured)
+        for backend in measured["results"]:
+            for section in backend["sections"]:
+                section.pop("_latencies_ns", None)
+        data.update(measured)
+    if args.part in ("all", "workers"):
+        data["workers"] = asyncio.run(workers_async(args))
+    if args.part == "report" and "workers" in data:
+        workers = data["workers"]
+        workers["rows"] = worker_rows(workers["results"])
+        workers["targets"] = worker_targets(workers["rows"])
+        workers["notes"] = worker_notes(workers["rows"])
+    if args.part in ("all", "keys"):
+        data["keys"] = {"meta": {**stack_meta(args), "load": load_average()},
+                        **asyncio.run(bench_keys(args))}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{args.out}.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    text = markdown(data)
+    out_json.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    text = document(data)
     Path(f"{args.out}.md").write_text(text)
     print(text)
 

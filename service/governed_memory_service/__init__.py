@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from governed_memory.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from governed_memory_service.api_keys import ApiKey, ApiKeyStore, IssuedKey
+    from governed_memory_service.api_keys import ApiKey, ApiKeyStore, IssuedKey, KeyStore
     from governed_memory_service.app import DEFAULT_MAX_BODY_BYTES, create_app
     from governed_memory_service.authentication import (
         Authenticator,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         PreconditionFailedError,
     )
     from governed_memory_service.jwt_bearer import ClaimsMapping, JwtSettings, JwtVerifier
+    from governed_memory_service.postgres_keys import PostgresApiKeyStore
 
 _LAZY: dict[str, str] = {
     "ApiKey": "governed_memory_service.api_keys",
@@ -43,8 +44,10 @@ _LAZY: dict[str, str] = {
     "IssuedKey": "governed_memory_service.api_keys",
     "JwtSettings": "governed_memory_service.jwt_bearer",
     "JwtVerifier": "governed_memory_service.jwt_bearer",
+    "KeyStore": "governed_memory_service.api_keys",
     "MemoryClient": "governed_memory_service.client",
     "PayloadTooLargeError": "governed_memory_service.errors",
+    "PostgresApiKeyStore": "governed_memory_service.postgres_keys",
     "PreconditionFailedError": "governed_memory_service.errors",
     "create_app": "governed_memory_service.app",
 }
@@ -66,8 +69,10 @@ __all__ = [
     "IssuedKey",
     "JwtSettings",
     "JwtVerifier",
+    "KeyStore",
     "MemoryClient",
     "PayloadTooLargeError",
+    "PostgresApiKeyStore",
     "PreconditionFailedError",
     "create_app",
 ]

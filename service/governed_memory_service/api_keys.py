@@ -1,21 +1,26 @@
-"""API keys: a small SQLite store holding only a hash of each key's secret.
+"""API keys: stores that hold only a hash of each key's secret.
 
 A key looks like ``gmk_<key id>_<secret>``. The key id is public (it names the key in
 ``list`` and ``revoke`` and in logs); the secret is 32 random bytes from ``secrets``,
-shown once by :meth:`ApiKeyStore.create` and never stored, logged or put in an event.
-The store keeps ``sha256(secret)``: a slow password hash (bcrypt, argon2) exists to
-stop guessing of low-entropy human passwords, and a 256-bit random secret cannot be
-guessed, so a fast hash loses nothing and keeps every request cheap. The comparison is
+shown once by :meth:`KeyStoreBase.create` and never stored, logged or put in an event.
+A store keeps ``sha256(secret)``: a slow password hash (bcrypt, argon2) exists to stop
+guessing of low-entropy human passwords, and a 256-bit random secret cannot be guessed,
+so a fast hash loses nothing and keeps every request cheap. The comparison is
 ``hmac.compare_digest``, and an unknown key id is compared against a dummy digest, so
 timing tells nothing about which key ids exist.
 
-The store is its own SQLite file (not the memory database): credentials then never
-travel with a memory backup or export, an erasure of memories never touches them, and
-the memory provider can be PostgreSQL or in-memory while keys stay put.
+Two stores, one contract (:class:`KeyStore`): :class:`ApiKeyStore`, a SQLite file of its
+own (the embedded default), and ``PostgresApiKeyStore``
+(:mod:`governed_memory_service.postgres_keys`), a schema of its own in a PostgreSQL
+database, for several worker processes or nodes that must all see one set of keys and
+every revocation. Neither is the memory database's tables: credentials never travel
+with a memory backup or export, an erasure of memories never touches them, and the
+memory provider can be anything while keys stay put.
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import hashlib
 import hmac
@@ -27,18 +32,23 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 import aiosqlite
 import attrs
 from governed_memory import Permission, Principal, PrincipalKind
 
-__all__ = ["KEY_PREFIX", "ApiKey", "ApiKeyStore", "IssuedKey", "default_key_store_path"]
+__all__ = ["KEY_PREFIX", "ApiKey", "ApiKeyStore", "IssuedKey", "KeyStore", "KeyStoreBase",
+           "default_key_store_path"]
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "gmk_"
 _KEY_ID_HEX = 16
 _DUMMY_DIGEST = hashlib.sha256(b"governed-memory: no such key").hexdigest()
+KEY_COLUMNS = ("key_id, principal_id, kind, tenant_id, user_id, permissions, label,"
+               " created_at, revoked_at")
+"""The columns of a key's bindings, in :func:`key_from_row` order; both stores use them."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -63,7 +73,7 @@ def default_key_store_path() -> Path:
     return (Path(home) if home else Path(".governed-memory")) / "keys.db"
 
 
-def _digest(secret: str) -> str:
+def secret_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -102,8 +112,126 @@ class IssuedKey:
     token: str = attrs.field(repr=False)
 
 
-class ApiKeyStore:
-    """Create, list, revoke and verify API keys in one SQLite file.
+@attrs.frozen(kw_only=True)
+class StoredKey:
+    """A key as a lookup returns it: its bindings and the digest of its secret."""
+
+    key: ApiKey
+    digest: str = attrs.field(repr=False)
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """What ``serve``, ``mcp`` and the ``keys`` commands ask of a key store; also a
+    :class:`~governed_memory_service.authentication.CredentialVerifier`."""
+
+    description: str
+    """Where the keys are, for messages: never a password."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None: ...
+
+    async def exists(self) -> bool:
+        """Whether the store has been created (``keys list`` and ``revoke`` never
+        create one); opens nothing that is not there."""
+        ...
+
+    async def create(self, *, tenant_id: str, kind: PrincipalKind | str,
+                     permissions: Iterable[Permission | str],
+                     user_id: str | None = None, principal_id: str | None = None,
+                     label: str | None = None) -> IssuedKey: ...
+
+    async def list(self, *, tenant_id: str | None = None,
+                   include_revoked: bool = True) -> tuple[ApiKey, ...]: ...
+
+    async def revoke(self, key_id: str) -> bool: ...
+
+    def accepts(self, token: str) -> bool: ...
+
+    async def verify(self, token: str) -> Principal | None: ...
+
+    async def check(self) -> None:
+        """A real round trip to the store (readiness); raises when it cannot be made."""
+        ...
+
+
+class KeyStoreBase(abc.ABC):
+    """Issuing and verifying keys, the same for every store: a store supplies where
+    rows go (``_insert``, ``_lookup``, ``list``, ``revoke``, ``check``)."""
+
+    description: str = "a key store"
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    @abc.abstractmethod
+    async def open(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _insert(self, key: ApiKey, digest: str) -> None: ...
+
+    @abc.abstractmethod
+    async def _lookup(self, key_id: str) -> StoredKey | None:
+        """The key with this id, revoked or not, or ``None``."""
+
+    async def create(self, *, tenant_id: str, kind: PrincipalKind | str,
+                     permissions: Iterable[Permission | str],
+                     user_id: str | None = None, principal_id: str | None = None,
+                     label: str | None = None) -> IssuedKey:
+        """Issue a key bound to a tenant, an identity and permissions.
+
+        ``principal_id`` defaults to ``<kind>:<user_id>`` for a user-bound key and
+        ``<kind>:<key id>`` otherwise. The bindings are checked by building the
+        principal now, so a key that could never authenticate is never issued.
+        """
+        key_id = secrets.token_hex(_KEY_ID_HEX // 2)
+        secret = secrets.token_urlsafe(32)
+        kind = PrincipalKind(kind)
+        perms = tuple(sorted({Permission(p) for p in permissions}, key=lambda p: p.value))
+        key = ApiKey(key_id=key_id,
+                     principal_id=principal_id or f"{kind.value}:{user_id or key_id}",
+                     kind=kind, tenant_id=tenant_id, user_id=user_id, permissions=perms,
+                     label=label, created_at=time.time())
+        key.principal()  # raises MemoryValidationError naming the bad binding
+        await self._insert(key, secret_digest(secret))
+        log.info("api key %s created for tenant %s", key_id, tenant_id)
+        return IssuedKey(key=key, token=f"{KEY_PREFIX}{key_id}_{secret}")
+
+    # -- verification (CredentialVerifier) ----------------------------------------------
+
+    def accepts(self, token: str) -> bool:
+        return token.startswith(KEY_PREFIX)
+
+    async def verify(self, token: str) -> Principal | None:
+        key_id, sep, secret = token.removeprefix(KEY_PREFIX).partition("_")
+        if not sep or len(key_id) != _KEY_ID_HEX or not secret:
+            return None
+        stored = await self._lookup(key_id)
+        digest = stored.digest if stored is not None else _DUMMY_DIGEST
+        matches = hmac.compare_digest(secret_digest(secret).encode(), digest.encode())
+        if stored is None or not matches or not stored.key.active:
+            return None
+        return stored.key.principal()
+
+
+class ApiKeyStore(KeyStoreBase):
+    """Create, list, revoke and verify API keys in one SQLite file (the embedded
+    default). Every verification reads the file, so a revocation by ``keys revoke`` in
+    another process counts from the next request.
 
     Also a :class:`~governed_memory_service.authentication.CredentialVerifier`: hand it
     to a ``BearerAuthenticator``.
@@ -111,6 +239,7 @@ class ApiKeyStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.description = f"the key store {self.path}"
         self._db: aiosqlite.Connection | None = None
         self._opening: asyncio.Lock | None = None
 
@@ -136,13 +265,8 @@ class ApiKeyStore:
         if db is not None:
             await db.close()
 
-    async def __aenter__(self) -> ApiKeyStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
+    async def exists(self) -> bool:
+        return self.path.is_file()
 
     async def _conn(self) -> aiosqlite.Connection:
         if self._db is None:
@@ -150,41 +274,22 @@ class ApiKeyStore:
         assert self._db is not None
         return self._db
 
-    # -- administration -----------------------------------------------------------------
+    async def check(self) -> None:
+        db = await self._conn()
+        await db.execute_fetchall("SELECT 1 FROM api_keys LIMIT 1")
 
-    async def create(self, *, tenant_id: str, kind: PrincipalKind | str,
-                     permissions: Iterable[Permission | str],
-                     user_id: str | None = None, principal_id: str | None = None,
-                     label: str | None = None) -> IssuedKey:
-        """Issue a key bound to a tenant, an identity and permissions.
-
-        ``principal_id`` defaults to ``<kind>:<user_id>`` for a user-bound key and
-        ``<kind>:<key id>`` otherwise. The bindings are checked by building the
-        principal now, so a key that could never authenticate is never issued.
-        """
-        key_id = secrets.token_hex(_KEY_ID_HEX // 2)
-        secret = secrets.token_urlsafe(32)
-        kind = PrincipalKind(kind)
-        perms = tuple(sorted({Permission(p) for p in permissions}, key=lambda p: p.value))
-        key = ApiKey(key_id=key_id,
-                     principal_id=principal_id or f"{kind.value}:{user_id or key_id}",
-                     kind=kind, tenant_id=tenant_id, user_id=user_id, permissions=perms,
-                     label=label, created_at=time.time())
-        key.principal()  # raises MemoryValidationError naming the bad binding
+    async def _insert(self, key: ApiKey, digest: str) -> None:
         db = await self._conn()
         await db.execute(
             "INSERT INTO api_keys (key_id, secret_sha256, principal_id, kind, tenant_id,"
             " user_id, permissions, label, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key.key_id, _digest(secret), key.principal_id, kind.value, tenant_id, user_id,
-             json.dumps([p.value for p in perms]), label, key.created_at))
+            (key.key_id, digest, key.principal_id, key.kind.value, key.tenant_id,
+             key.user_id, permissions_text(key.permissions), key.label, key.created_at))
         await db.commit()
-        log.info("api key %s created for tenant %s", key_id, tenant_id)
-        return IssuedKey(key=key, token=f"{KEY_PREFIX}{key_id}_{secret}")
 
     async def list(self, *, tenant_id: str | None = None,
                    include_revoked: bool = True) -> tuple[ApiKey, ...]:
-        sql = ("SELECT key_id, principal_id, kind, tenant_id, user_id, permissions, label,"
-               " created_at, revoked_at FROM api_keys")
+        sql = f"SELECT {KEY_COLUMNS} FROM api_keys"
         clauses, args = [], []
         if tenant_id is not None:
             clauses.append("tenant_id = ?")
@@ -196,7 +301,7 @@ class ApiKeyStore:
         db = await self._conn()
         async with db.execute(sql + " ORDER BY created_at, key_id", args) as cursor:
             rows = await cursor.fetchall()
-        return tuple(_key_from_row(tuple(row)) for row in rows)
+        return tuple(key_from_row(tuple(row)) for row in rows)
 
     async def revoke(self, key_id: str) -> bool:
         """Revoke a key at once; ``False`` if no active key has that id."""
@@ -210,32 +315,25 @@ class ApiKeyStore:
             log.info("api key %s revoked", key_id)
         return revoked
 
-    # -- verification (CredentialVerifier) ----------------------------------------------
-
-    def accepts(self, token: str) -> bool:
-        return token.startswith(KEY_PREFIX)
-
-    async def verify(self, token: str) -> Principal | None:
-        key_id, sep, secret = token.removeprefix(KEY_PREFIX).partition("_")
-        if not sep or len(key_id) != _KEY_ID_HEX or not secret:
-            return None
+    async def _lookup(self, key_id: str) -> StoredKey | None:
         db = await self._conn()
         # One round trip to the store's thread (execute, fetch and close together): this
         # runs on every request.
         rows = list(await db.execute_fetchall(
-            "SELECT key_id, principal_id, kind, tenant_id, user_id, permissions, label,"
-            " created_at, revoked_at, secret_sha256 FROM api_keys WHERE key_id = ?",
+            f"SELECT {KEY_COLUMNS}, secret_sha256 FROM api_keys WHERE key_id = ?",
             (key_id,)))
-        row = rows[0] if rows else None
-        stored = str(row[9]) if row is not None else _DUMMY_DIGEST
-        matches = hmac.compare_digest(_digest(secret).encode(), stored.encode())
-        if row is None or not matches:
+        if not rows:
             return None
-        key = _key_from_row(tuple(row[:9]))
-        return key.principal() if key.active else None
+        row = tuple(rows[0])
+        return StoredKey(key=key_from_row(row[:9]), digest=str(row[9]))
 
 
-def _key_from_row(row: tuple[object, ...]) -> ApiKey:
+def permissions_text(permissions: Iterable[Permission]) -> str:
+    return json.dumps([p.value for p in permissions])
+
+
+def key_from_row(row: tuple[object, ...]) -> ApiKey:
+    """An :class:`ApiKey` from the :data:`KEY_COLUMNS` of a row."""
     (key_id, principal_id, kind, tenant_id, user_id, permissions, label, created_at,
      revoked_at) = row
     return ApiKey(key_id=str(key_id), principal_id=str(principal_id),

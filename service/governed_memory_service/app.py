@@ -1,5 +1,7 @@
-"""The Starlette application: the memory routes, health and readiness, the OpenAPI
-document, and problem documents for everything that goes wrong."""
+"""The Starlette application: the memory routes, liveness (``/healthz``: the process
+answers) and readiness (``/readyz``: storage, event sinks and key store answer; see
+:mod:`~governed_memory_service.readiness`), the OpenAPI document, and problem documents
+for everything that goes wrong."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from governed_memory_service.authentication import Authenticator
 from governed_memory_service.mcp_http import McpEndpoint
 from governed_memory_service.openapi import openapi_document
 from governed_memory_service.problems import PROBLEM_JSON, TYPE_PREFIX
+from governed_memory_service.readiness import RETRY_AFTER_S, readiness
 from governed_memory_service.routes import ENDPOINTS, MemoryRoutes
 from governed_memory_service.tracing import TraceContextMiddleware
 
@@ -61,14 +64,14 @@ def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        try:
-            health = await manager.health()
-            ok, provider = health.ok, health.provider
-        except Exception:
-            ok, provider = False, "unknown"
-        # No detail: it may count records, and readiness needs no credentials.
-        return JSONResponse({"status": "ready" if ok else "unavailable",
-                             "provider": provider}, status_code=200 if ok else 503)
+        # Storage, the event sinks and the key store, each a real round trip (see
+        # readiness); no detail: it may count records, and readiness needs no
+        # credentials.
+        ready, body = await readiness(manager, authenticator)
+        if ready:
+            return JSONResponse(body)
+        return JSONResponse(body, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)

@@ -51,6 +51,12 @@ class BearerAuthenticator:
             raise ValueError("a BearerAuthenticator needs at least one verifier")
         self._verifiers = verifiers
 
+    @property
+    def verifiers(self) -> tuple[CredentialVerifier, ...]:
+        """The verifiers, in the order tokens are offered to them (readiness asks the
+        ones with a ``check`` for a round trip to their store)."""
+        return self._verifiers
+
     async def authenticate(self, authorization: str | None) -> Principal:
         if not authorization:
             raise AuthenticationError()

@@ -9,9 +9,10 @@ more often a typo than a wish, and creating it would start an empty store whose 
 nobody ever finds. Such a path is refused before anything is built, naming it, with the
 CLI's ``not_found`` exit code (4).
 
-Every command that uses the key store names it ``--keys``; ``--keys-db``, the spelling
-the ``keys`` commands had, still works, hidden and deprecated, so existing scripts keep
-running.
+Every command that uses the key store names it ``--keys`` (a file, a ``postgresql://``
+URI or ``profile``: :mod:`governed_memory_service.key_stores`); ``--keys-db``, the
+spelling the ``keys`` commands had, still works, hidden and deprecated, so existing
+scripts keep running.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ __all__ = ["KEYS_HELP", "creatable", "default_home", "keys_option", "profile_fil
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-KEYS_HELP: Final = ("the API key store (default $GOVERNED_MEMORY_HOME/keys.db, else "
-                    "./.governed-memory/keys.db)")
+KEYS_HELP: Final = ("the API key store: a SQLite file, a postgresql:// URI (?schema= "
+                    "names its schema, default governed_memory_keys) or `profile` (the "
+                    "profile's PostgreSQL database); default $GOVERNED_MEMORY_KEYS, else "
+                    "$GOVERNED_MEMORY_HOME/keys.db, else ./.governed-memory/keys.db")
 _IN_MEMORY: Final = frozenset({"", ":memory:"})
 
 
@@ -73,11 +76,12 @@ def profile_files(profile: str, db: Path | None, plugins: Any) -> list[tuple[str
 
 
 def keys_option(command: F) -> F:
-    """``--keys PATH`` (and the hidden, deprecated ``--keys-db PATH``) as the command's
-    ``keys`` argument. Put it directly above the ``def``."""
+    """``--keys FILE|URI|profile`` (and the hidden, deprecated ``--keys-db PATH``) as the
+    command's ``keys`` argument, a string or ``None``. Put it directly above the
+    ``def``."""
 
     @functools.wraps(command)
-    def merged(*args: Any, keys: Path | None, keys_db: Path | None, **kwargs: Any) -> Any:
+    def merged(*args: Any, keys: str | None, keys_db: str | None, **kwargs: Any) -> Any:
         if keys_db is not None:
             if keys is not None:
                 raise click.UsageError("--keys and --keys-db name the same store: give "
@@ -86,9 +90,8 @@ def keys_option(command: F) -> F:
             keys = keys_db
         return command(*args, keys=keys, **kwargs)
 
-    path = click.Path(dir_okay=False, path_type=Path)
-    merged = click.option("--keys-db", "keys_db", type=path, default=None, hidden=True,
+    merged = click.option("--keys-db", "keys_db", type=str, default=None, hidden=True,
                           help="deprecated spelling of --keys")(merged)
-    merged = click.option("--keys", "keys", type=path, default=None, metavar="FILE",
-                          help=KEYS_HELP)(merged)
+    merged = click.option("--keys", "keys", type=str, default=None,
+                          metavar="FILE|URI|profile", help=KEYS_HELP)(merged)
     return merged  # type: ignore[return-value]

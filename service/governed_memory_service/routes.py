@@ -45,6 +45,7 @@ from governed_memory_service.http_input import (
     single,
 )
 from governed_memory_service.problems import PROBLEM_JSON, problem_for
+from governed_memory_service.readiness import RETRY_AFTER_S
 from governed_memory_service.tier_routes import TIER_ENDPOINTS, TierRoutes
 
 __all__ = ["ENDPOINTS", "LONG_TERM_ENDPOINTS", "Endpoint", "MemoryRoutes", "problem_response"]
@@ -118,6 +119,9 @@ def problem_response(error: GovernedMemoryError) -> Response:
         if error.credentials_given:
             challenge += ', error="invalid_token"'
         headers["WWW-Authenticate"] = challenge
+    if problem["status"] == 503:
+        # Storage, the audit trail or the key store is down for now: say when to retry.
+        headers["Retry-After"] = str(RETRY_AFTER_S)
     return JSONResponse(problem, status_code=problem["status"], headers=headers,
                         media_type=PROBLEM_JSON)
 

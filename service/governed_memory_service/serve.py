@@ -10,6 +10,10 @@ so none is lost. uvicorn re-raises the captured signal once it is done, which wo
 turn a clean stop into death by SIGTERM; the command keeps its own handler installed so
 that a requested stop exits 0.
 
+``--workers N`` (N > 1) runs that same server in N worker processes over one listening
+socket, under a supervising parent: :mod:`governed_memory_service.workers`. One worker
+(the default) is exactly the single process described above.
+
 Starlette, uvicorn and PyJWT (the ``service`` extra) are imported inside the command
 only, so loading plugins never needs them.
 """
@@ -17,12 +21,14 @@ only, so loading plugins never needs them.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Final, Literal
 
 import attrs
 import click
@@ -31,17 +37,42 @@ from governed_memory_service.command_files import keys_option
 
 EXTRA_HINT = "pip install 'governed-memory[service]'"
 _EXTRA_MODULES = ("starlette", "uvicorn", "jwt", "httpx", "mcp")
+ListenMode = Literal["shared", "reuseport"]
+LISTEN_MODES: Final = ("reuseport", "shared")
+DEFAULT_LISTEN_MODE: Final[ListenMode] = ("reuseport" if sys.platform.startswith("linux")
+                                          else "shared")
+"""Linux spreads connections over ``SO_REUSEPORT`` sockets; elsewhere (macOS, the BSDs)
+the option only lets sockets share a port, without spreading, so one socket is shared."""
+DEFAULT_MAX_RESTARTS: Final = 5
+DEFAULT_RESTART_WINDOW_S: Final = 60
 
 
 @attrs.frozen(kw_only=True)
 class ServeOptions:
     profile: str
     db: Path | None
-    keys: Path | None
+    keys: str | None
     host: str
     port: int
     shutdown_timeout: int
     access_log: bool = False
+    workers: int = 1
+    listen_mode: ListenMode = DEFAULT_LISTEN_MODE
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    restart_window_s: int = DEFAULT_RESTART_WINDOW_S
+
+    def to_json(self) -> str:
+        """For a worker process (its stdin, never its argv: ``keys`` may hold a
+        password)."""
+        values = attrs.asdict(self)
+        values["db"] = None if self.db is None else str(self.db)
+        return json.dumps(values)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeOptions:
+        values = json.loads(text)
+        values["db"] = None if values["db"] is None else Path(values["db"])
+        return cls(**values)
 
 
 def require_service_extra() -> None:
@@ -92,27 +123,91 @@ def authenticating_jwt(manager: Any) -> Any:
     return JwtVerifier(JwtSettings.from_profile(spec.auth.jwt))
 
 
-async def _serve(options: ServeOptions) -> bool:
-    """Serve until told to stop; ``False`` when the server never started."""
+def server_parts(options: ServeOptions) -> tuple[Any, Any, Any]:
+    """The manager, the key store (unopened) and the JWT verifier (or ``None``) the
+    options name, checked before anything listens: a key file only where it may be
+    created, PostgreSQL keys never in the memory schema, the JWT key readable."""
+    from governed_memory_service.key_stores import key_store_location, refuse_memory_schema
+
+    location = key_store_location(options.keys, profile=options.profile)
+    creates = () if location.path is None else (("the key store", location.path),)
+    manager = build_manager(options.profile, options.db, also_creates=creates)
+    refuse_memory_schema(location, manager.profile_spec)
+    return manager, location.store(), authenticating_jwt(manager)
+
+
+StartedHook = Callable[[], None]
+
+
+async def serve_app(options: ServeOptions, *, sockets: list[socket.socket] | None = None,
+                    on_started: StartedHook | None = None,
+                    parent_fd: int | None = None,
+                    stopped_early: Callable[[], bool] | None = None) -> bool:
+    """Serve until told to stop; ``False`` when the server never started.
+
+    A worker passes the listening ``sockets`` it inherited, ``on_started`` (told once
+    the app's startup is done and the server accepts) and ``parent_fd``, a pipe from
+    the supervisor whose end of file (the supervisor is gone) stops the worker as
+    SIGTERM would, and ``stopped_early``, whether SIGTERM came before uvicorn could
+    catch it."""
     import uvicorn
 
-    from governed_memory_service.api_keys import ApiKeyStore, default_key_store_path
     from governed_memory_service.app import create_app
     from governed_memory_service.authentication import BearerAuthenticator
 
-    key_store = options.keys or default_key_store_path()
-    manager = build_manager(options.profile, options.db,
-                            also_creates=(("the key store", key_store),))
-    jwt = authenticating_jwt(manager)
-    async with ApiKeyStore(key_store) as keys:
+    manager, key_store, jwt = server_parts(options)
+    async with key_store as keys:
         verifiers = (keys,) if jwt is None else (keys, jwt)
         app = create_app(manager, BearerAuthenticator(*verifiers), manage_lifespan=True)
         config = uvicorn.Config(app, host=options.host, port=options.port, lifespan="on",
                                 timeout_graceful_shutdown=options.shutdown_timeout,
                                 log_level="info", access_log=options.access_log)
         server = uvicorn.Server(config)
-        await server.serve()
+        watchers = _watch(server, on_started, parent_fd, stopped_early)
+        try:
+            await server.serve(sockets=sockets)
+        finally:
+            for watcher in watchers:
+                watcher()
         return bool(server.started)
+
+
+def _watch(server: Any, on_started: StartedHook | None, parent_fd: int | None,
+           stopped_early: Callable[[], bool] | None) -> list[Callable[[], object]]:
+    """Start what a worker needs around its server; returns how to undo each."""
+    loop = asyncio.get_running_loop()
+    undo: list[Callable[[], object]] = []
+    if on_started is not None or stopped_early is not None:
+        async def announce() -> None:
+            # The first pass runs once serve() has installed uvicorn's signal handlers.
+            if stopped_early is not None and stopped_early():
+                server.should_exit = True
+            while not server.started:
+                if server.should_exit:
+                    return
+                await asyncio.sleep(0.02)
+            if on_started is not None:
+                on_started()
+
+        task = loop.create_task(announce())
+        undo.append(task.cancel)
+    if parent_fd is not None:
+        import os
+
+        def parent_said() -> None:
+            try:
+                data = os.read(parent_fd, 4096)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # end of file: the supervisor is gone, stop as on SIGTERM
+                loop.remove_reader(parent_fd)
+                server.should_exit = True
+
+        loop.add_reader(parent_fd, parent_said)
+        undo.append(lambda: loop.remove_reader(parent_fd))
+    return undo
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -128,7 +223,7 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return factory
 
 
-def _stop_requested(signum: int, frame: FrameType | None) -> None:
+def stop_requested(signum: int, frame: FrameType | None) -> None:
     """Replaces the default SIGTERM and SIGINT actions while serving: uvicorn handles
     the signal itself and re-raises it on the way out, where it must not kill the
     process (or raise KeyboardInterrupt) after a clean stop."""
@@ -142,27 +237,50 @@ def _stop_requested(signum: int, frame: FrameType | None) -> None:
               help="SQLite database file (overrides the profile provider's path)")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="worker processes on one port, each with its own manager, under a "
+                   "supervising parent; 1 serves in this process")
 @click.option("--shutdown-timeout", type=click.IntRange(min=0), default=30,
               show_default=True,
               help="seconds requests in flight get to finish after SIGTERM")
+@click.option("--max-restarts", type=click.IntRange(min=0), default=DEFAULT_MAX_RESTARTS,
+              show_default=True,
+              help="with --workers > 1: worker exits the parent restarts within "
+                   "--restart-window before it stops everything as a crash loop")
+@click.option("--restart-window", type=click.IntRange(min=1),
+              default=DEFAULT_RESTART_WINDOW_S, show_default=True, metavar="SECONDS",
+              help="with --workers > 1: the window --max-restarts counts in")
+@click.option("--listen-mode", type=click.Choice(LISTEN_MODES), default=DEFAULT_LISTEN_MODE,
+              show_default=True,
+              help="with --workers > 1: a SO_REUSEPORT socket per worker (Linux spreads "
+                   "connections over them by a hash of the client's address) or one "
+                   "socket every worker accepts from (shared: the first worker awake "
+                   "takes a burst of connections)")
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="a line per request on stderr; off by default, since a request's URL "
                    "names the data subject (user_id and the other scope dimensions)")
 @keys_option
-def serve(profile: str, db: Path | None, keys: Path | None, host: str, port: int,
-          shutdown_timeout: int, access_log: bool) -> None:
+def serve(profile: str, db: Path | None, keys: str | None, host: str, port: int,
+          workers: int, shutdown_timeout: int, max_restarts: int, restart_window: int,
+          listen_mode: ListenMode, access_log: bool) -> None:
     """Run the HTTP API; SIGTERM (or Ctrl-C) stops it gracefully (exit 0)."""
     require_service_extra()
     from governed_memory.cli.common import EXIT_CODES
     from governed_memory.errors import GovernedMemoryError
 
     options = ServeOptions(profile=profile, db=db, keys=keys, host=host, port=port,
-                           shutdown_timeout=shutdown_timeout, access_log=access_log)
-    previous = {sig: signal.signal(sig, _stop_requested)
+                           shutdown_timeout=shutdown_timeout, access_log=access_log,
+                           workers=workers, listen_mode=listen_mode,
+                           max_restarts=max_restarts, restart_window_s=restart_window)
+    if workers > 1:
+        from governed_memory_service.workers import supervise
+
+        sys.exit(supervise(options))
+    previous = {sig: signal.signal(sig, stop_requested)
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            started = runner.run(_serve(options))
+            started = runner.run(serve_app(options))
     except GovernedMemoryError as exc:
         click.echo(f"error ({exc.code}): {exc}", err=True)
         sys.exit(EXIT_CODES.get(exc.code, 1))
