@@ -185,6 +185,8 @@ class NativeMemoryProvider:
         # Lexical searches ranked in worker processes (see ranking_pool), from start to
         # close where the backend's store can be opened by another process.
         self._ranking: RankingPool | None = None
+        self._searching = 0
+        """Searches of this provider in flight now (the pool starts only for overlap)."""
 
     @property
     def backend(self) -> StorageBackend:
@@ -683,6 +685,13 @@ class NativeMemoryProvider:
         return Page(items=items, next_cursor=next_cursor)
 
     async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
+        self._searching += 1
+        try:
+            return await self._search(request, ctx)
+        finally:
+            self._searching -= 1
+
+    async def _search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
         """Hard filters in storage, lexical and vector candidates, fusion, a snapshot.
 
         Every filter (scopes, status, expiry, validity at ``ctx.now``, types, entities,
@@ -783,8 +792,11 @@ class NativeMemoryProvider:
             if pool is not None:
                 if stale:
                     pool.stats.stale += 1
-                elif remote is None and lexical_on and candidates >= WAKE_CANDIDATES:
-                    pool.wake()  # searches here are worth ranking in worker processes
+                elif (remote is None and lexical_on and candidates >= WAKE_CANDIDATES
+                      and self._searching > 1):
+                    # Searches here are worth ranking in worker processes, and they
+                    # overlap (a one-shot command never starts a pool it cannot use).
+                    pool.wake()
         if query_vector is not None:
             self._start_refresher()
         fused = [item for item in fused if item.record_id in records]

@@ -67,11 +67,24 @@ _OPEN_TIMEOUT_S: Final = 30.0
 _CLOSE_TIMEOUT_S: Final = 5.0
 
 
+SERVICE_WORKERS_ENV: Final = "GOVERNED_MEMORY_SERVICE_WORKERS"
+"""How many ``governed-memory serve --workers`` processes share this host (the service
+sets it in each worker): they already spread searches over the cores."""
+
+
 def default_processes() -> int:
     """Two workers on a machine of two cores or more (each search is one core's work,
-    and the provider's own process needs one too); none on one core."""
+    and the provider's own process needs one too); none on one core, and none under
+    several service workers, which use the cores already (N workers with two ranking
+    processes each would be 3N processes on the same cores)."""
     cores = os.cpu_count() or 1
-    return 0 if cores < 2 else min(2, cores)
+    try:
+        service_workers = int(os.environ.get(SERVICE_WORKERS_ENV, "1"))
+    except ValueError:
+        service_workers = 1
+    if cores < 2 or service_workers > 1:
+        return 0
+    return min(2, cores)
 
 
 @runtime_checkable

@@ -85,6 +85,11 @@ def _say(message: str) -> None:
     print(f"serve[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
 
 
+WORKERS_ENV = "GOVERNED_MEMORY_SERVICE_WORKERS"
+"""Set in each worker's environment to the number of workers: a provider that sizes
+process pools of its own by the host's cores reads it (``docs/deployment.md``)."""
+
+
 @attrs.define
 class _Worker:
     slot: int
@@ -197,8 +202,11 @@ class _Supervisor:
             command += ["--listen-fd", str(listen_fd)]
             inherited = (listen_fd, ready_w)
         try:
+            # How many service workers share this host's cores: a provider that would
+            # start processes of its own (the native ranking pool) leaves them to us.
+            env = {**os.environ, WORKERS_ENV: str(self.options.workers)}
             process = subprocess.Popen(command, stdin=subprocess.PIPE, close_fds=True,
-                                       pass_fds=inherited, process_group=0)
+                                       pass_fds=inherited, process_group=0, env=env)
         except BaseException:
             os.close(ready_r)
             raise

@@ -208,9 +208,15 @@ async def test_a_search_examining_many_records_starts_the_workers(
         await _seed(provider, 1200, clock)
         request = SearchRequest(scopes=(USER_SCOPE,), query="the", limit=5)
         first = await provider.search(request, make_ctx(clock))
-        assert first.candidates == 1200  # every record examined: worth a worker
+        assert first.candidates == 1200  # every record examined: worth a worker...
         pool = provider.ranking_pool
         assert pool is not None
+        # ...but one search at a time (a one-shot command) never starts the pool:
+        assert pool.stats.started == 0 and not pool.ready
+        # searches that overlap do.
+        overlapping = await asyncio.gather(*(provider.search(request, make_ctx(clock))
+                                             for _ in range(3)))
+        assert all(_answer(result) == _answer(first) for result in overlapping)
         async with asyncio.timeout(DEADLINE_S):
             assert await pool.started()
         assert _answer(await provider.search(request, make_ctx(clock))) == _answer(first)
@@ -232,6 +238,22 @@ def test_the_memory_backend_has_no_workers(clock: ManualClock) -> None:
 def test_ranking_processes_must_be_auto_or_a_small_count(value: object) -> None:
     with pytest.raises(MemoryConfigurationError, match="ranking_processes"):
         parse_indexing_config({"ranking_processes": value})
+
+
+def test_auto_leaves_the_cores_to_several_service_workers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from governed_memory_native.ranking_pool import SERVICE_WORKERS_ENV, default_processes
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.delenv(SERVICE_WORKERS_ENV, raising=False)
+    assert default_processes() == 2
+    monkeypatch.setenv(SERVICE_WORKERS_ENV, "1")
+    assert default_processes() == 2
+    monkeypatch.setenv(SERVICE_WORKERS_ENV, "2")
+    assert default_processes() == 0
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    monkeypatch.delenv(SERVICE_WORKERS_ENV)
+    assert default_processes() == 0
 
 
 def test_ranking_processes_auto_and_counts() -> None:
