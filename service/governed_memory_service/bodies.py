@@ -91,6 +91,9 @@ class ScopeBody:
     run_id: str | None = None
     agent_id: str | None = None
     domain_pack: str | None = None
+    shared: bool = False
+    """The scope without a user, even for a credential bound to one (which otherwise
+    means its own user where ``user_id`` is left out)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -8,10 +8,10 @@ raises the same typed errors.
 
 An application moves from in-process to remote by changing how it builds the object;
 the principal is no argument here, since the credential the client holds *is* the
-principal (the server derives it, never the caller). One difference: with a credential
-bound to a user, a scope without ``user_id`` is that user's scope on the server (as
-over MCP and in the tiers), where in process it names the tenant's shared scope; only a
-credential bound to no user reaches the shared scopes remotely.
+principal (the server derives it, never the caller). A scope is sent exactly: one
+without ``user_id`` travels with ``shared=true``, so it names the shared scope on the
+server as in process, even with a credential bound to a user (whose requests that leave
+``user_id`` out otherwise mean its own user).
 """
 
 from __future__ import annotations
@@ -71,7 +71,11 @@ class Call:
 
 
 def _scope_params(scope: Scope) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in scope.dimensions().items() if k != "tenant_id"]
+    """The scope as the query string names it: exactly, so a scope without a user is
+    sent as ``shared=true`` (a credential bound to a user would otherwise mean its
+    user), and the remote client reaches the scopes the in-process manager would."""
+    params = [(k, v) for k, v in scope.dimensions().items() if k != "tenant_id"]
+    return params if scope.user_id is not None else [*params, ("shared", "true")]
 
 
 def _base(scope: Scope) -> str:
@@ -96,7 +100,7 @@ def _paging(limit: int, cursor: str | None) -> list[tuple[str, str]]:
 
 def _scope_body(scope: Scope) -> ScopeBody:
     dimensions = {k: v for k, v in scope.dimensions().items() if k != "tenant_id"}
-    return ScopeBody(**dimensions)
+    return ScopeBody(**dimensions, shared=scope.user_id is None)
 
 
 def _body(value: Any) -> dict[str, Any]:

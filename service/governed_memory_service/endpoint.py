@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from governed_memory_service.http_input import SCOPE_QUERY
+from governed_memory_service.http_input import SCOPE_PARAMS
 
 __all__ = ["Endpoint"]
 
@@ -20,7 +20,7 @@ class Endpoint:
     method: str
     operation_id: str
     summary: str
-    query: tuple[str, ...] = SCOPE_QUERY
+    query: tuple[str, ...] = SCOPE_PARAMS
     body: type[Any] | None = None
     status: int = 200
     headers_in: tuple[str, ...] = ()

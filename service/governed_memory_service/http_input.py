@@ -26,12 +26,15 @@ from governed_memory_service.bodies import ScopeBody
 from governed_memory_service.errors import PayloadTooLargeError, PreconditionFailedError
 from governed_memory_service.json_input import parse_json
 
-__all__ = ["SCOPE_QUERY", "ascii_integer", "content_length", "etag", "expected_revision",
-           "idempotency_key", "integer", "query_values", "read_body", "read_json", "scope_of",
-           "scopes_of"]
+__all__ = ["SCOPE_PARAMS", "SCOPE_QUERY", "ascii_integer", "content_length", "etag",
+           "expected_revision", "idempotency_key", "integer", "query_values", "read_body",
+           "read_json", "scope_of", "scopes_of"]
 
 SCOPE_QUERY: tuple[str, ...] = tuple(d for d in DIMENSIONS if d != "tenant_id")
 """The scope dimensions a query string may carry; the tenant is the path's."""
+SCOPE_PARAMS: tuple[str, ...] = (*SCOPE_QUERY, "shared")
+"""What a scoped route's query string may carry: the dimensions, and ``shared=true``
+for a scope without a user even when the credential is bound to one."""
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -116,18 +119,28 @@ def scope_of(request: Request, values: dict[str, list[str]], principal: Principa
     Without ``user_id``, a principal bound to a user works in that user's scope, as
     over MCP and in the tiers: a user's key that leaves ``user_id`` out means its own
     memories, not the tenant's shared scope (where it would find nothing it wrote).
-    Naming another user is left to the manager's scope rule, which refuses it.
+    ``shared=true`` asks for the scope without a user instead (a project's shared
+    memories, which the scope rule lets a user read). Naming another user is left to
+    the manager's scope rule, which refuses it.
     """
     dimensions: dict[str, object] = {"tenant_id": request.path_params["tenant"]}
     for name in SCOPE_QUERY:
         value = single(values, name)
         if value is not None:
             dimensions[name] = value
-    return Scope.from_dimensions(_owned(dimensions, principal))
+    shared = boolean(values, "shared")
+    return Scope.from_dimensions(_owned(dimensions, principal, shared, "query.shared"))
 
 
-def _owned(dimensions: dict[str, object], principal: Principal) -> dict[str, object]:
-    """The dimensions with ``user_id`` defaulted to the principal's user, if bound."""
+def _owned(dimensions: dict[str, object], principal: Principal, shared: bool,
+           field: str) -> dict[str, object]:
+    """The dimensions with ``user_id`` defaulted to the principal's user, if bound,
+    unless the caller asked for the shared scope."""
+    if shared:
+        if "user_id" in dimensions:
+            raise MemoryValidationError("shared names the scope without a user: give "
+                                        "shared or user_id, not both", field=field)
+        return dimensions
     if "user_id" not in dimensions and principal.user_id is not None:
         return {**dimensions, "user_id": principal.user_id}
     return dimensions
@@ -147,10 +160,12 @@ def scopes_of(request: Request, bodies: Sequence[ScopeBody],
     tenant = request.path_params["tenant"]
     scopes = []
     for index, body in enumerate(bodies):
-        dimensions = {k: v for k, v in attrs.asdict(body).items() if v is not None}
+        dimensions = {k: v for k, v in attrs.asdict(body).items()
+                      if v is not None and k != "shared"}
         try:
             scopes.append(Scope.from_dimensions(
-                _owned({"tenant_id": tenant, **dimensions}, principal)))
+                _owned({"tenant_id": tenant, **dimensions}, principal, body.shared,
+                       f"body.scopes[{index}].shared")))
         except MemoryValidationError as exc:
             name = (exc.field or "").removeprefix("scope.").removeprefix("scope")
             field = f"body.scopes[{index}]" + (f".{name}" if name else "")

@@ -71,6 +71,10 @@ Session = Annotated[str | None, Field(description=f"Conversation session. {_SCOP
 Run = Annotated[str | None, Field(description=f"Agent run. {_SCOPE}")]
 Agent = Annotated[str | None, Field(description=f"Agent the memory belongs to. {_SCOPE}")]
 DomainPack = Annotated[str | None, Field(description=f"Domain pack. {_SCOPE}")]
+Shared = Annotated[bool, Field(
+    description="true: the memories shared by everyone in the project or workspace (the "
+                "scope without a user) instead of the authenticated user's; leave "
+                "`user_id` unset with it.")]
 MemoryId = Annotated[str, Field(description="The memory's `id`, as `recall` or "
                                             "`list_memories` showed it.")]
 Revision = Annotated[str | None, Field(
@@ -117,11 +121,11 @@ class MemoryTools:
                         "(ISO 8601, UTC when it names no offset).")] = None,
         workspace_id: Workspace = None, project_id: Project = None, user_id: User = None,
         session_id: Session = None, run_id: Run = None, agent_id: Agent = None,
-        domain_pack: DomainPack = None,
+        domain_pack: DomainPack = None, shared: Shared = False,
     ) -> CallToolResult:
         async def run(principal: Principal) -> CallToolResult:
             scope = _scope(principal, workspace_id, project_id, user_id, session_id, run_id,
-                           agent_id, domain_pack)
+                           agent_id, domain_pack, shared)
             record = await self._manager.add(principal, scope, content,
                                              memory_type=memory_type, key=key,
                                              importance=importance,
@@ -139,11 +143,11 @@ class MemoryTools:
         occurred_since: When = None, occurred_before: When = None,
         workspace_id: Workspace = None, project_id: Project = None, user_id: User = None,
         session_id: Session = None, run_id: Run = None, agent_id: Agent = None,
-        domain_pack: DomainPack = None,
+        domain_pack: DomainPack = None, shared: Shared = False,
     ) -> CallToolResult:
         async def run(principal: Principal) -> CallToolResult:
             scope = _scope(principal, workspace_id, project_id, user_id, session_id, run_id,
-                           agent_id, domain_pack)
+                           agent_id, domain_pack, shared)
             found = await self._manager.search(principal, scope, query, limit=limit,
                                                memory_types=memory_types,
                                                occurred_since=_epoch(occurred_since),
@@ -164,11 +168,11 @@ class MemoryTools:
         expected_revision: Revision = None,
         workspace_id: Workspace = None, project_id: Project = None, user_id: User = None,
         session_id: Session = None, run_id: Run = None, agent_id: Agent = None,
-        domain_pack: DomainPack = None,
+        domain_pack: DomainPack = None, shared: Shared = False,
     ) -> CallToolResult:
         async def run(principal: Principal) -> CallToolResult:
             scope = _scope(principal, workspace_id, project_id, user_id, session_id, run_id,
-                           agent_id, domain_pack)
+                           agent_id, domain_pack, shared)
             record = await self._manager.update(principal, scope, memory_id,
                                                 expected_revision=expected_revision,
                                                 content=content, memory_type=memory_type,
@@ -182,11 +186,11 @@ class MemoryTools:
         expected_revision: Revision = None,
         workspace_id: Workspace = None, project_id: Project = None, user_id: User = None,
         session_id: Session = None, run_id: Run = None, agent_id: Agent = None,
-        domain_pack: DomainPack = None,
+        domain_pack: DomainPack = None, shared: Shared = False,
     ) -> CallToolResult:
         async def run(principal: Principal) -> CallToolResult:
             scope = _scope(principal, workspace_id, project_id, user_id, session_id, run_id,
-                           agent_id, domain_pack)
+                           agent_id, domain_pack, shared)
             deleted = await self._manager.delete(principal, scope, memory_id,
                                                  expected_revision=expected_revision)
             summary = {"forgotten": deleted.record_id, "hard": deleted.hard}
@@ -204,11 +208,11 @@ class MemoryTools:
         memory_types: Types = None,
         workspace_id: Workspace = None, project_id: Project = None, user_id: User = None,
         session_id: Session = None, run_id: Run = None, agent_id: Agent = None,
-        domain_pack: DomainPack = None,
+        domain_pack: DomainPack = None, shared: Shared = False,
     ) -> CallToolResult:
         async def run(principal: Principal) -> CallToolResult:
             scope = _scope(principal, workspace_id, project_id, user_id, session_id, run_id,
-                           agent_id, domain_pack)
+                           agent_id, domain_pack, shared)
             page = await self._manager.list(principal, scope, limit=limit, cursor=cursor,
                                             memory_types=memory_types)
             return memory_block([(record, {}) for record in page.items],
@@ -228,11 +232,16 @@ def _epoch(moment: datetime | None) -> float | None:
 
 def _scope(principal: Principal, workspace_id: str | None, project_id: str | None,
            user_id: str | None, session_id: str | None, run_id: str | None,
-           agent_id: str | None, domain_pack: str | None) -> Scope:
+           agent_id: str | None, domain_pack: str | None, shared: bool) -> Scope:
     """The scope a call names: always the principal's tenant (an agent cannot even
-    spell another one), the principal's user unless another is named."""
+    spell another one), the principal's user unless another is named or ``shared`` asks
+    for the scope without a user (as REST's ``shared=true``)."""
+    if shared and user_id is not None:
+        raise MemoryValidationError("shared names the scope without a user: give shared "
+                                    "or user_id, not both", field="arguments.shared")
+    owner = None if shared else (user_id if user_id is not None else principal.user_id)
     return Scope(principal.tenant_id, workspace_id=workspace_id, project_id=project_id,
-                 user_id=user_id if user_id is not None else principal.user_id,
+                 user_id=owner,
                  session_id=session_id, run_id=run_id, agent_id=agent_id,
                  domain_pack=domain_pack)
 

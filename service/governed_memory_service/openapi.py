@@ -29,6 +29,9 @@ _QUERY_DESCRIPTIONS = {
     "cursor": ("string", "the previous page's next_cursor"),
     "memory_type": ("string", "only these memory types (repeat the parameter)"),
     "hard": ("boolean", "true erases the record and its history"),
+    "shared": ("boolean", "true: the scope without a user (shared memories of a project "
+                          "or tenant), even for a credential bound to a user; excludes "
+                          "user_id"),
     "after_seq": ("integer", "only the turns after this sequence number"),
     "user_id": ("string", "scope dimension user_id; without it, a credential bound to a "
                           "user means that user (one bound to none: no user_id)"),

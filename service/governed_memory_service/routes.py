@@ -32,7 +32,7 @@ from governed_memory_service.bodies import (
 from governed_memory_service.endpoint import Endpoint
 from governed_memory_service.errors import AuthenticationError, PreconditionFailedError
 from governed_memory_service.http_input import (
-    SCOPE_QUERY,
+    SCOPE_PARAMS,
     boolean,
     etag,
     expected_revision,
@@ -66,7 +66,7 @@ LONG_TERM_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(path=MEMORIES, method="POST", operation_id="add", body=AddBody, status=201,
              summary="Add a memory to the scope", headers_in=("Idempotency-Key",), etag=True),
     Endpoint(path=MEMORIES, method="GET", operation_id="list",
-             query=(*SCOPE_QUERY, "limit", "cursor", "memory_type"),
+             query=(*SCOPE_PARAMS, "limit", "cursor", "memory_type"),
              summary="List the scope's memories, a cursor page at a time"),
     Endpoint(path=MEMORIES + "/search", method="POST", operation_id="search",
              body=SearchBody, summary="Search the scope's memories"),
@@ -76,7 +76,7 @@ LONG_TERM_ENDPOINTS: tuple[Endpoint, ...] = (
              headers_in=("If-Match", "Idempotency-Key"), etag=True,
              summary="Update a memory (compare-and-set with If-Match)"),
     Endpoint(path=RECORD, method="DELETE", operation_id="delete",
-             query=(*SCOPE_QUERY, "hard"), headers_in=("If-Match", "Idempotency-Key"),
+             query=(*SCOPE_PARAMS, "hard"), headers_in=("If-Match", "Idempotency-Key"),
              summary="Delete a memory (soft: a tombstone version; hard=true: erase it)"),
     Endpoint(path=RECORD + "/history", method="GET", operation_id="history",
              summary="Every version of a memory, oldest first"),
@@ -86,13 +86,13 @@ LONG_TERM_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(path=MEMORIES, method="DELETE", operation_id="delete_all",
              summary="Erase every memory of exactly this scope (memory:admin)"),
     Endpoint(path=MEMORIES + "/purge-expired", method="POST", operation_id="purge_expired",
-             query=(*SCOPE_QUERY, *PAGING),
+             query=(*SCOPE_PARAMS, *PAGING),
              summary="Erase the scope's expired memories, a bounded sweep per call; "
                      "continue with next_cursor"),
     Endpoint(path=USER, method="DELETE", operation_id="delete_user", query=(),
              summary="Erase a data subject across the tenant; returns the erasure receipt"),
     Endpoint(path=REVIEW, method="GET", operation_id="list_pending",
-             query=(*SCOPE_QUERY, *PAGING),
+             query=(*SCOPE_PARAMS, *PAGING),
              summary="The scope's review queue (memory:review), oldest first"),
     Endpoint(path=REVIEW + "/{record_id}/approve", method="POST", operation_id="approve",
              headers_in=("If-Match", "Idempotency-Key"), etag=True,

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from governed_memory_service.bodies import ContextBody, TurnBody, WorkingStateBody, parse_body
 from governed_memory_service.endpoint import Endpoint
 from governed_memory_service.http_input import (
-    SCOPE_QUERY,
+    SCOPE_PARAMS,
     integer,
     query_values,
     read_json,
@@ -39,7 +39,7 @@ TIER_ENDPOINTS: tuple[Endpoint, ...] = (
              status=201, summary="Append a turn to the session (session_id in the query; "
                                  "turn_id makes it idempotent)"),
     Endpoint(path=TURNS, method="GET", operation_id="recent_turns",
-             query=(*SCOPE_QUERY, "limit", "after_seq"),
+             query=(*SCOPE_PARAMS, "limit", "after_seq"),
              summary="The session's newest turns, oldest first; with after_seq, the turns "
                      "after that sequence number"),
     Endpoint(path=TURNS, method="DELETE", operation_id="clear_turns",

@@ -39,7 +39,7 @@ from governed_memory_service import (
     create_app,
 )
 from governed_memory_service.bodies import ScopeBody
-from governed_memory_service.http_input import SCOPE_QUERY
+from governed_memory_service.http_input import SCOPE_PARAMS
 from governed_memory_service.routes import ENDPOINTS
 
 ALICE = Scope("acme", user_id="alice")
@@ -378,4 +378,4 @@ async def test_new_routes_refuse_missing_credentials(reviewed: Reviewed, operati
 
 def test_every_new_operation_is_an_endpoint_and_scope_bodies_match_the_query() -> None:
     assert set(NEW) <= {e.operation_id for e in ENDPOINTS}
-    assert tuple(f.name for f in attrs.fields(ScopeBody)) == SCOPE_QUERY
+    assert tuple(f.name for f in attrs.fields(ScopeBody)) == SCOPE_PARAMS

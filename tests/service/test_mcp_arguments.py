@@ -87,3 +87,27 @@ async def test_unknown_arguments_are_refused_over_stdio(tmp_path: Path) -> None:
         env={**os.environ, "GOVERNED_MEMORY_HOME": str(tmp_path)})
     async with Client(params, cache=None) as client:
         await refuses_every_unknown_argument(client)
+
+
+async def test_shared_reaches_the_scope_without_a_user(service: Service) -> None:
+    """``shared: true`` is MCP's spelling of REST's ``shared=true``: the project's shared
+    memories, which a user may read; with ``user_id`` it is refused."""
+    operator = await service.keys.create(tenant_id="acme", kind="service",
+                                         principal_id="service:ops",
+                                         permissions=[Permission.READ, Permission.WRITE,
+                                                      Permission.ADMIN])
+    async with service.http(operator.token) as http:
+        stored = await http.post("/v1/tenants/acme/memories", params={"project_id": "kites"},
+                                 json={"content": "the team flies kites on Fridays"})
+        assert stored.status_code == 201, stored.text
+    async with http_client(service) as client:
+        own = await client.call_tool("recall", {"query": "kites", "project_id": "kites"})
+        assert "Fridays" not in own.content[0].text  # type: ignore[union-attr]
+        shared = await client.call_tool("recall", {"query": "kites", "project_id": "kites",
+                                                   "shared": True})
+        assert not shared.is_error
+        assert "Fridays" in shared.content[0].text  # type: ignore[union-attr]
+        clash = await client.call_tool("recall", {"query": "kites", "shared": True,
+                                                  "user_id": "alice"})
+        assert clash.is_error and clash.structured_content is not None
+        assert clash.structured_content["field"] == "arguments.shared"

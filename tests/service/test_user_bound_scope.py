@@ -101,3 +101,44 @@ async def test_rest_and_mcp_agree_on_the_default(service: Service) -> None:
         assert "REST note on kites" in block and "MCP note on kites" in block
         listed = (await http.get(MEMORIES)).json()["items"]
         assert {r["content"] for r in listed} == {"REST note on kites", "MCP note on kites"}
+
+
+async def test_a_user_key_reaches_the_shared_scope_when_it_says_so(service: Service) -> None:
+    """``shared=true`` (or ``"shared": true`` in a multi-search scope) names the scope
+    without a user, which the scope rule lets a user read; the remote client sends it
+    for every scope without a user, so a ``Scope`` means over HTTP what it does in
+    process."""
+    operator = await service.keys.create(tenant_id="acme", kind="service",
+                                         principal_id="service:ops",
+                                         permissions=[Permission.READ, Permission.WRITE,
+                                                      Permission.ADMIN])
+    async with service.http(operator.token) as http:
+        shared = await http.post(MEMORIES, params={"project_id": "kites"},
+                                 json={"content": "the team flies kites on Fridays"})
+        assert shared.status_code == 201, shared.text
+    async with service.http(service.alice) as http:
+        mine = await http.post(MEMORIES, params={"project_id": "kites"},
+                               json={"content": "alice flies a red kite"})
+        assert mine.status_code == 201 and mine.json()["scope"]["user_id"] == "alice"
+        listed = await http.get(MEMORIES, params={"project_id": "kites", "shared": "true"})
+        assert [r["content"] for r in listed.json()["items"]] == [
+            "the team flies kites on Fridays"]
+        both = await http.post(MEMORIES + "/multi-search", json={
+            "scopes": [{"project_id": "kites"}, {"project_id": "kites", "shared": True}],
+            "query": "kites"})
+        assert both.status_code == 200, both.text
+        assert {h["record"]["content"] for h in both.json()["hits"]} == {
+            "alice flies a red kite", "the team flies kites on Fridays"}
+        clash = await http.get(MEMORIES, params={"shared": "true", "user_id": "alice"})
+        assert clash.status_code == 422 and clash.json()["field"] == "query.shared"
+        # Writing the shared scope still takes memory:admin.
+        refused = await http.post(MEMORIES, params={"project_id": "kites", "shared": "true"},
+                                  json={"content": "not alice's to share"})
+        assert refused.status_code == 403, refused.text
+    async with service.client(service.alice) as client:
+        found = await client.search(Scope("acme", project_id="kites"), "kites")
+        assert [hit.record.content for hit in found.hits] == [
+            "the team flies kites on Fridays"]
+        mine_only = await client.search(Scope("acme", project_id="kites", user_id="alice"),
+                                        "kites")
+        assert [hit.record.content for hit in mine_only.hits] == ["alice flies a red kite"]
