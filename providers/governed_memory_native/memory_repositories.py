@@ -433,13 +433,10 @@ class MemoryOutbox(_Repository):
             self._journal.set(self._state.events, event.event_id,
                       (next(self._state.event_sequence), event))
 
-    async def acknowledge(self, event_ids: Sequence[str]) -> int:
-        removed = 0
+    async def acknowledge(self, event_ids: Sequence[str]) -> None:
         for event_id in dict.fromkeys(event_ids):
             if event_id in self._state.events:
                 self._journal.pop(self._state.events, event_id)
-                removed += 1
-        return removed
 
 
 class MemoryIndexJobs(_Repository):

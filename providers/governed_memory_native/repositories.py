@@ -171,9 +171,9 @@ class OutboxWrites(OutboxReads, Protocol):
         """
         ...
 
-    async def acknowledge(self, event_ids: Sequence[str]) -> int:
-        """Remove delivered events; unknown ids are ignored. Returns how many were
-        removed."""
+    async def acknowledge(self, event_ids: Sequence[str]) -> None:
+        """Remove delivered events; unknown ids are ignored. Nothing reads a count, so
+        a backend may send the removal with the transaction's next statement."""
         ...
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from governed_memory.events import MemoryEvent
 
-from governed_memory_native.sql_dialect import Params, SqlDialect, chunks
+from governed_memory_native.sql_dialect import SqlDialect, chunks
 from governed_memory_native.stored_rows import event_from_json
 
 
@@ -30,13 +30,11 @@ class SqlOutbox:
             " ON CONFLICT (event_id) DO NOTHING"
         ), (event.event_id, event.tenant_id, event.to_json()))
 
-    async def acknowledge(self, event_ids: Sequence[str]) -> int:
-        """Every chunk's delete at once, without the writer lock (deletions by id)."""
+    async def acknowledge(self, event_ids: Sequence[str]) -> None:
+        """Queued without the writer lock (deletions by id): on PostgreSQL the deletes
+        travel with the write's next round trip, never in one of their own."""
         db = self._db
-        statements: list[tuple[str, Params]] = []
         for chunk in chunks(sorted(set(event_ids)), db.chunk):
             ids, params = db.member("event_id", chunk)
-            statements.append((db.q(f"DELETE FROM event_outbox WHERE {ids}"), params))
-        if not statements:
-            return 0
-        return sum(await db.write_many(statements, lock_free=True))
+            await db.queue(db.q(f"DELETE FROM event_outbox WHERE {ids}"), params,
+                           lock_free=True)
