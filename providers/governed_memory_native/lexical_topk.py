@@ -36,6 +36,7 @@ whenever nothing was pruned, and identical on every backend.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -73,6 +74,10 @@ its statistics (:func:`first_reads` is the rule)."""
 COMMON_SHARE: Final = 8
 """A term held by more than one record in this many is common: it is read together with
 the rarer ones only when it comes first (pruning may well spare its postings)."""
+
+SLICE: Final = 1_024
+"""Postings taken between two yields to the event loop in a *cooperative* search: a
+common word's 8,000 postings would otherwise hold the loop for several milliseconds."""
 
 PROBE_TOGETHER: Final = 256
 """Lookups (surviving documents times terms left) the last probes ask for in one
@@ -177,8 +182,13 @@ class TopK(Generic[Doc]):
 
 
 async def top_k(source: PostingsSource[Doc], tokens: Sequence[str],
-                limit: int) -> TopK[Doc]:
-    """The best ``limit`` records for ``tokens`` by BM25, ties by record id."""
+                limit: int, *, cooperative: bool = False) -> TopK[Doc]:
+    """The best ``limit`` records for ``tokens`` by BM25, ties by record id.
+
+    ``cooperative``: yield to the event loop every :data:`SLICE` postings taken, for a
+    source whose reads are awaits already (SQL: another suspension point changes
+    nothing a transaction sees), never for one that reads shared memory between awaits
+    on the promise that it is not suspended (the memory backend)."""
     terms = tuple(dict.fromkeys(tokens))
     if not terms or limit <= 0:
         return TopK((), 0)
@@ -194,7 +204,8 @@ async def top_k(source: PostingsSource[Doc], tokens: Sequence[str],
     mean = average_length(size, total)
     weights = term_weights(size, containing, tokens)
     repeats = Counter(tokens)
-    search = _Search(source, tuple(tokens), weights, repeats, mean, limit, expired)
+    search = _Search(source, tuple(tokens), weights, repeats, mean, limit, expired,
+                     cooperative)
     order = sorted((term for term in terms if containing[term] > 0),
                    key=lambda term: (-search.bound(term), term))
     return await search.run(order, containing, size)
@@ -206,8 +217,9 @@ class _Search(Generic[Doc]):
 
     def __init__(self, source: PostingsSource[Doc], tokens: tuple[str, ...],
                  weights: Mapping[str, float], repeats: Counter[str], mean: float,
-                 limit: int, expired: set[Doc]) -> None:
+                 limit: int, expired: set[Doc], cooperative: bool = False) -> None:
         self.source = source
+        self.cooperative = cooperative
         self.tokens = tokens
         self.weights = weights
         self.repeats = repeats
@@ -255,7 +267,7 @@ class _Search(Generic[Doc]):
         first = first_reads(order, containing, documents)
         found = await self.source.postings(first)
         for term in first:
-            self._read(term, found.get(term, ()))
+            await self._read(term, found.get(term, ()))
         read = len(first)
         self._raise_theta()
         while read < len(order):
@@ -263,15 +275,25 @@ class _Search(Generic[Doc]):
             if self.below(rest[read]):
                 break
             term = order[read]
-            self._read(term, (await self.source.postings([term])).get(term, ()))
+            await self._read(term, (await self.source.postings([term])).get(term, ()))
             read += 1
             self._raise_theta()
         candidates = len(self.partial)
         await self._finish(order[read:], rest[read:], containing)
         return await self._ranked(candidates)
 
-    def _read(self, term: str, postings: Iterable[tuple[Doc, int, int]]) -> None:
-        """Take every posting of ``term``: new candidates join, others gain its part."""
+    async def _read(self, term: str, postings: Sequence[tuple[Doc, int, int]]) -> None:
+        """Take every posting of ``term``, a slice at a time when cooperative."""
+        if not self.cooperative or len(postings) <= SLICE:
+            self._take(term, postings)
+            return
+        for start in range(0, len(postings), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            self._take(term, postings[start:start + SLICE])
+
+    def _take(self, term: str, postings: Sequence[tuple[Doc, int, int]]) -> None:
+        """Take postings of ``term``: new candidates join, others gain its part."""
         weight = self.weights[term] * self.repeats[term] * UPPER_SATURATION
         flat = K1 * (1 - B)
         slope = K1 * B / self.mean

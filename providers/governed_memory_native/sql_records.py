@@ -223,7 +223,7 @@ class SqlLexicalSearch:
         if not query.tokens or not query.scope_hashes:
             return RankedRows((), {}, 0)
         source = _WithRows(self.source(query), self._db, 2 * query.limit)
-        found = await top_k(source, query.tokens, query.limit)
+        found = await top_k(source, query.tokens, query.limit, cooperative=True)
         rows = source.rows
         missing = [doc for doc, _ in found.ranked if doc not in rows]
         if missing:
