@@ -22,7 +22,7 @@ from governed_memory_service.api_keys import KeyStore
 from governed_memory_service.command_files import creatable, keys_option
 from governed_memory_service.key_stores import KeyStoreLocation, key_store_location
 from governed_memory_service.mcp_stdio import mcp
-from governed_memory_service.serve import serve
+from governed_memory_service.serve_command import serve
 
 __all__ = ["main"]
 

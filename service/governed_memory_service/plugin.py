@@ -19,7 +19,7 @@ PLUGIN_NAME = "service"
 def register_cli_commands(register: Callable[..., None]) -> None:
     from governed_memory_service.cli import keys
     from governed_memory_service.mcp_stdio import mcp
-    from governed_memory_service.serve import serve
+    from governed_memory_service.serve_command import serve
 
     register("serve", serve, description="Run the HTTP API (graceful on SIGTERM).")
     register("keys", keys, description="API keys of the service: create, list, revoke.")

@@ -1,4 +1,5 @@
-"""``governed-memory serve``: the HTTP API under uvicorn, with a graceful SIGTERM.
+"""What ``governed-memory serve`` runs: the HTTP API under uvicorn, with a graceful
+SIGTERM (the command itself is :mod:`governed_memory_service.serve_command`).
 
 The manager comes from a profile the way the data commands build theirs (the same
 ``--db`` override and the same audit trail under the database's directory), so what a
@@ -11,18 +12,17 @@ turn a clean stop into death by SIGTERM; the command keeps its own handler insta
 that a requested stop exits 0.
 
 ``--workers N`` (N > 1) runs that same server in N worker processes over one listening
-socket, under a supervising parent: :mod:`governed_memory_service.workers`. One worker
-(the default) is exactly the single process described above.
+socket, under a supervising parent: :mod:`governed_memory_service.workers`, which builds
+on this module. One worker (the default) is exactly the single process described above.
 
-Starlette, uvicorn and PyJWT (the ``service`` extra) are imported inside the command
-only, so loading plugins never needs them.
+Starlette, uvicorn and PyJWT (the ``service`` extra) are imported inside the functions
+that serve only, so loading plugins never needs them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -32,8 +32,6 @@ from typing import Any, Final, Literal
 
 import attrs
 import click
-
-from governed_memory_service.command_files import keys_option
 
 EXTRA_HINT = "pip install 'governed-memory[service]'"
 _EXTRA_MODULES = ("starlette", "uvicorn", "jwt", "httpx", "mcp")
@@ -227,66 +225,3 @@ def stop_requested(signum: int, frame: FrameType | None) -> None:
     """Replaces the default SIGTERM and SIGINT actions while serving: uvicorn handles
     the signal itself and re-raises it on the way out, where it must not kill the
     process (or raise KeyboardInterrupt) after a clean stop."""
-
-
-@click.command("serve")
-@click.option("--profile", required=True, metavar="ID@VERSION|FILE",
-              help="the profile that builds the manager: a registered reference or a "
-                   "TOML file")
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite database file (overrides the profile provider's path)")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
-@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="worker processes on one port, each with its own manager, under a "
-                   "supervising parent; 1 serves in this process")
-@click.option("--shutdown-timeout", type=click.IntRange(min=0), default=30,
-              show_default=True,
-              help="seconds requests in flight get to finish after SIGTERM")
-@click.option("--max-restarts", type=click.IntRange(min=0), default=DEFAULT_MAX_RESTARTS,
-              show_default=True,
-              help="with --workers > 1: worker exits the parent restarts within "
-                   "--restart-window before it stops everything as a crash loop")
-@click.option("--restart-window", type=click.IntRange(min=1),
-              default=DEFAULT_RESTART_WINDOW_S, show_default=True, metavar="SECONDS",
-              help="with --workers > 1: the window --max-restarts counts in")
-@click.option("--listen-mode", type=click.Choice(LISTEN_MODES), default=DEFAULT_LISTEN_MODE,
-              show_default=True,
-              help="with --workers > 1: a SO_REUSEPORT socket per worker (Linux spreads "
-                   "connections over them by a hash of the client's address) or one "
-                   "socket every worker accepts from (shared: the first worker awake "
-                   "takes a burst of connections)")
-@click.option("--access-log/--no-access-log", default=False, show_default=True,
-              help="a line per request on stderr; off by default, since a request's URL "
-                   "names the data subject (user_id and the other scope dimensions)")
-@keys_option
-def serve(profile: str, db: Path | None, keys: str | None, host: str, port: int,
-          workers: int, shutdown_timeout: int, max_restarts: int, restart_window: int,
-          listen_mode: ListenMode, access_log: bool) -> None:
-    """Run the HTTP API; SIGTERM (or Ctrl-C) stops it gracefully (exit 0)."""
-    require_service_extra()
-    from governed_memory.cli.common import EXIT_CODES
-    from governed_memory.errors import GovernedMemoryError
-
-    options = ServeOptions(profile=profile, db=db, keys=keys, host=host, port=port,
-                           shutdown_timeout=shutdown_timeout, access_log=access_log,
-                           workers=workers, listen_mode=listen_mode,
-                           max_restarts=max_restarts, restart_window_s=restart_window)
-    if workers > 1:
-        from governed_memory_service.workers import supervise
-
-        sys.exit(supervise(options))
-    previous = {sig: signal.signal(sig, stop_requested)
-                for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            started = runner.run(serve_app(options))
-    except GovernedMemoryError as exc:
-        click.echo(f"error ({exc.code}): {exc}", err=True)
-        sys.exit(EXIT_CODES.get(exc.code, 1))
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if not started:
-        click.echo("error: the server did not start", err=True)
-        sys.exit(1)

@@ -67,7 +67,12 @@ from typing import Final
 
 import attrs
 
-from governed_memory_service.serve import ServeOptions, event_loop_factory
+from governed_memory_service.serve import (
+    ServeOptions,
+    event_loop_factory,
+    serve_app,
+    server_parts,
+)
 
 __all__ = ["STARTUP_FAILURE", "supervise"]
 
@@ -149,7 +154,6 @@ async def prepare(options: ServeOptions) -> None:
     from governed_memory.errors import MemoryUnavailableError
     from governed_memory.tiers import MemoryTiers
 
-    from governed_memory_service.serve import server_parts
 
     manager, key_store, _jwt = server_parts(options)
     async with MemoryTiers.from_manager(manager):
@@ -473,7 +477,6 @@ def worker_main(argv: list[str]) -> int:
 
     from governed_memory.errors import GovernedMemoryError
 
-    from governed_memory_service.serve import serve_app
 
     # The early handler stays: uvicorn installs its own while it serves, and on the way
     # out puts this one back and re-raises the signal it caught, which must not kill

@@ -8,6 +8,7 @@ file) into a spec, the one rule every entry point follows; and
 ``GovernedMemoryManager.from_profile`` / ``from_pack`` build a manager from them.
 """
 
+from governed_memory.profiles.build import check_against_plugins
 from governed_memory.profiles.convert import (
     ProfileLoadError,
     structure_profile,
@@ -15,7 +16,6 @@ from governed_memory.profiles.convert import (
 )
 from governed_memory.profiles.loading import (
     READERS,
-    check_against_plugins,
     load_profile,
     loads_profile,
     parse_profile,

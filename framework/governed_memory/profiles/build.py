@@ -1,4 +1,5 @@
-"""Turning a profile into the parts of a manager: provider, policies, deadline, ref."""
+"""Turning a profile into the parts of a manager (provider, policies, deadline, ref),
+and proving before that it can be built here against the registered plugins."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from governed_memory.clock import Clock
+from governed_memory.capabilities import Capabilities
+from governed_memory.clock import Clock, SystemClock
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventBus
 from governed_memory.operation_context import ProfileRef
-from governed_memory.profiles.loading import (
-    build_policies,
-    build_provider,
-    check_capabilities,
-)
+from governed_memory.profiles.convert import ProfileLoadError
 from governed_memory.profiles.spec import RATE_STORE_PROCESS, CacheStore, MemoryProfileSpec
+from governed_memory.requests import DedupMode
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -56,7 +56,6 @@ def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: 
         if provider.revisions is None:
             # A process-local store cannot see other processes' writes; only the
             # provider's own scope revisions can tell it (docs/search-cache.md).
-            from governed_memory.errors import MemoryConfigurationError
 
             raise MemoryConfigurationError(
                 f"cache.store: 'memory' needs a provider that keeps scope revisions "
@@ -79,8 +78,6 @@ def registered_rate_windows(spec: MemoryProfileSpec,
     name = spec.quotas.registered_rate_store
     if name is None:
         return None
-    from governed_memory.errors import MemoryConfigurationError
-    from governed_memory.profiles.loading import _plain, _problem
     from governed_memory.rates import RateWindows
 
     try:
@@ -123,10 +120,8 @@ def wrap_with_fallback(provider: MemoryProvider, spec: MemoryProfileSpec,
     name = spec.fallback.provider
     if name is None:
         return provider
-    from governed_memory.errors import MemoryConfigurationError
     from governed_memory.fallback import FallbackProvider
     from governed_memory.indexing import configure_from_profile
-    from governed_memory.profiles.loading import _plain, _problem
 
     try:
         registration = plugins.providers.get(name)
@@ -151,3 +146,117 @@ def build_components(spec: MemoryProfileSpec, plugins: PluginManager, clock: Clo
     policies = tuple(build_policies(spec, plugins))
     configuration = {name: spec.policies.extra.get(name, {}) for name in spec.policies.enabled}
     return ProfileComponents(spec, provider, policies, configuration)
+
+
+# -- against the registered plugins ---------------------------------------------------------
+
+
+def build_provider(spec: MemoryProfileSpec, plugins: PluginManager,
+                   overrides: Mapping[str, Any] | None = None,
+                   clock: Any = None) -> MemoryProvider:
+    """The profile's provider, unstarted; a bad name or config names its path."""
+    try:
+        registration = plugins.providers.get(spec.provider.name)
+    except MemoryConfigurationError as exc:
+        raise _problem(spec, "provider.name", str(exc)) from None
+    config = {**_plain(spec.provider.config), **dict(overrides or {})}
+    try:
+        provider: MemoryProvider = registration.factory(config, clock or SystemClock())
+    except MemoryConfigurationError as exc:
+        raise _problem(spec, "provider.config", str(exc)) from None
+    from governed_memory.indexing import configure_from_profile  # embedder, outbox mode
+
+    try:
+        configure_from_profile(provider, spec, plugins)
+    except MemoryConfigurationError as exc:  # "path: detail"
+        path, _, detail = str(exc).partition(": ")
+        raise _problem(spec, path, detail) from None
+    return provider
+
+
+def build_policies(spec: MemoryProfileSpec, plugins: PluginManager) -> list[MemoryPolicy]:
+    """Every enabled policy, in profile order, built from its factory.
+
+    A factory receives ``(config, profile)``: ``config`` is ``policies.extra[name]``
+    (empty if absent), so third-party policies are configured by name while built-in
+    ones read their own sections of the profile.
+    """
+    policies = []
+    for index, name in enumerate(spec.policies.enabled):
+        path = f"policies.enabled[{index}]"
+        try:
+            registration = plugins.policies.get(name)
+        except MemoryConfigurationError as exc:
+            raise _problem(spec, path, str(exc)) from None
+        config = _plain(spec.policies.extra.get(name, {}))
+        try:
+            policy = registration.factory(config, spec)
+        except MemoryConfigurationError as exc:
+            where = f"policies.extra.{name}" if config else path
+            raise _problem(spec, where, str(exc)) from None
+        except Exception as exc:  # a factory that breaks on its input is a config problem
+            raise _problem(spec, path, f"policy {name!r} could not be built: "
+                                       f"{type(exc).__name__}: {exc}") from None
+        if getattr(policy, "name", None) != name:
+            raise _problem(spec, path, f"the factory of policy {name!r} built a policy "
+                                       f"named {getattr(policy, 'name', None)!r}")
+        policies.append(policy)
+    return policies
+
+
+def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> None:
+    """Prove the profile can be built here: provider, its capabilities, fallback, each
+    policy with its configuration, and each event sink ``[audit]`` names (sink
+    factories do no I/O, so building them opens no file)."""
+    check_capabilities(spec, build_provider(spec, plugins).capabilities())
+    if spec.fallback.provider is not None:
+        try:
+            plugins.providers.get(spec.fallback.provider)
+        except MemoryConfigurationError as exc:
+            raise _problem(spec, "fallback.provider", str(exc)) from None
+    build_policies(spec, plugins)
+    for name, registry in (("turns", plugins.turn_stores),
+                           ("working_state", plugins.working_state_stores)):
+        store = spec.stores.get(name)
+        if store is not None:
+            try:
+                registry.get(store.kind)
+            except MemoryConfigurationError as exc:
+                raise _problem(spec, f"stores.{name}.kind", str(exc)) from None
+    registered_rate_windows(spec, plugins)  # the store's name and config (no I/O)
+    from governed_memory.sinks import build_sinks
+
+    build_sinks(spec, plugins)
+
+
+def check_capabilities(spec: MemoryProfileSpec, capabilities: Capabilities) -> None:
+    """What the profile asks of its provider, against what the provider declares."""
+    if "vector" in spec.retrieval.modes and not capabilities.vector_search:
+        raise _problem(spec, "retrieval.modes", f"provider {spec.provider.name!r} has no "
+                                                "vector search")
+    if spec.write.review_source_types and not capabilities.review:
+        raise _problem(spec, "write.review_source_types",
+                       f"provider {spec.provider.name!r} cannot approve or reject held "
+                       "memories (capability 'review')")
+    if spec.write.dedup is not DedupMode.OFF and not capabilities.dedup:
+        raise _problem(spec, "write.dedup", f"provider {spec.provider.name!r} does not "
+                                            "deduplicate writes (capability 'dedup')")
+    if spec.write.dedup is DedupMode.SIMILARITY and not capabilities.vector_search:
+        raise _problem(spec, "write.dedup", f"provider {spec.provider.name!r} has no vector "
+                                            "search to compare memories with")
+    if spec.quotas.needs_usage and not capabilities.usage:
+        raise _problem(spec, "quotas", f"record and byte quotas need usage reports, which "
+                                       f"provider {spec.provider.name!r} does not declare")
+
+
+def _problem(spec: MemoryProfileSpec, path: str, detail: str) -> MemoryConfigurationError:
+    return ProfileLoadError(spec.key, [f"{path}: {detail}"])
+
+
+def _plain(value: Any) -> Any:
+    """A mutable plain copy of a frozen config, as factories expect."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value

@@ -25,7 +25,8 @@ import attrs
 
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.operation_context import ProfileRef
-from governed_memory.profiles.loading import check_against_plugins, load_profile, parse_profile
+from governed_memory.profiles.build import check_against_plugins
+from governed_memory.profiles.loading import load_profile, parse_profile
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.profiles.versions import Reference, SemVer
 
