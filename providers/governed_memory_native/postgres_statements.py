@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from governed_memory.errors import MemoryValidationError
 from governed_memory.indexing import IndexJob
@@ -27,6 +27,7 @@ from governed_memory_native.lexical_topk import (
     PostingsSource,
     Statistics,
 )
+from governed_memory_native.postgres_dialect import PostgresDialect
 from governed_memory_native.postgres_errors import translated
 from governed_memory_native.postgres_rows import (
     RECORD_COLUMNS,
@@ -49,9 +50,6 @@ from governed_memory_native.stored_rows import (
     progress_from_row,
 )
 from governed_memory_native.tokens import words
-
-if TYPE_CHECKING:
-    from governed_memory_native.postgres_transaction import PostgresTransaction
 
 _VISIBLE: Final = ("r.status = 'active'"
                    " AND (r.expires_at IS NULL OR r.expires_at > %(now)s)")
@@ -226,7 +224,7 @@ class PostgresRecords(SqlRecords):
 
     __slots__ = ("_seqs", "_tx")
 
-    def __init__(self, tx: PostgresTransaction) -> None:
+    def __init__(self, tx: PostgresDialect) -> None:
         super().__init__(tx)
         self._tx = tx
         self._seqs: dict[str, int] = {}
@@ -402,7 +400,9 @@ class PostgresLexicalSearch(SqlLexicalSearch):
 
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: PostgresTransaction) -> None:
+    cooperative = True  # the ranking runs on the event loop, between round trips
+
+    def __init__(self, tx: PostgresDialect) -> None:
         super().__init__(tx)
         self._tx = tx
 
@@ -413,7 +413,7 @@ class PostgresLexicalSearch(SqlLexicalSearch):
 class PostgresIndexJobs(SqlIndexJobs):
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: PostgresTransaction) -> None:
+    def __init__(self, tx: PostgresDialect) -> None:
         super().__init__(tx)
         self._tx = tx
 
@@ -439,7 +439,7 @@ class PostgresIndexJobs(SqlIndexJobs):
 class PostgresVectors(SqlVectors):
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: PostgresTransaction) -> None:
+    def __init__(self, tx: PostgresDialect) -> None:
         super().__init__(tx)
         self._tx = tx
 
@@ -473,7 +473,7 @@ class PostgresVectors(SqlVectors):
 class PostgresErasure(SqlErasure):
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: PostgresTransaction) -> None:
+    def __init__(self, tx: PostgresDialect) -> None:
         super().__init__(tx)
         self._tx = tx
 
@@ -527,7 +527,7 @@ class _PostgresPostings:
     here. A search is then typically three or four round trips: statistics, one or two
     requests of probes, the winners' rows (:mod:`sql_records`)."""
 
-    def __init__(self, tx: PostgresTransaction, query: SearchQuery) -> None:
+    def __init__(self, tx: PostgresDialect, query: SearchQuery) -> None:
         self._tx = tx
         self._query = query
         self._scope_ids: list[int] = []

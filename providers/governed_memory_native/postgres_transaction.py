@@ -30,6 +30,7 @@ from psycopg import AsyncClientCursor, AsyncConnection, AsyncCursor
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import tuple_row
 
+from governed_memory_native.postgres_dialect import Outcome
 from governed_memory_native.postgres_errors import logger, translated
 from governed_memory_native.postgres_rows import decode_text, encode_text, record_from_row
 from governed_memory_native.postgres_statements import (
@@ -96,14 +97,6 @@ class Statement:
 
     sql: str
     params: Params = None
-
-
-@attrs.frozen(slots=True)
-class Outcome:
-    """What one statement of a round trip returned."""
-
-    rows: list[Any]
-    rowcount: int
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

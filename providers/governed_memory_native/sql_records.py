@@ -10,7 +10,7 @@ dialects' own; so is the postings source a search ranks over.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import attrs
 from governed_memory.records import MemoryRecord, MemoryType
@@ -210,6 +210,11 @@ class SqlLexicalSearch:
 
     __slots__ = ("_db",)
 
+    cooperative: ClassVar[bool] = False
+    """Whether the ranking may yield to the event loop between slices of postings: only
+    where it runs on the loop (PostgreSQL). SQLite runs a unit of work in a thread, on
+    the promise that it awaits nothing but its transaction."""
+
     def __init__(self, db: SqlDialect) -> None:
         self._db = db
 
@@ -223,7 +228,8 @@ class SqlLexicalSearch:
         if not query.tokens or not query.scope_hashes:
             return RankedRows((), {}, 0)
         source = _WithRows(self.source(query), self._db, 2 * query.limit)
-        found = await top_k(source, query.tokens, query.limit, cooperative=True)
+        found = await top_k(source, query.tokens, query.limit,
+                            cooperative=self.cooperative)
         rows = source.rows
         missing = [doc for doc, _ in found.ranked if doc not in rows]
         if missing:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.records import MemoryRecord
@@ -20,14 +20,12 @@ from governed_memory_native.sql_dialect import Params, chunks, unique
 from governed_memory_native.sql_erasure import SqlErasure
 from governed_memory_native.sql_records import VISIBLE, SqlLexicalSearch, SqlRecords
 from governed_memory_native.sql_vectors import SqlVectors
+from governed_memory_native.sqlite_dialect import SqliteDialect
 from governed_memory_native.sqlite_lexical import SqlitePostings
 from governed_memory_native.sqlite_rows import RECORD_COLUMNS, record_params
 from governed_memory_native.storage_values import Removal, SearchQuery, VectorQuery
 from governed_memory_native.stored_rows import PROGRESS_COLUMNS, progress_from_row
 from governed_memory_native.tokens import words
-
-if TYPE_CHECKING:
-    from governed_memory_native.sqlite_transaction import SqliteTransaction
 
 _INT64: Final = (-(2**63), 2**63 - 1)
 
@@ -106,7 +104,7 @@ class SqliteRecords(SqlRecords):
 
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: SqliteTransaction) -> None:
+    def __init__(self, tx: SqliteDialect) -> None:
         super().__init__(tx)
         self._tx = tx
 
@@ -157,7 +155,7 @@ class SqliteLexicalSearch(SqlLexicalSearch):
 
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: SqliteTransaction) -> None:
+    def __init__(self, tx: SqliteDialect) -> None:
         super().__init__(tx)
         self._tx = tx
 
@@ -200,7 +198,7 @@ class SqliteErasure(SqlErasure):
 
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: SqliteTransaction) -> None:
+    def __init__(self, tx: SqliteDialect) -> None:
         super().__init__(tx)
         self._tx = tx
 

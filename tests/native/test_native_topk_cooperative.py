@@ -1,5 +1,7 @@
-"""A cooperative top-k (the SQL backends') gives the event loop back while it takes a
-common word's postings, and ranks exactly as a search that never yields."""
+"""A cooperative top-k (PostgreSQL's, whose ranking runs on the event loop) gives the
+loop back while it takes a common word's postings, and ranks exactly as a search that
+never yields. SQLite's and the memory backend's never yield: a SQLite unit of work runs
+in a thread and may await nothing but its transaction."""
 
 from __future__ import annotations
 
@@ -64,6 +66,15 @@ async def test_a_cooperative_search_yields_while_taking_a_common_word() -> None:
     assert len(alone.ranked) == 10 and alone.candidates == DOCS
 
 
-async def test_a_search_that_is_not_cooperative_never_yields_in_memory() -> None:
+def test_only_postgresql_ranks_cooperatively() -> None:
+    from governed_memory_native.postgres_statements import PostgresLexicalSearch
+    from governed_memory_native.sql_records import SqlLexicalSearch
+    from governed_memory_native.sqlite_statements import SqliteLexicalSearch
+
+    assert PostgresLexicalSearch.cooperative and not SqliteLexicalSearch.cooperative
+    assert not SqlLexicalSearch.cooperative
+
+
+async def test_a_search_that_is_not_cooperative_never_yields() -> None:
     during, _ = await _ticks_during(cooperative=False)
     assert during == 0  # the memory backend relies on it: no suspension between awaits
