@@ -24,6 +24,7 @@ from governed_memory.binding import bind_principal, bind_scope
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.composition import compose_profile, provider_from_plugins, resolve_pack
+from governed_memory.dedup import DedupMode
 from governed_memory.errors import (
     GovernedMemoryError,
     MemoryCapabilityUnsupportedError,
@@ -73,7 +74,6 @@ from governed_memory.request import Request
 from governed_memory.requests import (
     AddRequest,
     ApproveRequest,
-    DedupMode,
     DeleteAllRequest,
     DeleteRequest,
     DeleteUserRequest,

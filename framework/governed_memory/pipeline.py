@@ -20,6 +20,7 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from governed_memory import telemetry as tm
 from governed_memory.clock import Clock
+from governed_memory.dedup import DedupMode
 from governed_memory.errors import (
     REFUSALS,
     GovernedMemoryError,
@@ -63,7 +64,6 @@ from governed_memory.records import (
 from governed_memory.request import Request, Summary
 from governed_memory.requests import (
     AddRequest,
-    DedupMode,
     DeleteUserRequest,
     SearchRequest,
     UpdateRequest,

@@ -12,32 +12,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock
-from governed_memory.operation_context import OperationContext
-from governed_memory.records import (
-    CleanupPage,
-    DeleteResult,
-    ErasureReceipt,
-    MemoryRecord,
-    MemoryVersion,
-    Page,
-    SearchResult,
-)
-from governed_memory.requests import (
-    AddRequest,
-    ApproveRequest,
-    DeleteAllRequest,
-    DeleteRequest,
-    DeleteUserRequest,
-    GetRequest,
-    HistoryRequest,
-    ListPendingRequest,
-    ListRequest,
-    PurgeExpiredRequest,
-    RejectRequest,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory.requests import Operations, ReviewingProvider
 from governed_memory.usage import UsageMeter
+
+__all__ = ["MemoryProvider", "ProviderFactory", "ReviewingProvider"]
+"""``ReviewingProvider`` is declared with the operations (``governed_memory.requests``)
+and named here too, where provider authors look for it."""
 
 if TYPE_CHECKING:
     from governed_memory.indexing import IndexingProvider
@@ -48,8 +28,11 @@ if TYPE_CHECKING:
 
 
 @runtime_checkable
-class MemoryProvider(Protocol):
-    """Async memory storage behind the governed contract.
+class MemoryProvider(Operations, Protocol):
+    """Async memory storage behind the governed contract: the operations the requests
+    are sent to (``governed_memory.requests.Operations``: add, get, list, search,
+    update, delete, history, delete_all, delete_user, purge_expired, and the ``review``
+    accessor), with its lifecycle, capabilities and the other feature accessors.
 
     Contract highlights (the conformance suite checks each):
 
@@ -73,40 +56,10 @@ class MemoryProvider(Protocol):
 
     async def health(self) -> HealthStatus: ...
 
-    async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord: ...
-
-    async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord: ...
-
-    async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]: ...
-
-    async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult: ...
-
-    async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord: ...
-
-    async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult: ...
-
-    async def history(
-        self, request: HistoryRequest, ctx: OperationContext
-    ) -> tuple[MemoryVersion, ...]: ...
-
-    async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int: ...
-
-    async def delete_user(
-        self, request: DeleteUserRequest, ctx: OperationContext
-    ) -> ErasureReceipt: ...
-
-    async def purge_expired(
-        self, request: PurgeExpiredRequest, ctx: OperationContext
-    ) -> CleanupPage: ...
-
     # Optional features: each accessor is the object that offers the feature, or
     # ``None``. A wrapper answers with what its inner provider offers (forwarded, or
     # wrapped where the wrapper must see the calls); nothing is detected by attribute.
-
-    @property
-    def review(self) -> ReviewingProvider | None:
-        """Deciding records held for review (capability ``review``)."""
-        ...
+    # ``review`` is declared with the operations, since review requests go through it.
 
     @property
     def indexing(self) -> IndexingProvider | None:
@@ -141,28 +94,6 @@ class MemoryProvider(Protocol):
         that storage counts into the same windows (``governed_memory.rates``): what
         ``[quotas] rate_store = "provider"`` uses for writes-per-minute limits."""
         ...
-
-
-@runtime_checkable
-class ReviewingProvider(Protocol):
-    """The ``review`` capability: deciding records held as ``pending_review``.
-
-    - ``approve`` turns a pending record active as a new version whose history entry
-      has operation ``approve``;
-    - ``reject`` erases a pending record with its history (it was never accepted) and
-      returns a hard ``DeleteResult``;
-    - either on a record that is not pending raises ``MemoryConflictError``; an unknown
-      id raises ``MemoryNotFoundError``; a stale ``expected_revision`` is a conflict;
-    - ``list_pending`` pages through one scope's pending, unexpired records by id (the
-      review queue), with a cursor like ``list``.
-    """
-
-    async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord: ...
-
-    async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult: ...
-
-    async def list_pending(self, request: ListPendingRequest,
-                           ctx: OperationContext) -> Page[MemoryRecord]: ...
 
 
 ProviderFactory = Callable[[Mapping[str, Any], Clock], MemoryProvider]

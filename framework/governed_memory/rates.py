@@ -21,12 +21,9 @@ import logging
 import math
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 import attrs
-
-if TYPE_CHECKING:
-    from governed_memory.provider import MemoryProvider
 
 __all__ = ["ProcessRateWindows", "RateLimit", "RateWindows", "check_limits",
            "default_rate_windows", "stored_key", "tenant_tag"]
@@ -184,7 +181,15 @@ class ProcessRateWindows:
         """Nothing to release: the windows stay counted if the owner starts again."""
 
 
-def default_rate_windows(provider: MemoryProvider) -> RateWindows:
+class KeepsRateWindows(Protocol):
+    """What :func:`default_rate_windows` asks of a provider: its ``rate_windows``
+    accessor (``MemoryProvider`` has it), so the windows need not know the providers."""
+
+    @property
+    def rate_windows(self) -> RateWindows | None: ...
+
+
+def default_rate_windows(provider: KeepsRateWindows) -> RateWindows:
     """The provider's own windows (its ``rate_windows`` accessor; a wrapper answers with
     its inner provider's), else windows in this process that say why, once, when first
     used: a limit then holds per process, not per deployment."""

@@ -15,7 +15,7 @@ erased with ``delete_user`` raises :class:`SnapshotErasedError`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar
 
 import attrs
 
@@ -33,8 +33,9 @@ from governed_memory.request import Audited, Checked, Request, summarised
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
-    from governed_memory.pipeline import ActivityPort
     from governed_memory.requests import SearchRequest
+
+T = TypeVar("T")
 
 MAX_SNAPSHOT_ID: Final = 64
 
@@ -204,7 +205,14 @@ class HasReplay(Protocol):
     def replay(self) -> SnapshotReplay | None: ...
 
 
-async def replay_through(port: ActivityPort, principal: Principal,
+class Port(Protocol):
+    """What a replay is run through: the activity port (``pipeline.ActivityPort``),
+    named by what it does, so this module does not import the pipeline."""
+
+    async def execute(self, request: Request[T], principal: Principal) -> T: ...
+
+
+async def replay_through(port: Port, principal: Principal,
                          snapshot_id: str) -> ReplayResult:
     """Look up the snapshot's scopes, then replay it as a governed read."""
     if not isinstance(principal, Principal):

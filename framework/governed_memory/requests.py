@@ -6,14 +6,14 @@ call, so a rejected request never reaches storage (and nothing is written).
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Callable, Mapping, Set
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
 from governed_memory.capabilities import offered
+from governed_memory.dedup import DedupMode
 from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryStorageError,
@@ -55,7 +55,6 @@ from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
     from governed_memory.operation_context import OperationContext
-    from governed_memory.provider import MemoryProvider, ReviewingProvider
 
 ResultT = TypeVar("ResultT")
 
@@ -143,19 +142,6 @@ def _optional_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any] | No
     return None if value is None else _frozen_mapping(value)
 
 
-class DedupMode(enum.StrEnum):
-    """What an identical new memory does (a profile's ``[write] dedup``)."""
-
-    OFF = "off"
-    """Every add is a new record."""
-    CONTENT_HASH = "content_hash"
-    """An add whose content equals a live record's of the same scope (same content
-    hash: active or pending, not expired, valid now) returns that record instead."""
-    SIMILARITY = "similarity"
-    """As ``content_hash``, and also when the nearest live record of the scope is at
-    least ``dedup_threshold`` similar by the profile's embedder."""
-
-
 class _Request(Request[ResultT]):
     """A long-term memory operation: its scope (or scopes) checked by type before its
     own limits, and its result checked by the kind of value it is."""
@@ -176,7 +162,7 @@ class _Request(Request[ResultT]):
         raise NotImplementedError
 
 
-def _reviewer(target: MemoryProvider) -> ReviewingProvider:
+def _reviewer(target: Operations) -> ReviewingProvider:
     return offered(target.review, target, "does not support review (capability 'review')")
 
 
@@ -278,7 +264,7 @@ class AddRequest(_Request[MemoryRecord]):
             raise MemoryValidationError("dedup_threshold must be in (0, 1]",
                                         field="dedup_threshold")
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+    async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await target.add(self, ctx)
 
     def check(self, result: MemoryRecord, allowed: Set[str],
@@ -302,7 +288,7 @@ class GetRequest(_Request[MemoryRecord]):
             _check_record_id(self.record_id)
         _check_optional_text(self.key, "key", MAX_KEY_BYTES)
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+    async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await target.get(self, ctx)
 
     def check(self, result: MemoryRecord, allowed: Set[str],
@@ -325,7 +311,7 @@ class ListPendingRequest(_Request[Page[MemoryRecord]]):
         check_page_size(self.limit)
         _check_optional_text(self.cursor, "cursor", 2048)
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> Page[MemoryRecord]:
+    async def send(self, target: Operations, ctx: OperationContext) -> Page[MemoryRecord]:
         return await _reviewer(target).list_pending(self, ctx)
 
     def check(self, result: Page[MemoryRecord], allowed: Set[str],
@@ -348,7 +334,7 @@ class ListRequest(_Request[Page[MemoryRecord]]):
         check_page_size(self.limit)
         _check_optional_text(self.cursor, "cursor", 2048)
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> Page[MemoryRecord]:
+    async def send(self, target: Operations, ctx: OperationContext) -> Page[MemoryRecord]:
         return await target.list(self, ctx)
 
     def check(self, result: Page[MemoryRecord], allowed: Set[str],
@@ -428,7 +414,7 @@ class SearchRequest(_Request[SearchResult]):
                 raise MemoryValidationError("ranking is RankingOptions", field="ranking")
             self.ranking.validate()
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> SearchResult:
+    async def send(self, target: Operations, ctx: OperationContext) -> SearchResult:
         return await target.search(self, ctx)
 
     def check(self, result: SearchResult, allowed: Set[str],
@@ -506,7 +492,7 @@ class UpdateRequest(_Request[MemoryRecord]):
             "content", "memory_type", "metadata", "importance", "visibility", "entity_ids",
             "expires_at", "invalid_at", "occurred_at", "superseded_by"))
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+    async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await target.update(self, ctx)
 
     def check(self, result: MemoryRecord, allowed: Set[str],
@@ -527,7 +513,7 @@ class DeleteRequest(_Request[DeleteResult]):
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> DeleteResult:
+    async def send(self, target: Operations, ctx: OperationContext) -> DeleteResult:
         return await target.delete(self, ctx)
 
     def check(self, result: DeleteResult, allowed: Set[str],
@@ -545,7 +531,7 @@ class HistoryRequest(_Request[tuple[MemoryVersion, ...]]):
     def _validate(self) -> None:
         _check_record_id(self.record_id)
 
-    async def send(self, target: MemoryProvider,
+    async def send(self, target: Operations,
                    ctx: OperationContext) -> tuple[MemoryVersion, ...]:
         return await target.history(self, ctx)
 
@@ -573,7 +559,7 @@ class DeleteAllRequest(_Request[int]):
     def _validate(self) -> None:
         return None
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> int:
+    async def send(self, target: Operations, ctx: OperationContext) -> int:
         return await target.delete_all(self, ctx)
 
     def check(self, result: int, allowed: Set[str],
@@ -596,7 +582,7 @@ class DeleteUserRequest(_Request[ErasureReceipt]):
         check_identifier(self.tenant_id, "tenant_id")
         check_identifier(self.user_id, "user_id")
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> ErasureReceipt:
+    async def send(self, target: Operations, ctx: OperationContext) -> ErasureReceipt:
         return await target.delete_user(self, ctx)
 
     def check(self, result: ErasureReceipt, allowed: Set[str],
@@ -622,7 +608,7 @@ class PurgeExpiredRequest(_Request[CleanupPage]):
         check_page_size(self.limit)
         _check_optional_text(self.after, "after", 2048)
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> CleanupPage:
+    async def send(self, target: Operations, ctx: OperationContext) -> CleanupPage:
         return await target.purge_expired(self, ctx)
 
     def check(self, result: CleanupPage, allowed: Set[str],
@@ -647,7 +633,7 @@ class ApproveRequest(_Request[MemoryRecord]):
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> MemoryRecord:
+    async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await _reviewer(target).approve(self, ctx)
 
     def check(self, result: MemoryRecord, allowed: Set[str],
@@ -671,7 +657,7 @@ class RejectRequest(_Request[DeleteResult]):
     def _validate(self) -> None:
         _check_record_write(self.record_id, self.expected_revision, self.idempotency_key)
 
-    async def send(self, target: MemoryProvider, ctx: OperationContext) -> DeleteResult:
+    async def send(self, target: Operations, ctx: OperationContext) -> DeleteResult:
         return await _reviewer(target).reject(self, ctx)
 
     def check(self, result: DeleteResult, allowed: Set[str],
@@ -684,3 +670,63 @@ MemoryRequest = (
     | HistoryRequest | DeleteAllRequest | DeleteUserRequest | PurgeExpiredRequest
     | ApproveRequest | RejectRequest | ListPendingRequest
 )
+
+
+class Operations(Protocol):
+    """What the requests are sent to (each request's ``send`` calls one of these): the
+    operations of ``governed_memory.provider.MemoryProvider``, which adds its lifecycle,
+    capabilities and the other feature accessors. Declared here so the requests and the
+    provider protocol do not import each other."""
+
+    async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord: ...
+
+    async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord: ...
+
+    async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]: ...
+
+    async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult: ...
+
+    async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord: ...
+
+    async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult: ...
+
+    async def history(
+        self, request: HistoryRequest, ctx: OperationContext
+    ) -> tuple[MemoryVersion, ...]: ...
+
+    async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int: ...
+
+    async def delete_user(
+        self, request: DeleteUserRequest, ctx: OperationContext
+    ) -> ErasureReceipt: ...
+
+    async def purge_expired(
+        self, request: PurgeExpiredRequest, ctx: OperationContext
+    ) -> CleanupPage: ...
+
+    @property
+    def review(self) -> ReviewingProvider | None:
+        """Deciding records held for review (capability ``review``)."""
+        ...
+
+
+@runtime_checkable
+class ReviewingProvider(Protocol):
+    """The ``review`` capability: deciding records held as ``pending_review``.
+
+    - ``approve`` turns a pending record active as a new version whose history entry
+      has operation ``approve``;
+    - ``reject`` erases a pending record with its history (it was never accepted) and
+      returns a hard ``DeleteResult``;
+    - either on a record that is not pending raises ``MemoryConflictError``; an unknown
+      id raises ``MemoryNotFoundError``; a stale ``expected_revision`` is a conflict;
+    - ``list_pending`` pages through one scope's pending, unexpired records by id (the
+      review queue), with a cursor like ``list``.
+    """
+
+    async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord: ...
+
+    async def reject(self, request: RejectRequest, ctx: OperationContext) -> DeleteResult: ...
+
+    async def list_pending(self, request: ListPendingRequest,
+                           ctx: OperationContext) -> Page[MemoryRecord]: ...

@@ -8,6 +8,7 @@ file) into a spec, the one rule every entry point follows; and
 ``GovernedMemoryManager.from_profile`` / ``from_pack`` build a manager from them.
 """
 
+from governed_memory.dedup import DedupMode
 from governed_memory.profiles.build import check_against_plugins
 from governed_memory.profiles.convert import (
     ProfileLoadError,
@@ -55,7 +56,6 @@ from governed_memory.profiles.spec import (
     WriteSection,
 )
 from governed_memory.profiles.versions import Reference, SemVer
-from governed_memory.requests import DedupMode
 
 __all__ = [
     "CURRENT_SPEC_VERSION",

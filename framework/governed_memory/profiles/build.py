@@ -10,12 +10,12 @@ import attrs
 
 from governed_memory.capabilities import Capabilities
 from governed_memory.clock import Clock, SystemClock
+from governed_memory.dedup import DedupMode
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventBus
 from governed_memory.operation_context import ProfileRef
 from governed_memory.profiles.convert import ProfileLoadError
 from governed_memory.profiles.spec import RATE_STORE_PROCESS, CacheStore, MemoryProfileSpec
-from governed_memory.requests import DedupMode
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

@@ -25,6 +25,7 @@ import attrs
 
 from governed_memory.canonical import canonical_json
 from governed_memory.converter import unstructure
+from governed_memory.dedup import DedupMode
 from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
 from governed_memory.limits import MAX_PAGE_SIZE, check_json_safe
 from governed_memory.operation_context import ProfileRef
@@ -32,7 +33,6 @@ from governed_memory.operations import Operation
 from governed_memory.principal import Permission, PrincipalKind
 from governed_memory.profiles.versions import is_name, is_semver
 from governed_memory.records import MemoryType
-from governed_memory.requests import DedupMode
 from governed_memory.scope import DIMENSIONS
 
 CURRENT_SPEC_VERSION: Final = 1
