@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 import attrs
 
 from governed_memory.capabilities import offered
-from governed_memory.dedup import DedupMode
+from governed_memory.dedup import DedupMode as DedupMode  # named here too: a request field
 from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryStorageError,

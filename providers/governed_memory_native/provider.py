@@ -333,6 +333,7 @@ class NativeMemoryProvider:
         request.validate()
         self._require_open()
         scope = request.scope
+        digest = content_hash(request.content)
         prepared = await self._indexer.prepare(request.content)  # outside the write lock
         similar = (await self._nearest(scope.scope_hash, prepared, ctx.now)
                    if request.dedup is DedupMode.SIMILARITY and prepared is not None
@@ -342,7 +343,7 @@ class NativeMemoryProvider:
             replay = await self._replayed_record(tx, scope.scope_hash, request, ctx)
             if replay is not None:
                 return replay
-            duplicate = await self._duplicate_of(tx, request, similar, ctx)
+            duplicate = await self._duplicate_of(tx, request, digest, similar, ctx)
             if duplicate is not None:
                 await self._remember(tx, request, scope, duplicate, ctx)
                 return duplicate
@@ -367,15 +368,14 @@ class NativeMemoryProvider:
             record = MemoryRecord(
                 id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
                 memory_type=request.memory_type, version=1, revision=new_revision(),
-                content_hash=content_hash(request.content), status=request.status,
+                content_hash=digest, status=request.status,
                 created_at=ctx.now, updated_at=ctx.now, key=request.key,
                 metadata=request.metadata, provenance=provenance,
                 visibility=request.visibility, importance=request.importance,
                 entity_ids=request.entity_ids, valid_from=request.valid_from,
                 invalid_at=request.invalid_at, supersedes=request.supersedes,
                 expires_at=request.expires_at, occurred_at=request.occurred_at,
-                index_state=self._indexer.state_after_write(None,
-                                                            content_hash(request.content)),
+                index_state=self._indexer.state_after_write(None, digest),
             )
             record = self._owned(record)  # nothing the caller holds may alias storage
             await tx.records.insert(record)
@@ -408,7 +408,7 @@ class NativeMemoryProvider:
 
         return await self._backend.run_read(unit)
 
-    async def _duplicate_of(self, tx: WriteTransaction, request: AddRequest,
+    async def _duplicate_of(self, tx: WriteTransaction, request: AddRequest, digest: str,
                             similar: tuple[str, float] | None,
                             ctx: OperationContext) -> MemoryRecord | None:
         """The live record this add would duplicate under the profile's ``[write]
@@ -416,8 +416,7 @@ class NativeMemoryProvider:
         if request.dedup is DedupMode.OFF:
             return None
         scope_hash = request.scope.scope_hash
-        found = await tx.records.canonical(scope_hash, content_hash(request.content),
-                                              request.key, ctx.now)
+        found = await tx.records.canonical(scope_hash, digest, request.key, ctx.now)
         reason = "same content"
         if found is None and similar is not None and similar[1] >= request.dedup_threshold:
             candidate = await tx.records.get(scope_hash, similar[0])
