@@ -11,7 +11,7 @@ suite holds every provider to it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeGuard, TypeVar
 
 import attrs
 
@@ -20,23 +20,29 @@ from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryValidationError,
 )
-from governed_memory.ids import new_revision
+from governed_memory.ids import new_id, new_revision
+from governed_memory.limits import check_metadata_budget
 from governed_memory.operation_context import OperationContext
-from governed_memory.records import IndexState, MemoryRecord, content_hash
+from governed_memory.records import IndexState, MemoryRecord, Provenance, content_hash
 from governed_memory.request import Request
-from governed_memory.requests import SearchRequest, UpdateRequest
+from governed_memory.requests import AddRequest, SearchRequest, UpdateRequest
 
 __all__ = [
     "NoOptionalFeatures",
     "StoredFingerprint",
     "apply_update",
     "check_fingerprint",
+    "check_key_holder",
+    "check_link",
     "check_revision",
+    "erased_key_holder",
     "idempotency_fingerprint",
     "json_kind",
     "matches_filters",
     "metadata_matches",
+    "new_record",
     "raise_missing",
+    "stamped_provenance",
 ]
 
 if TYPE_CHECKING:
@@ -129,6 +135,62 @@ def raise_missing(expected_revision: str | None) -> NoReturn:
     if expected_revision is not None:
         raise MemoryConflictError("expected_revision refers to a deleted or missing record")
     raise MemoryNotFoundError("no live record with that id in this scope")
+
+
+def stamped_provenance(request: AddRequest, ctx: OperationContext) -> Provenance:
+    """The provenance an add stores: the request's, with the operation's id when it
+    names none; within the metadata budget, which ``validate()`` measured on the
+    provenance as sent (a record stored over it could never be updated)."""
+    provenance = request.provenance
+    if provenance.operation_id is None:
+        provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
+    check_metadata_budget(request.metadata, provenance.as_dict())
+    return provenance
+
+
+def check_link(found: MemoryRecord | None, field: str, now: float) -> None:
+    """A supersession link (``supersedes``, ``superseded_by``) names a record of the
+    same scope that exists, in any status (an old fact may already be invalid), and has
+    not expired: an expired record is gone for every read and write, purged or not yet,
+    so the answer must not depend on when a purge runs."""
+    if found is None or found.is_expired(now):
+        raise MemoryValidationError(f"{field} names no record in this scope", field=field)
+
+
+def check_key_holder(holder: MemoryRecord | None, now: float) -> TypeGuard[MemoryRecord]:
+    """Whether the record holding an add's key must be erased first: a live holder is
+    a conflict; an expired one is invisible, so its key is free once it is erased (with
+    its idempotency entries, as ``purge_expired`` would). After erasing it, add
+    :func:`erased_key_holder` to the operation's notes, so the trail says so."""
+    if holder is None:
+        return False
+    if not holder.is_expired(now):
+        raise MemoryConflictError("the key is already used by a record in this scope")
+    return True
+
+
+def erased_key_holder(record_id: str) -> str:
+    """The note an add leaves when it erased an expired record to free its key."""
+    return f"erased expired key holder {record_id}"
+
+
+def new_record(request: AddRequest, ctx: OperationContext, provenance: Provenance, *,
+               digest: str | None = None,
+               index_state: IndexState = IndexState.INDEXED) -> MemoryRecord:
+    """Version 1 of the record an add creates (``digest``: the content hash, when the
+    caller computed it already)."""
+    scope = request.scope
+    return MemoryRecord(
+        id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
+        memory_type=request.memory_type, version=1, revision=new_revision(),
+        content_hash=digest if digest is not None else content_hash(request.content),
+        status=request.status, created_at=ctx.now, updated_at=ctx.now, key=request.key,
+        metadata=request.metadata, provenance=provenance, visibility=request.visibility,
+        importance=request.importance, entity_ids=request.entity_ids,
+        valid_from=request.valid_from, invalid_at=request.invalid_at,
+        supersedes=request.supersedes, expires_at=request.expires_at,
+        occurred_at=request.occurred_at, index_state=index_state,
+    )
 
 
 def apply_update(current: MemoryRecord, request: UpdateRequest, now: float) -> MemoryRecord:

@@ -43,12 +43,18 @@ from governed_memory.errors import (
     MemoryNotFoundError,
     MemoryStorageError,
     MemoryUnavailableError,
-    MemoryValidationError,
 )
-from governed_memory.ids import new_id, new_revision
+from governed_memory.ids import new_revision
 from governed_memory.limits import check_metadata_budget
 from governed_memory.operation_context import OperationContext
-from governed_memory.provider_kit import NoOptionalFeatures
+from governed_memory.provider_kit import (
+    NoOptionalFeatures,
+    check_key_holder,
+    check_link,
+    erased_key_holder,
+    new_record,
+    stamped_provenance,
+)
 from governed_memory.provider_kit import apply_update as _apply_update
 from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
 from governed_memory.provider_kit import check_revision as _check_revision
@@ -350,31 +356,15 @@ class Mem0MemoryProvider(NoOptionalFeatures):
                 landed = self._reconcile_add(intent, request, ctx)
                 if landed is not None:
                     return landed
-        provenance = request.provenance
-        if provenance.operation_id is None:
-            provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
-        check_metadata_budget(request.metadata, provenance.as_dict())
+        provenance = stamped_provenance(request, ctx)
         if request.supersedes is not None:
             self._require_in_scope(sh, request.supersedes, "supersedes", ctx.now)
         if request.key is not None:
             holder = self._ledger.record_by_key(sh, request.key)
-            if holder is not None and not holder.record.is_expired(ctx.now):
-                raise MemoryConflictError("the key is already used by a record in this scope")
-            if holder is not None:  # expired, so invisible: its key is free
+            if holder is not None and check_key_holder(holder.record, ctx.now):
                 self._erase_rows([holder], tombstone_idempotency=False)
-                ctx.notes.add(f"erased expired key holder {holder.record.id}")
-        record = MemoryRecord(
-            id=new_id(), scope=scope, scope_hash=sh, content=request.content,
-            memory_type=request.memory_type, version=1, revision=new_revision(),
-            content_hash=content_hash(request.content), status=request.status,
-            created_at=ctx.now, updated_at=ctx.now, key=request.key,
-            metadata=request.metadata, provenance=provenance, visibility=request.visibility,
-            importance=request.importance, entity_ids=request.entity_ids,
-            valid_from=request.valid_from, invalid_at=request.invalid_at,
-            supersedes=request.supersedes, expires_at=request.expires_at,
-                occurred_at=request.occurred_at,
-            index_state=IndexState.INDEXED,
-        )
+                ctx.notes.add(erased_key_holder(holder.record.id))
+        record = new_record(request, ctx, provenance)
         record_to_json(record)  # refuses what JSON cannot hold before anything is sent
         namespace = self._namespace(sh)
         fingerprint = (_fingerprint(ctx, request) if request.idempotency_key is not None
@@ -433,12 +423,8 @@ class Mem0MemoryProvider(NoOptionalFeatures):
 
     def _require_in_scope(self, scope_hash: str, record_id: str, field: str,
                           now: float) -> None:
-        """A supersession link names a record of the same scope that exists and has not
-        expired (an expired one is gone, purged or not yet)."""
         row = self._ledger.record(scope_hash, record_id)
-        if row is None or row.record.is_expired(now):
-            raise MemoryValidationError(f"{field} names no record in this scope",
-                                        field=field)
+        check_link(row.record if row is not None else None, field, now)
 
     def _update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
         sh = request.scope.scope_hash

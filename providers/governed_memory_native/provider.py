@@ -27,7 +27,7 @@ from governed_memory.errors import (
     MemoryValidationError,
 )
 from governed_memory.events import MemoryEvent
-from governed_memory.ids import new_id, new_revision
+from governed_memory.ids import new_revision
 from governed_memory.indexing import (
     IndexingProvider,
     IndexingSettings,
@@ -45,6 +45,13 @@ from governed_memory.outbox import EventOutboxProvider, finish_committed_event
 from governed_memory.provider import ReviewingProvider
 from governed_memory.provider_kit import apply_update as _apply_update
 from governed_memory.provider_kit import check_fingerprint as _check_fingerprint
+from governed_memory.provider_kit import (
+    check_key_holder,
+    check_link,
+    erased_key_holder,
+    new_record,
+    stamped_provenance,
+)
 from governed_memory.provider_kit import check_revision as _check_revision
 from governed_memory.provider_kit import idempotency_fingerprint as _fingerprint
 from governed_memory.provider_kit import raise_missing as _raise_missing
@@ -347,36 +354,17 @@ class NativeMemoryProvider:
             if duplicate is not None:
                 await self._remember(tx, request, scope, duplicate, ctx)
                 return duplicate
-            provenance = request.provenance
-            if provenance.operation_id is None:
-                provenance = attrs.evolve(provenance, operation_id=ctx.operation_id)
-            # validate() measured the provenance as sent; the stored one also carries the
-            # operation id, and a record stored over the budget could never be updated.
-            check_metadata_budget(request.metadata, provenance.as_dict())
+            provenance = stamped_provenance(request, ctx)
             if request.supersedes is not None:
                 await _require_in_scope(tx, scope.scope_hash, request.supersedes, "supersedes",
                                         ctx.now)
             if request.key is not None:
                 holder = await tx.records.by_key(scope.scope_hash, request.key)
-                if holder is not None and not holder.is_expired(ctx.now):
-                    raise MemoryConflictError("the key is already used by a record in this scope")
-                if holder is not None:
-                    # An expired record is invisible, so its key is free: erase it first
-                    # (with its idempotency entries, as purge_expired would), and say so.
+                if check_key_holder(holder, ctx.now):
                     await tx.erasure.erase([holder.id])
-                    ctx.notes.add(f"erased expired key holder {holder.id}")
-            record = MemoryRecord(
-                id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=request.content,
-                memory_type=request.memory_type, version=1, revision=new_revision(),
-                content_hash=digest, status=request.status,
-                created_at=ctx.now, updated_at=ctx.now, key=request.key,
-                metadata=request.metadata, provenance=provenance,
-                visibility=request.visibility, importance=request.importance,
-                entity_ids=request.entity_ids, valid_from=request.valid_from,
-                invalid_at=request.invalid_at, supersedes=request.supersedes,
-                expires_at=request.expires_at, occurred_at=request.occurred_at,
-                index_state=self._indexer.state_after_write(None, digest),
-            )
+                    ctx.notes.add(erased_key_holder(holder.id))
+            record = new_record(request, ctx, provenance, digest=digest,
+                                index_state=self._indexer.state_after_write(None, digest))
             record = self._owned(record)  # nothing the caller holds may alias storage
             await tx.records.insert(record)
             await tx.versions.append(
@@ -1206,13 +1194,7 @@ async def _load(tx: ReadTransaction, filters: SearchQuery, records: dict[str, Me
 
 async def _require_in_scope(tx: ReadTransaction, scope_hash: str, record_id: str,
                             field: str, now: float) -> None:
-    """A supersession link names a record of the same scope that exists (in any status:
-    an old fact may already be invalid); a link to nothing would be a dangling claim. An
-    expired record counts as nothing, purged or not yet: it is gone for every read and
-    write, and a purge may run at any moment, so the answer must not depend on it."""
-    found = await tx.records.get(scope_hash, record_id)
-    if found is None or found.is_expired(now):
-        raise MemoryValidationError(f"{field} names no record in this scope", field=field)
+    check_link(await tx.records.get(scope_hash, record_id), field, now)
 
 
 def _elapsed_ms(began: float) -> float:
