@@ -8,14 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
+from governed_memory.cache.store import CacheStore as Store
 from governed_memory.capabilities import Capabilities
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.dedup import DedupMode
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventBus
+from governed_memory.fallback import FallbackProvider
+from governed_memory.indexing import configure_from_profile
 from governed_memory.operation_context import ProfileRef
 from governed_memory.profiles.convert import ProfileLoadError
 from governed_memory.profiles.spec import RATE_STORE_PROCESS, CacheStore, MemoryProfileSpec
+from governed_memory.rates import ProcessRateWindows, RateWindows, default_rate_windows
+from governed_memory.sinks import build_sinks
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -23,7 +29,6 @@ if TYPE_CHECKING:
     from governed_memory.plugins import PluginManager
     from governed_memory.policy import MemoryPolicy
     from governed_memory.provider import MemoryProvider
-    from governed_memory.rates import RateWindows
 
 
 @attrs.frozen(slots=True)
@@ -47,8 +52,6 @@ def wrap_with_cache(provider: MemoryProvider, spec: MemoryProfileSpec, plugins: 
     ``store = "memory"`` is the bounded in-process store; any other name is a store
     registered by a plugin (``redis``), configured by the profile's ``[stores.cache]``.
     """
-    from governed_memory.cache import CachedMemoryProvider, InMemoryCacheStore
-    from governed_memory.cache.store import CacheStore as Store
 
     section = spec.cache
     store: Store
@@ -78,7 +81,6 @@ def registered_rate_windows(spec: MemoryProfileSpec,
     name = spec.quotas.registered_rate_store
     if name is None:
         return None
-    from governed_memory.rates import RateWindows
 
     try:
         registration = plugins.rate_stores.get(name)
@@ -105,7 +107,6 @@ def build_rate_windows(provider: MemoryProvider, spec: MemoryProfileSpec,
     registered = registered_rate_windows(spec, plugins)
     if registered is not None:
         return registered
-    from governed_memory.rates import ProcessRateWindows, default_rate_windows
 
     if spec.quotas.rate_store == RATE_STORE_PROCESS:
         return ProcessRateWindows()
@@ -120,8 +121,6 @@ def wrap_with_fallback(provider: MemoryProvider, spec: MemoryProfileSpec,
     name = spec.fallback.provider
     if name is None:
         return provider
-    from governed_memory.fallback import FallbackProvider
-    from governed_memory.indexing import configure_from_profile
 
     try:
         registration = plugins.providers.get(name)
@@ -164,7 +163,6 @@ def build_provider(spec: MemoryProfileSpec, plugins: PluginManager,
         provider: MemoryProvider = registration.factory(config, clock or SystemClock())
     except MemoryConfigurationError as exc:
         raise _problem(spec, "provider.config", str(exc)) from None
-    from governed_memory.indexing import configure_from_profile  # embedder, outbox mode
 
     try:
         configure_from_profile(provider, spec, plugins)
@@ -224,7 +222,6 @@ def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> No
             except MemoryConfigurationError as exc:
                 raise _problem(spec, f"stores.{name}.kind", str(exc)) from None
     registered_rate_windows(spec, plugins)  # the store's name and config (no I/O)
-    from governed_memory.sinks import build_sinks
 
     build_sinks(spec, plugins)
 
