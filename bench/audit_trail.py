@@ -147,9 +147,11 @@ def _figures(samples: list[int]) -> dict[str, float]:
 
 
 def event(n: int, run: str) -> MemoryEvent:
-    return MemoryEvent(f"evt_{run}_{n:08d}.0", "memory.read.completed",
-                       1_800_000_000.0 + n / 1000, f"op_{run}_{n:08d}", "search",
-                       "svc:bench", "bench", scope_hash=SCOPE.scope_hash, outcome="completed",
+    return MemoryEvent(event_id=f"evt_{run}_{n:08d}.0", type="memory.read.completed",
+                       occurred_at=1_800_000_000.0 + n / 1000, operation_id=f"op_{run}_{n:08d}",
+                       operation="search",
+                       principal_id="svc:bench", tenant_id="bench", scope_hash=SCOPE.scope_hash,
+                       outcome="completed",
                        record_ids=(f"01HZ{n:022d}",), versions=(1,), count=1,
                        duration_ms=1.25, profile_id="bench", profile_version="1.0.0")
 

@@ -80,7 +80,8 @@ class Counting:
 
 
 def ctx(clock: SystemClock) -> OperationContext:
-    return OperationContext("op_bench_" + uuid.uuid4().hex[:12], PRINCIPAL, clock.now())
+    return OperationContext(operation_id="op_bench_" + uuid.uuid4().hex[:12], principal=PRINCIPAL,
+                            now=clock.now())
 
 
 async def timed(samples: list[int], call: Awaitable[Any]) -> Any:

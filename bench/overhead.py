@@ -75,7 +75,7 @@ async def open_targets(base: Path) -> tuple[list[Target], list[Any]]:
     await provider.start()
 
     def ctx() -> OperationContext:
-        return OperationContext("op_bench", PRINCIPAL, clock.now())
+        return OperationContext(operation_id="op_bench", principal=PRINCIPAL, now=clock.now())
 
     direct = Target(
         "direct",

@@ -472,7 +472,7 @@ class NativeDirect(System):
         self.provider = build_native_provider(self.config, self.clock)
 
     def ctx(self) -> OperationContext:
-        return OperationContext("op_bench", PRINCIPAL, self.clock.now())
+        return OperationContext(operation_id="op_bench", principal=PRINCIPAL, now=self.clock.now())
 
     async def seed(self, texts: list[str]) -> list[str]:
         ids = await seed_closed(self.config, texts, None)

@@ -75,7 +75,7 @@ class ErasureEvidence:
         return sum(self.counts.values())
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class MemoryEvent:
     event_id: str
     type: str

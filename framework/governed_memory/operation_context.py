@@ -46,7 +46,7 @@ class OperationNotes:
         self.lines.append(line)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class OperationContext:
     """Built by the manager for one operation; providers read it and only ever append
     to its ``notes``.

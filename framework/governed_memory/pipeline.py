@@ -200,7 +200,8 @@ class ActivityPort:
     async def reject_invalid(self, operation: Operation, principal: Principal,
                              error: MemoryValidationError) -> None:
         """Record a request that could not even be built (bad type, unknown enum)."""
-        ctx = OperationContext("op_" + new_id(), principal, self.clock.now(), self.profile)
+        ctx = OperationContext(operation_id="op_" + new_id(), principal=principal,
+                               now=self.clock.now(), profile=self.profile)
         await self._close_trail(self._event("rejected", operation, ctx, None, error=error,
                                             outcome="invalid"))
 
@@ -209,7 +210,8 @@ class ActivityPort:
     async def execute(self, request: Request[T], principal: Principal) -> T:
         operation = request.operation
         started = time.perf_counter()
-        ctx = OperationContext("op_" + new_id(), principal, self.clock.now(), self.profile)
+        ctx = OperationContext(operation_id="op_" + new_id(), principal=principal,
+                               now=self.clock.now(), profile=self.profile)
         outcome = "failed"
         try:
             with self._operation_span(operation, ctx) as span:

@@ -106,7 +106,7 @@ class Provenance:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
 
 
-@attrs.frozen(slots=True, eq=True, hash=False)
+@attrs.frozen(slots=True, eq=True, hash=False, kw_only=True)
 class MemoryRecord:
     id: str
     scope: Scope

@@ -34,8 +34,10 @@ def run(*args: str | Path, code: int = 0) -> Result:
 
 
 def _event(n: int) -> MemoryEvent:
-    return MemoryEvent(f"evt_{n}.3", "memory.write.committed", 1_700_000_000.0 + n,
-                       f"op_{n}", "delete_user", "svc:dpo", "acme", outcome="committed",
+    return MemoryEvent(event_id=f"evt_{n}.3", type="memory.write.committed",
+                       occurred_at=1_700_000_000.0 + n,
+                       operation_id=f"op_{n}", operation="delete_user", principal_id="svc:dpo",
+                       tenant_id="acme", outcome="committed",
                        count=1, erasure=ErasureEvidence(f"req_{n}", {"records": 1}, 1.0, 2.0,
                                                         "sha256:" + "cd" * 32))
 

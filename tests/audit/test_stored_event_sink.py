@@ -65,7 +65,8 @@ async def test_outbox_events_reach_emit_stored_and_the_rest_emit(tmp_path: Path)
 async def test_the_bus_hands_a_stored_event_to_emit_stored_only_when_told(
         stored: bool) -> None:
     split = SplitSink()
-    event = MemoryEvent("evt_1.0", "memory.write.committed", 1.0, "op_1", "add", "p", "t")
+    event = MemoryEvent(event_id="evt_1.0", type="memory.write.committed", occurred_at=1.0,
+                        operation_id="op_1", operation="add", principal_id="p", tenant_id="t")
     assert await EventBus([split]).deliver(event, stored=stored)
     assert (split.stored, split.emitted) == (([event.type], []) if stored
                                              else ([], [event.type]))

@@ -53,8 +53,10 @@ ENTRIES = 6
 
 def _event(n: int) -> MemoryEvent:
     """An erasure event: its ``erasure.counts`` is an object two levels down."""
-    return MemoryEvent(f"evt_{n}.3", "memory.write.committed", 1_700_000_000.0 + n,
-                       f"op_{n}", "delete_user", "svc:dpo", "acme", outcome="committed",
+    return MemoryEvent(event_id=f"evt_{n}.3", type="memory.write.committed",
+                       occurred_at=1_700_000_000.0 + n,
+                       operation_id=f"op_{n}", operation="delete_user", principal_id="svc:dpo",
+                       tenant_id="acme", outcome="committed",
                        record_ids=(f"REC{n}",), count=1,
                        erasure=ErasureEvidence(f"req_{n}", {"records": 1, "versions": 2},
                                                1.0, 2.0, "sha256:" + "ab" * 32))

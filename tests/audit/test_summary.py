@@ -55,12 +55,12 @@ def _events() -> list[MemoryEvent]:
             "tenant_id": tenant, "occurred_at": NOW - minutes * 60,
             "scope_hash": ALICE_SCOPE if tenant == "acme" else "sh1:" + "c0" * 32,
             "subject_hashes": (ALICE,) if tenant == "acme" else ()}
-        events.append(MemoryEvent(f"evt_{n}.0", f"memory.{kind}.requested", **common))
+        events.append(MemoryEvent(event_id=f"evt_{n}.0", type=f"memory.{kind}.requested", **common))
         if closing is not None:
-            events.append(MemoryEvent(f"evt_{n}.9", f"memory.{kind}.{closing}",
+            events.append(MemoryEvent(event_id=f"evt_{n}.9", type=f"memory.{kind}.{closing}",
                                       outcome=outcome, error_code=error, **common))
         if operation == "delete_user":  # the receipt is an event, not an operation
-            events.append(MemoryEvent(f"evt_{n}.8", RECEIPT_EVENT, outcome="receipt",
+            events.append(MemoryEvent(event_id=f"evt_{n}.8", type=RECEIPT_EVENT, outcome="receipt",
                                       erasure=ErasureEvidence("req_1"), **common))
     return events
 

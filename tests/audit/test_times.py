@@ -68,8 +68,10 @@ def trail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     async def write() -> None:
         sink = AuditSink(directory)
         for name, ago in [("3d", 3 * DAY), ("2h", 2 * HOUR), ("40m", 2400), ("1m", 60)]:
-            await sink.emit(MemoryEvent(f"evt_{name}.1", "memory.write.committed",
-                                        NOW - ago, f"op_{name}", "add", "user:alice", "acme",
+            await sink.emit(MemoryEvent(event_id=f"evt_{name}.1", type="memory.write.committed",
+                                        occurred_at=NOW - ago, operation_id=f"op_{name}",
+                                        operation="add", principal_id="user:alice",
+                                        tenant_id="acme",
                                         outcome="committed"))
         await sink.close()
 

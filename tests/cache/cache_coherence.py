@@ -152,7 +152,8 @@ class Workload:
 
     def ctx(self) -> OperationContext:
         self._ops += 1
-        return OperationContext(f"op_coherence_{id(self)}_{self._ops}", PRINCIPAL, self.now())
+        return OperationContext(operation_id=f"op_coherence_{id(self)}_{self._ops}",
+                                principal=PRINCIPAL, now=self.now())
 
     async def writer(self, providers: Sequence[MemoryProvider], scope: int, stop: asyncio.Event,
                      every: int, max_steps: int) -> None:

@@ -33,7 +33,8 @@ _operations = itertools.count(1)
 def make_ctx(clock: ManualClock | float, principal: Principal = SERVICE,
              **fields: Any) -> OperationContext:
     now = clock if isinstance(clock, int | float) else clock.now()
-    return OperationContext(f"op_cache_{next(_operations)}", principal, now, **fields)
+    return OperationContext(operation_id=f"op_cache_{next(_operations)}", principal=principal,
+                            now=now, **fields)
 
 
 _redis_state: dict[str, str | None] = {}

@@ -206,8 +206,10 @@ def test_a_profile_naming_an_unknown_sink_is_refused_with_its_path(
 
 
 def _event(n: int) -> MemoryEvent:
-    return MemoryEvent(f"evt_{n}.1", "memory.write.committed", 1_700_000_000.0 + n,
-                       f"op_{n}", "add", "user:alice", "acme", outcome="committed")
+    return MemoryEvent(event_id=f"evt_{n}.1", type="memory.write.committed",
+                       occurred_at=1_700_000_000.0 + n,
+                       operation_id=f"op_{n}", operation="add", principal_id="user:alice",
+                       tenant_id="acme", outcome="committed")
 
 
 @pytest.fixture

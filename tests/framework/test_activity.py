@@ -490,8 +490,9 @@ async def test_the_deadline_covers_policy_evaluation(clock: ManualClock) -> None
         assert types(sink) == ["memory.write.requested", "memory.write.failed"]
         assert sink.events[-1].error_code == "unavailable"
         assert (await inner.list(  # nothing reached storage
-            ListRequest(scope=ALICE_SCOPE), OperationContext("op_check", ALICE,
-                                                             clock.now()))).items == ()
+            ListRequest(scope=ALICE_SCOPE), OperationContext(operation_id="op_check",
+                                                             principal=ALICE,
+                                                             now=clock.now()))).items == ()
 
 
 async def test_a_policy_and_the_provider_share_one_deadline(clock: ManualClock) -> None:
@@ -531,8 +532,9 @@ async def test_cancelled_during_policy_evaluation_still_closes_its_trail(
         assert sink.events[-1].outcome == "cancelled"
         assert sink.events[-1].operation_id == sink.events[0].operation_id
         assert (await inner.list(
-            ListRequest(scope=ALICE_SCOPE), OperationContext("op_check", ALICE,
-                                                             clock.now()))).items == ()
+            ListRequest(scope=ALICE_SCOPE), OperationContext(operation_id="op_check",
+                                                             principal=ALICE,
+                                                             now=clock.now()))).items == ()
 
 
 async def test_a_new_record_that_would_already_be_expired_is_refused(

@@ -75,7 +75,7 @@ class Switchable:
 
 async def _seed(provider: Any, clock: ManualClock, *contents: str,
                 scope: Any = ALICE_SCOPE) -> list[Any]:
-    ctx = OperationContext("op_seed", ALICE, clock.now())
+    ctx = OperationContext(operation_id="op_seed", principal=ALICE, now=clock.now())
     return [await provider.add(AddRequest(scope=scope, content=content),
                                ctx) for content in contents]
 
@@ -122,7 +122,7 @@ async def test_writes_never_go_to_the_fallback(setup: Any) -> None:
     assert sink.events[-1].type == "memory.write.failed"
     listed = await replica.list(
         ListRequest(scope=ALICE_SCOPE),
-        OperationContext("op_check", ALICE, clock.now()))
+        OperationContext(operation_id="op_check", principal=ALICE, now=clock.now()))
     assert listed.items == ()
 
 

@@ -27,7 +27,7 @@ BOB = Scope("acme", user_id="bob")
 
 
 def ctx(clock: ManualClock) -> OperationContext:
-    return OperationContext("op_mem0_revisions", SERVICE, clock.now())
+    return OperationContext(operation_id="op_mem0_revisions", principal=SERVICE, now=clock.now())
 
 
 async def test_writes_advance_their_scope_and_erasure_the_epoch(tmp_path: Path) -> None:

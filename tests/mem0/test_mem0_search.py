@@ -133,7 +133,7 @@ async def test_every_write_shows_in_the_next_search(
 def _ctx(clock: ManualClock) -> OperationContext:
     """A provider-level context: a pending_review record is only written by governance
     (a review policy), so the test writes it below the manager."""
-    return OperationContext("op-test", ADMIN, clock.now())
+    return OperationContext(operation_id="op-test", principal=ADMIN, now=clock.now())
 
 
 WORDS = ("tea", "coffee", "walrus", "kiwi", "zebra", "lemon")

@@ -40,7 +40,7 @@ async def provider(request: pytest.FixtureRequest, tmp_path):  # type: ignore[no
 
 
 def ctx() -> OperationContext:
-    return OperationContext("op_test", PRINCIPAL, 1_800_000_000.0)
+    return OperationContext(operation_id="op_test", principal=PRINCIPAL, now=1_800_000_000.0)
 
 
 async def test_a_soft_deleted_record_can_still_be_erased_hard(provider) -> None:  # type: ignore[no-untyped-def]

@@ -119,7 +119,8 @@ async def test_the_review_queue_is_a_governed_read_for_reviewers(tmp_path: Path)
 
         held = await provider.add(AddRequest(scope=ALICE_SCOPE, content="from a web page",
                                              status=RecordStatus.PENDING_REVIEW),
-                                  OperationContext("op_seed", ALICE, clock.now()))
+                                  OperationContext(operation_id="op_seed", principal=ALICE,
+                                                   now=clock.now()))
         await manager.add(ALICE, ALICE_SCOPE, "an ordinary memory")
         sink.clear()
         page = await manager.list_pending(REVIEWER, ALICE_SCOPE)
