@@ -40,31 +40,44 @@ _INTS: Final = {"max_value_bytes": (1, 512 * 1024 * 1024), "max_connections": (1
                 "retries": (0, 5)}
 _FLOATS: Final = {"max_ttl_s": (0.001, 30 * 86400.0), "socket_timeout_s": (0.001, 60.0),
                   "connect_timeout_s": (0.001, 60.0)}
-KNOWN_KEYS: Final = frozenset({"url", "key_prefix", *_INTS, *_FLOATS})
 
 
 def parse_redis_config(raw: Mapping[str, Any],
                        environ: Mapping[str, str] | None = None) -> RedisStoreConfig:
     """Build a config from a profile's ``cache`` store section; the URL defaults to
     ``$GOVERNED_MEMORY_REDIS_URL``, then to the local server."""
+    return RedisStoreConfig(**read_config(raw, "cache store", _INTS, _FLOATS,
+                                          default_prefix=DEFAULT_PREFIX, environ=environ))
+
+
+def read_config(raw: Mapping[str, Any], what: str, ints: Mapping[str, tuple[int, int]],
+                floats: Mapping[str, tuple[float, float]], *, default_prefix: str,
+                environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A Redis-backed store's table, strictly: ``url`` (default
+    ``$GOVERNED_MEMORY_REDIS_URL``, then the local server), ``key_prefix``, and the
+    bounded integers and seconds the store names; an unknown key or a value out of its
+    bounds is a ``MemoryConfigurationError`` naming the key. The one reader of the cache
+    store and the rate store (:mod:`governed_memory_redis.rates`)."""
     if not isinstance(raw, Mapping):
-        raise MemoryConfigurationError("redis cache store config must be a mapping")
-    unknown = sorted(str(key) for key in raw if key not in KNOWN_KEYS)
+        raise MemoryConfigurationError(f"redis {what} config must be a table")
+    known = {"url", "key_prefix", *ints, *floats}
+    unknown = sorted(str(key) for key in raw if key not in known)
     if unknown:
         raise MemoryConfigurationError(
-            f"unknown redis cache store config key(s): {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(KNOWN_KEYS))}")
+            f"unknown redis {what} config key(s): {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known))}")
     env = os.environ if environ is None else environ
-    values: dict[str, Any] = {"url": _text(raw.get("url", env.get(URL_ENV) or DEFAULT_URL),
-                                           "url")}
-    values["key_prefix"] = _text(raw.get("key_prefix", DEFAULT_PREFIX), "key_prefix")
-    for name, (low, high) in _INTS.items():
+    values: dict[str, Any] = {
+        "url": _text(raw.get("url", env.get(URL_ENV) or DEFAULT_URL), "url"),
+        "key_prefix": _text(raw.get("key_prefix", default_prefix), "key_prefix"),
+    }
+    for name, (low, high) in ints.items():
         if name in raw:
             value = raw[name]
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise MemoryConfigurationError(f"{name}: must be an integer from {low} to {high}")
             values[name] = value
-    for name, (low_f, high_f) in _FLOATS.items():
+    for name, (low_f, high_f) in floats.items():
         if name in raw:
             value = raw[name]
             if (isinstance(value, bool) or not isinstance(value, int | float)
@@ -72,7 +85,7 @@ def parse_redis_config(raw: Mapping[str, Any],
                 raise MemoryConfigurationError(
                     f"{name}: must be a number of seconds from {low_f:g} to {high_f:g}")
             values[name] = float(value)
-    return RedisStoreConfig(**values)
+    return values
 
 
 def _text(value: object, name: str) -> str:

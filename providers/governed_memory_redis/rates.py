@@ -18,8 +18,6 @@ lets a write through.
 
 from __future__ import annotations
 
-import math
-import os
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -27,7 +25,6 @@ from typing import Any, Final
 import attrs
 import redis.asyncio as redis_asyncio
 from governed_memory.errors import (
-    MemoryConfigurationError,
     MemoryStorageError,
     MemoryUnavailableError,
 )
@@ -36,8 +33,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-URL_ENV: Final = "GOVERNED_MEMORY_REDIS_URL"
-DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"
+from governed_memory_redis.config import DEFAULT_URL, read_config
+
 DEFAULT_PREFIX: Final = "gm:rate:"
 
 ADMIT: Final = """
@@ -77,49 +74,13 @@ class RedisRatesConfig:
 
 _FLOATS: Final = {"socket_timeout_s": (0.001, 60.0), "connect_timeout_s": (0.001, 60.0)}
 _INTS: Final = {"max_connections": (1, 10_000), "retries": (0, 5)}
-KNOWN_KEYS: Final = frozenset({"url", "key_prefix", *_FLOATS, *_INTS})
 
 
 def parse_rates_config(raw: Mapping[str, Any],
                        environ: Mapping[str, str] | None = None) -> RedisRatesConfig:
     """A profile's ``[stores.rates]`` table, checked strictly, without connecting."""
-    if not isinstance(raw, Mapping):
-        raise MemoryConfigurationError("redis rate store config must be a table")
-    unknown = sorted(str(key) for key in raw if key not in KNOWN_KEYS)
-    if unknown:
-        raise MemoryConfigurationError(
-            f"unknown redis rate store config key(s): {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(KNOWN_KEYS))}")
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {
-        "url": _text(raw.get("url", env.get(URL_ENV) or DEFAULT_URL), "url"),
-        "key_prefix": _text(raw.get("key_prefix", DEFAULT_PREFIX), "key_prefix"),
-    }
-    for name, (low, high) in _FLOATS.items():
-        if name in raw:
-            value = raw[name]
-            if (isinstance(value, bool) or not isinstance(value, int | float)
-                    or not math.isfinite(value) or not low <= value <= high):
-                raise MemoryConfigurationError(
-                    f"{name}: must be a number of seconds from {low:g} to {high:g}")
-            values[name] = float(value)
-    for name, (low_i, high_i) in _INTS.items():
-        if name in raw:
-            value = raw[name]
-            if (isinstance(value, bool) or not isinstance(value, int)
-                    or not low_i <= value <= high_i):
-                raise MemoryConfigurationError(
-                    f"{name}: must be an integer from {low_i} to {high_i}")
-            values[name] = value
-    return RedisRatesConfig(**values)
-
-
-def _text(value: object, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise MemoryConfigurationError(f"{name}: must be a non-empty string")
-    if name == "key_prefix" and ("{" in value or "}" in value):
-        raise MemoryConfigurationError("key_prefix: braces are reserved for the tenant hash tag")
-    return value
+    return RedisRatesConfig(**read_config(raw, "rate store", _INTS, _FLOATS,
+                                          default_prefix=DEFAULT_PREFIX, environ=environ))
 
 
 class RedisRateWindows:
