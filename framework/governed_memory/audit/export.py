@@ -27,7 +27,7 @@ from governed_memory.audit.chain import (
     file_name,
     stated_genesis_line,
 )
-from governed_memory.audit.sink import DEFAULT_MAX_FILE_BYTES
+from governed_memory.audit.sink import DEFAULT_MAX_FILE_BYTES, fsync_directory
 from governed_memory.audit.stored import StoredTrail
 
 
@@ -66,7 +66,7 @@ def export_trail(trail: StoredTrail, directory: str | os.PathLike[str], *,
     try:
         entries, head = _write(trail, opening.chain_id, opening.created_at, opening.genesis,
                                target, max_file_bytes, written, progress)
-        _fsync_directory(target)
+        fsync_directory(target)
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
@@ -120,11 +120,3 @@ def _finish(file: _File) -> None:
     file.handle.flush()
     os.fsync(file.handle.fileno())
     file.handle.close()
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

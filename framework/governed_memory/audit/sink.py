@@ -325,7 +325,7 @@ class AuditSink:
         self._fd, self._size = fd, 0
         self._write(first_line)
         os.fsync(fd)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self._dirty = False
 
     def _remember(self, event_id: str) -> None:
@@ -471,7 +471,7 @@ class AuditSink:
         log.warning("audit trail %s: removing a file a crash left without its first line",
                     path)
         path.unlink()
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -540,7 +540,8 @@ def _torn_only(path: Path) -> bool:
         return b"\n" not in handle.read(4096)  # a first line is a few hundred bytes
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
+    """Make a file's creation or rename in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
