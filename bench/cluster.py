@@ -53,10 +53,10 @@ import httpx
 from governed_memory import Permission, Scope
 from governed_memory_service import AsyncMemoryClient
 from governed_memory_service.postgres_keys import PostgresApiKeyStore
+from seeding import POSTGRES_DSN as DSN
+from seeding import REDIS_URL, delete_prefix, drop_schema
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DSN = os.environ.get("GOVERNED_MEMORY_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("GOVERNED_MEMORY_REDIS_URL", "redis://127.0.0.1:6379/0")
 TENANT = "cluster"
 WORDS = ("tea", "kite", "river", "piano", "garden", "orbit", "lantern", "harbor", "maple",
          "comet", "violet", "canyon")
@@ -498,29 +498,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
     if not args.keep:
         shutil.rmtree(home, ignore_errors=True)
-        await asyncio.to_thread(_drop_schemas, schema)
-        _drop_redis(prefix)
-    return result
-
-
-def _drop_schemas(schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(DSN, autocommit=True) as conn:
         for name in (schema, f"{schema}_keys"):
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-
-
-def _drop_redis(prefix: str) -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        keys = list(client.scan_iter(match=prefix + "*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start:start + 500])
-    finally:
-        client.close()
+            await asyncio.to_thread(drop_schema, name)
+        delete_prefix(prefix)
+    return result
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -35,11 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from governed_memory.rates import ProcessRateWindows, RateLimit, RateWindows
+from seeding import POSTGRES_DSN, REDIS_URL, delete_prefix, drop_schema
 
 RESULTS = Path(__file__).parent / "results"
-POSTGRES_DSN = os.environ.get("GOVERNED_MEMORY_POSTGRES_DSN",
-                              "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("GOVERNED_MEMORY_REDIS_URL", "redis://127.0.0.1:6379/0")
 NOW = 1_800_000_000.0
 STORES = ("process", "sqlite", "postgres", "redis")
 
@@ -126,26 +124,6 @@ def available(store: str) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
-
-
-def drop_schema(schema: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-def delete_prefix(prefix: str) -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        keys = list(client.scan_iter(match=prefix + "*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start:start + 500])
-    finally:
-        client.close()
 
 
 def main() -> None:

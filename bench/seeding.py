@@ -39,6 +39,7 @@ from governed_memory.records import (
 
 POSTGRES_DSN = os.environ.get("GOVERNED_MEMORY_POSTGRES_DSN",
                               "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("GOVERNED_MEMORY_REDIS_URL", "redis://127.0.0.1:6379/0")
 BATCH = 2000
 
 
@@ -64,15 +65,36 @@ def storage(backend: str) -> Iterator[dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="gm-bench-") as tmp:
             yield {"backend": "sqlite", "path": str(Path(tmp) / "memory.db")}
         return
-    import psycopg
 
     schema = f"gm_bench_{secrets.token_hex(4)}"
     try:
         yield {"backend": "postgres", "dsn": POSTGRES_DSN, "schema": schema}
     finally:
-        with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
-            conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                psycopg.sql.Identifier(schema)))
+        drop_schema(schema)
+
+
+def drop_schema(schema: str) -> None:
+    """Drop a bench run's PostgreSQL schema with everything in it."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+            psycopg.sql.Identifier(schema)))
+
+
+def delete_prefix(prefix: str) -> None:
+    """Delete a bench run's Redis keys (everything under ``prefix``)."""
+    import redis
+
+    if not prefix:
+        raise ValueError("an empty prefix would match every key of the server")
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match=prefix + "*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start:start + 500])
+    finally:
+        client.close()
 
 
 def settle(config: dict[str, Any]) -> None:
