@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+from pathlib import Path
+
 import attrs
 import httpx
-from governed_memory import GovernedMemoryManager, Permission
+from governed_memory import GovernedMemoryManager, Permission, Scope
 from governed_memory.events import InMemoryEventSink
 from governed_memory.tiers import MemoryTiers
 from governed_memory_service import (
@@ -59,3 +63,30 @@ class Service:
         headers = {} if credential is None else {"Authorization": f"Bearer {credential}"}
         return httpx.AsyncClient(base_url="http://service.test", headers=headers,
                                  transport=httpx.ASGITransport(app=self.app))  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stored_contents(db: Path, scope: Scope) -> set[str]:
+    """Every content in ``scope``, read by a fresh manager over the database a served
+    process wrote (what survived it)."""
+    from governed_memory.cli.common import operator
+
+    async def read() -> set[str]:
+        manager = GovernedMemoryManager.from_plugins("native",
+                                                     {"backend": "sqlite", "path": str(db)})
+        async with manager:
+            found: set[str] = set()
+            cursor: str | None = None
+            while True:
+                page = await manager.list(operator("acme"), scope, limit=100, cursor=cursor)
+                found |= {record.content for record in page.items}
+                if page.next_cursor is None:
+                    return found
+                cursor = page.next_cursor
+
+    return asyncio.run(read())

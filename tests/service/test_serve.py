@@ -25,7 +25,7 @@ import httpx
 import pytest
 from governed_memory import Permission, Scope
 from governed_memory_service import ApiKeyStore, AsyncMemoryClient
-from service_support import ALL
+from service_support import ALL, free_port, stored_contents
 
 SCOPE = Scope("acme", project_id="support", user_id="alice")
 QUERY = "project_id=support&user_id=alice"
@@ -33,12 +33,6 @@ QUERY = "project_id=support&user_id=alice"
 
 def _env(root: Path) -> dict[str, str]:
     return {**os.environ, "GOVERNED_MEMORY_HOME": str(root)}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @attrs.frozen(kw_only=True)
@@ -86,7 +80,7 @@ def _serving(tmp_path: Path, command: tuple[str, ...] = GOVERNED_MEMORY,
              profile: str = "local@1.0.0") -> Iterator[Served]:
     db, keys = tmp_path / "memory.db", tmp_path / "keys.db"
     token = _token(keys, ALL)
-    port = _free_port()
+    port = free_port()
     env = _env(tmp_path)
     process = subprocess.Popen(
         [*command, "serve", "--profile", profile, "--db", str(db), "--keys", str(keys),
@@ -114,27 +108,6 @@ def _stop(served: Served) -> int:
     return served.process.returncode
 
 
-def _stored_contents(db: Path) -> set[str]:
-    """Every content in the scope, read by a fresh manager over the same database."""
-    from governed_memory import GovernedMemoryManager
-    from governed_memory.cli.common import operator
-
-    async def read() -> set[str]:
-        manager = GovernedMemoryManager.from_plugins("native",
-                                                     {"backend": "sqlite", "path": str(db)})
-        async with manager:
-            found: set[str] = set()
-            cursor: str | None = None
-            while True:
-                page = await manager.list(operator("acme"), SCOPE, limit=100, cursor=cursor)
-                found |= {record.content for record in page.items}
-                if page.next_cursor is None:
-                    return found
-                cursor = page.next_cursor
-
-    return asyncio.run(read())
-
-
 def test_acknowledged_writes_survive_sigterm_and_the_exit_is_clean(served: Served) -> None:
     async def write() -> set[str]:
         async with AsyncMemoryClient(served.url, served.token) as client:
@@ -145,7 +118,7 @@ def test_acknowledged_writes_survive_sigterm_and_the_exit_is_clean(served: Serve
     acknowledged = asyncio.run(write())
     assert len(acknowledged) == 20
     assert _stop(served) == 0
-    assert acknowledged <= _stored_contents(served.db)
+    assert acknowledged <= stored_contents(served.db, SCOPE)
 
 
 def test_a_request_in_flight_when_sigterm_arrives_completes(served: Served) -> None:
@@ -171,7 +144,7 @@ def test_a_request_in_flight_when_sigterm_arrives_completes(served: Served) -> N
     assert response.startswith(b"HTTP/1.1 201"), response[:200]
     served.process.communicate(timeout=120)
     assert served.process.returncode == 0
-    assert "written while the server stops" in _stored_contents(served.db)
+    assert "written while the server stops" in stored_contents(served.db, SCOPE)
 
 
 def test_serve_without_the_service_extra_names_the_extra(tmp_path: Path) -> None:
@@ -223,7 +196,7 @@ def test_a_profile_file_and_the_module_entry_serve_too(tmp_path: Path) -> None:
 
         assert asyncio.run(write()) == "from a profile file"
         assert _stop(served) == 0
-    assert "from a profile file" in _stored_contents(served.db)
+    assert "from a profile file" in stored_contents(served.db, SCOPE)
 
 
 JWT_PROFILE = """
@@ -295,7 +268,7 @@ def test_serve_with_the_profiles_jwt_key_unset_stops_naming_it(
     result = subprocess.run(
         [*GOVERNED_MEMORY, "serve", "--profile", str(profile), "--db",
          str(tmp_path / "m.db"), "--keys", str(tmp_path / "keys.db"), "--port",
-         str(_free_port())], capture_output=True, text=True, env=_env(tmp_path),
+         str(free_port())], capture_output=True, text=True, env=_env(tmp_path),
         timeout=120)
     assert result.returncode != 0
     assert "auth.jwt.key_env (SERVED_JWT_KEY)" in result.stderr

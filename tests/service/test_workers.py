@@ -31,7 +31,7 @@ from postgres_support import (
     require_postgres_package,
     schema_for,
 )
-from service_support import ALL
+from service_support import ALL, free_port, stored_contents
 
 SCOPE = Scope("acme", project_id="support", user_id="alice")
 QUERY = "project_id=support&user_id=alice"
@@ -42,12 +42,6 @@ GOVERNED_MEMORY = (sys.executable, "-m", "governed_memory.cli.main")
 def _drop_postgres_schemas() -> Iterator[None]:
     yield
     drop_schemas()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _children(pid: int) -> set[int]:
@@ -114,7 +108,7 @@ def _serving(home: Path, *extra: str, profile: str = "local@1.0.0",
              keys: str | None = None, db: Path | None = None) -> Iterator[Served]:
     keys = keys or str(home / "keys.db")
     token = _token(keys)
-    port = _free_port()
+    port = free_port()
     command = [*GOVERNED_MEMORY, "serve", "--profile", profile, "--keys", keys,
                "--port", str(port), "--workers", "2", "--shutdown-timeout", "60", *extra]
     if db is not None:
@@ -147,26 +141,6 @@ def _stop(served: Served) -> tuple[int, str]:
     return served.process.returncode, served.stderr()
 
 
-def _stored_contents(db: Path) -> set[str]:
-    from governed_memory import GovernedMemoryManager
-    from governed_memory.cli.common import operator
-
-    async def read() -> set[str]:
-        manager = GovernedMemoryManager.from_plugins("native",
-                                                     {"backend": "sqlite", "path": str(db)})
-        async with manager:
-            found: set[str] = set()
-            cursor: str | None = None
-            while True:
-                page = await manager.list(operator("acme"), SCOPE, limit=100, cursor=cursor)
-                found |= {record.content for record in page.items}
-                if page.next_cursor is None:
-                    return found
-                cursor = page.next_cursor
-
-    return asyncio.run(read())
-
-
 def _add_many(served: Served, count: int, clients: int = 8) -> set[str]:
     """``count`` adds over ``clients`` connections (each its own, so the kernel hands
     them to either worker); the contents acknowledged."""
@@ -196,7 +170,7 @@ def test_two_workers_serve_one_port_and_sigterm_loses_no_acknowledged_write(
         assert code == 0, err
         assert "every worker stopped cleanly" in err
         assert not any(_alive(pid) for pid in workers)
-    assert acknowledged <= _stored_contents(db)
+    assert acknowledged <= stored_contents(db, SCOPE)
     # Both workers appended to one hash-chained trail, under its lock: it verifies, and
     # it holds each acknowledged write's commit exactly once.
     verified = subprocess.run([*GOVERNED_MEMORY, "audit", "verify", str(tmp_path / "audit")],
@@ -235,7 +209,7 @@ def test_a_request_in_flight_when_the_parent_gets_sigterm_completes(tmp_path: Pa
         assert response.startswith(b"HTTP/1.1 201"), response[:200]
         served.process.wait(timeout=180)
         assert served.process.returncode == 0, served.stderr()
-    assert "written while the workers stop" in _stored_contents(db)
+    assert "written while the workers stop" in stored_contents(db, SCOPE)
 
 
 def test_a_worker_that_dies_is_restarted_and_a_crash_loop_stops_the_parent(
@@ -276,7 +250,7 @@ def test_a_profile_that_cannot_start_stops_before_any_worker(tmp_path: Path) -> 
     result = subprocess.run(
         [*GOVERNED_MEMORY, "serve", "--profile", str(profile), "--db",
          str(tmp_path / "m.db"), "--keys", str(tmp_path / "keys.db"), "--workers", "2",
-         "--port", str(_free_port())], capture_output=True, text=True, timeout=120,
+         "--port", str(free_port())], capture_output=True, text=True, timeout=120,
         env={**env, "GOVERNED_MEMORY_HOME": str(tmp_path)})
     assert result.returncode == 7
     assert "auth.jwt.key_env (UNSET_GM_KEY)" in result.stderr
