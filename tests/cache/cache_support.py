@@ -14,7 +14,7 @@ from governed_memory.cache import CacheStore, CacheStoreUnavailable, Lookup
 from governed_memory.clock import ManualClock
 from governed_memory.events import MemoryEvent
 from governed_memory.operation_context import OperationContext
-from redis_support import (  # noqa: F401  (the cache tests import these from here)
+from redis_server import (  # noqa: F401  (the cache tests import these from here)
     REDIS_URL,
     delete_prefix,
     redis_unavailable_reason,

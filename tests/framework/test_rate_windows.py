@@ -25,7 +25,7 @@ from governed_memory.rates import ProcessRateWindows, RateLimit, RateWindows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from postgres_support import POSTGRES_DSN, drop_schemas, require_postgres, schema_for
-from redis_support import delete_prefix, require_redis, unique_prefix
+from redis_server import delete_prefix, require_redis, unique_prefix
 
 NOW = 1_000_000.0
 STORES = ("process", "sqlite", "postgres", "redis")

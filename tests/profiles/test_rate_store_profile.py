@@ -18,7 +18,7 @@ from governed_memory.profiles import ProfileLoadError, check_against_plugins, pa
 from governed_memory.profiles.build import build_rate_windows
 from governed_memory.rates import ProcessRateWindows, RateLimit
 from profile_support import BUILTIN, installed
-from redis_support import delete_prefix, require_redis, unique_prefix
+from redis_server import delete_prefix, require_redis, unique_prefix
 
 BASE: dict[str, Any] = {"spec_version": 1, "id": "x", "version": "1.0.0"}
 MEMORY = {"name": "native", "config": {"backend": "memory"}}
