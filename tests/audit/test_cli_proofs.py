@@ -18,7 +18,7 @@ from audit_support import copy_trail, event, event_ids_in, files_in, rewrite, wr
 from click.testing import CliRunner, Result
 from governed_memory.audit import AuditSink
 from governed_memory.audit.proofs import InclusionProof, TreeCheckpoint
-from governed_memory.cli import audit as audit_cli
+from governed_memory.cli import audit_inputs
 from governed_memory.cli.main import cli
 
 ENTRIES = 24
@@ -229,8 +229,8 @@ def test_consistency_from_the_cli(home: Path) -> None:
 def test_a_large_trail_gets_a_progress_bar_and_the_same_output(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     quiet = run("checkpoint", "trail").stdout
-    monkeypatch.setattr(audit_cli, "PROGRESS_FROM_BYTES", 1)
-    monkeypatch.setattr(audit_cli, "_interactive", lambda: True)
+    monkeypatch.setattr(audit_inputs, "PROGRESS_FROM_BYTES", 1)
+    monkeypatch.setattr(audit_inputs, "_interactive", lambda: True)
     shown = run("checkpoint", "trail")
     assert "checkpointing" in shown.stderr
     assert json.loads(shown.stdout)["root"] == json.loads(quiet)["root"]

@@ -20,7 +20,7 @@ from governed_memory.audit import (
     query,
 )
 from governed_memory.audit.times import iso
-from governed_memory.cli import audit as audit_cli
+from governed_memory.cli import audit_reading
 from governed_memory.cli.main import cli
 from governed_memory.events import RECEIPT_EVENT, ErasureEvidence, MemoryEvent, subject_hash
 
@@ -98,7 +98,7 @@ def test_each_principal_is_summed_up(trail: Path) -> None:
 
 @pytest.fixture
 def run(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(audit_cli, "_now", lambda: NOW)
+    monkeypatch.setattr(audit_reading, "_now", lambda: NOW)
 
     def invoke(*args: str) -> Result:
         result = CliRunner().invoke(cli, ["audit", "query", *args, "--summary", "principal"])

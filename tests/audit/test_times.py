@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 from governed_memory.audit import AuditSink, parse_time
 from governed_memory.audit.times import ACCEPTED, iso
-from governed_memory.cli import audit as audit_cli
+from governed_memory.cli import audit_reading
 from governed_memory.cli.main import cli
 from governed_memory.events import MemoryEvent
 
@@ -62,7 +62,7 @@ def test_iso_prints_utc_milliseconds() -> None:
 @pytest.fixture
 def trail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Events 3 days, 2 hours, 40 minutes and 1 minute before a fixed now."""
-    monkeypatch.setattr(audit_cli, "_now", lambda: NOW)
+    monkeypatch.setattr(audit_reading, "_now", lambda: NOW)
     directory = tmp_path / "trail"
 
     async def write() -> None:

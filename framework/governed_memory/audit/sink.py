@@ -31,13 +31,16 @@ its place. Only ``fsync = "never"`` appends on the caller's thread, and only whe
 cannot block: no job is queued, no other writer holds or has moved the trail, and
 neither a rotation nor a checkpoint is due (a page-cache write takes microseconds,
 less than a thread hop).
+
+Two parts have modules of their own: the lock shared with other writers
+(``trail_lock.TrailLock``) and the file being appended to, with the cut-back of a
+failed write and the fsync policy (``trail_file.TrailFile``). This one keeps the chain.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import threading
@@ -60,9 +63,11 @@ from governed_memory.audit.chain import (
     parse_line,
 )
 from governed_memory.audit.query import json_lines
+from governed_memory.audit.trail_file import TrailFile, fsync_directory
+from governed_memory.audit.trail_lock import TrailLock
 from governed_memory.audit.verify import _Walker
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
+from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import MemoryEvent
 
 log = logging.getLogger(__name__)
@@ -71,7 +76,6 @@ FSYNC_POLICIES: Final = ("always", "interval", "never")
 DEFAULT_MAX_FILE_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_DEDUP_WINDOW: Final = 100_000
 DEFAULT_LOCK_TIMEOUT_S: Final = 10.0
-_LOCK_POLL_MAX_S: Final = 0.02
 
 T = TypeVar("T")
 
@@ -126,10 +130,9 @@ class AuditSink:
         self._completed = 0
         """Jobs the worker finished (written by the worker only)."""
         self._opened = False
-        self._lock_fd: int | None = None
-        self._fd: int | None = None
-        self._size = 0
-        """Bytes of the current file this sink has written or read and checked."""
+        self._trail_lock = TrailLock(self.directory, lock_timeout_s)
+        self._file = TrailFile(self.directory, fsync, fsync_interval_s)
+        """The current file, and how much of it this sink has written or read and checked."""
         self._file_index = 0
         self._following_for = -1
         self._following_path = ""
@@ -137,8 +140,6 @@ class AuditSink:
         self._seq = 0
         self._head = ""
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._last_sync = 0.0
-        self._dirty = False
         self.duplicates = 0
         """Events dropped because their ``event_id`` was already in the trail."""
 
@@ -199,13 +200,13 @@ class AuditSink:
         --checkpoint`` checks the trail against it. It reads files: from a coroutine
         while writers are busy, call it through ``asyncio.to_thread``."""
         with self._lock, self._opened_for_now():
-            with self._trail_lock():
+            with self._trail_lock.held():
                 self._catch_up()
             return Checkpoint(self._chain_id, self._seq, self._head, time.time())
 
     def seen(self, event_id: str) -> bool:
         with self._lock, self._opened_for_now():
-            with self._trail_lock():
+            with self._trail_lock.held():
                 self._catch_up()
             return event_id in self._seen
 
@@ -229,7 +230,7 @@ class AuditSink:
     def _append(self, event_id: str, body: dict[str, Any]) -> None:
         with self._lock:
             self._ensure_open()
-            with self._trail_lock():
+            with self._trail_lock.held():
                 self._catch_up()
                 if event_id in self._seen:
                     self.duplicates += 1
@@ -238,7 +239,7 @@ class AuditSink:
                 if self._rotation_due(line):
                     self._rotate()
                 self._commit(event_id, line, digest)
-                self._sync(force=False)
+                self._file.sync(force=False)
                 if self._checkpoint_due():
                     self._write_checkpoint()
 
@@ -250,7 +251,7 @@ class AuditSink:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            if not self._opened or not self._try_trail_lock():
+            if not self._opened or not self._trail_lock.try_acquire():
                 return False
             try:
                 if not self._unchanged_by_others():
@@ -264,69 +265,29 @@ class AuditSink:
                 self._commit(event_id, line, digest)
                 return True
             finally:
-                self._unlock_trail()
+                self._trail_lock.release()
         finally:
             self._lock.release()
 
     def _rotation_due(self, line: bytes) -> bool:
-        return self._size + len(line) > self.max_file_bytes and self._size > 0
+        return self._file.size + len(line) > self.max_file_bytes and self._file.size > 0
 
     def _checkpoint_due(self, *, next_entry: bool = False) -> bool:
         seq = self._seq + 1 if next_entry else self._seq
         return bool(self.checkpoint_every) and seq % (self.checkpoint_every or 1) == 0
 
     def _commit(self, event_id: str, line: bytes, digest: str) -> None:
-        self._write(line)
+        self._file.write(line)
         self._seq += 1
         self._head = digest
         self._remember(event_id)
 
-    def _write(self, data: bytes) -> None:
-        assert self._fd is not None
-        before = self._size
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
-        except OSError as exc:
-            # Never leave half an entry for the next one to chain onto.
-            try:
-                os.ftruncate(self._fd, before)
-            except OSError:
-                log.error("audit trail %s: could not cut back a failed write",
-                          self.directory)
-            raise MemoryUnavailableError(
-                f"audit trail write failed: {errno.errorcode.get(exc.errno or 0, 'error')}"
-            ) from None
-        self._size = before + len(data)
-        self._dirty = True
-
-    def _sync(self, *, force: bool) -> None:
-        if self._fd is None or not self._dirty or self.fsync == "never":
-            return
-        now = time.monotonic()
-        if (force or self.fsync == "always"
-                or now - self._last_sync >= self.fsync_interval_s):
-            os.fsync(self._fd)
-            self._last_sync, self._dirty = now, False
-
     def _rotate(self) -> None:
-        assert self._fd is not None
-        self._sync(force=True)
-        os.close(self._fd)
-        self._fd = None
+        self._file.close()
         self._file_index += 1
-        self._create(self._file_index,
-                     continue_line(self._chain_id, self._seq, self._head, self._file_index))
-
-    def _create(self, index: int, first_line: bytes) -> None:
-        path = self.directory / file_name(index)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o640)
-        self._fd, self._size = fd, 0
-        self._write(first_line)
-        os.fsync(fd)
-        fsync_directory(self.directory)
-        self._dirty = False
+        self._file.create(self.directory / file_name(self._file_index),
+                          continue_line(self._chain_id, self._seq, self._head,
+                                        self._file_index))
 
     def _remember(self, event_id: str) -> None:
         self._seen[event_id] = None
@@ -335,7 +296,7 @@ class AuditSink:
 
     def _write_checkpoint(self) -> None:
         assert self.checkpoint_path is not None
-        self._sync(force=True)
+        self._file.sync(force=True)
         checkpoint = Checkpoint(self._chain_id, self._seq, self._head, time.time())
         with open(self.checkpoint_path, "a", encoding="ascii") as handle:
             handle.write(checkpoint.to_json() + "\n")
@@ -343,40 +304,6 @@ class AuditSink:
             os.fsync(handle.fileno())
 
     # -- sharing the trail with other writers ---------------------------------------------
-
-    @contextlib.contextmanager
-    def _trail_lock(self) -> Iterator[None]:
-        """Hold the trail's exclusive lock, waiting at most ``lock_timeout_s``."""
-        if not self._try_trail_lock():
-            deadline = time.monotonic() + self.lock_timeout_s
-            delay = 0.0005
-            while not self._try_trail_lock():
-                if time.monotonic() >= deadline:
-                    raise MemoryUnavailableError(
-                        f"audit trail {self.directory} stayed locked by another writer "
-                        f"for {self.lock_timeout_s} s")
-                time.sleep(delay)
-                delay = min(delay * 2, _LOCK_POLL_MAX_S)
-        try:
-            yield
-        finally:
-            self._unlock_trail()
-
-    def _try_trail_lock(self) -> bool:
-        import fcntl
-
-        assert self._lock_fd is not None
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _unlock_trail(self) -> None:
-        import fcntl
-
-        assert self._lock_fd is not None
-        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _following(self) -> str:
         """The path of the file after the current one, as a string cached per file
@@ -388,23 +315,21 @@ class AuditSink:
         return self._following_path
 
     def _unchanged_by_others(self) -> bool:
-        assert self._fd is not None
-        return (os.fstat(self._fd).st_size == self._size
+        return (self._file.size_on_disk() == self._file.size
                 and not os.path.exists(self._following()))
 
     def _catch_up(self) -> None:
         """Read on from where this sink last was: what other writers appended to the
         current file, then every file they rotated to. Each line is checked against the
         chain as this sink knows it; anything that does not link refuses the append."""
-        assert self._fd is not None
-        size = os.fstat(self._fd).st_size
-        if size != self._size:
+        size, known = self._file.size_on_disk(), self._file.size
+        if size != known:
             current = self.directory / file_name(self._file_index)
-            if size < self._size:
-                raise AuditChainError(f"{current}: shrank from {self._size} to {size} "
+            if size < known:
+                raise AuditChainError(f"{current}: shrank from {known} to {size} "
                                       "bytes while open (cut by someone); refusing to "
                                       "append")
-            self._take_in(current, self._size, self._walker(self._file_index))
+            self._take_in(current, known, self._walker(self._file_index))
         while os.path.exists(self._following()):  # another writer rotated
             following = Path(self._following())
             try:
@@ -415,9 +340,7 @@ class AuditSink:
                 os.close(fd)
                 self._drop_torn(following)
                 return
-            self._sync(force=True)
-            os.close(self._fd)
-            self._fd, self._size, self._dirty = fd, 0, False
+            self._file.switch_to(fd)
             self._file_index += 1
             self._take_in(following, 0, self._walker(self._file_index - 1))
 
@@ -461,7 +384,7 @@ class AuditSink:
             raise AuditChainError(f"{path}: holds no genesis or continue line; "
                                   "refusing to append")
         self._chain_id, self._seq, self._head = walker.chain_id, walker.seq, walker.head
-        self._size = offset + valid
+        self._file.size = offset + valid
         for event_id in walker.event_ids:
             self._remember(event_id)
 
@@ -479,9 +402,9 @@ class AuditSink:
         if self._opened:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o640)
+        self._trail_lock.open()
         try:
-            with self._trail_lock():
+            with self._trail_lock.held():
                 files = sorted(self.directory.glob(FILE_PATTERN))
                 while files and _torn_only(files[-1]):
                     self._drop_torn(files.pop())
@@ -489,7 +412,8 @@ class AuditSink:
                     self._chain_id = "chain_" + uuid.uuid4().hex
                     self._file_index = 1
                     created = time.time()
-                    self._create(1, genesis_line(self._chain_id, created))
+                    self._file.create(self.directory / file_name(1),
+                                      genesis_line(self._chain_id, created))
                     value = parse_line(genesis_line(self._chain_id, created)[:-1])
                     self._head, self._seq = str(value["hash"]), 0
                 else:
@@ -513,9 +437,9 @@ class AuditSink:
                 break
             ids[:0] = _event_ids(earlier)
         self._seen = OrderedDict.fromkeys(ids[-self.dedup_window:])
-        self._fd = os.open(last, os.O_WRONLY | os.O_APPEND)
-        size = os.fstat(self._fd).st_size
-        if size != self._size:  # impossible under the lock, unless the disk lies
+        self._file.reopen(last)
+        # Impossible under the lock, unless the disk lies:
+        if self._file.size_on_disk() != self._file.size:
             raise AuditChainError(f"{last}: changed while being read; refusing to append")
 
     def _close(self) -> None:
@@ -523,13 +447,8 @@ class AuditSink:
             self._shut()
 
     def _shut(self) -> None:
-        if self._fd is not None:
-            self._sync(force=True)
-            os.close(self._fd)
-            self._fd = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing drops any flock still held
-            self._lock_fd = None
+        self._file.close()
+        self._trail_lock.close()
         self._opened = False
         self._seen.clear()
 
@@ -538,15 +457,6 @@ def _torn_only(path: Path) -> bool:
     """Empty, or one line without its newline (nothing was ever completely written)."""
     with open(path, "rb") as handle:
         return b"\n" not in handle.read(4096)  # a first line is a few hundred bytes
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a file's creation or rename in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _index_of(path: Path) -> int:
@@ -582,3 +492,15 @@ def audit_sink_from_config(config: Mapping[str, Any]) -> AuditSink:
         return AuditSink(**dict(config))
     except TypeError as exc:
         raise MemoryConfigurationError(f"audit sink: {exc}") from None
+
+
+__all__ = [
+    "DEFAULT_DEDUP_WINDOW",
+    "DEFAULT_LOCK_TIMEOUT_S",
+    "DEFAULT_MAX_FILE_BYTES",
+    "FSYNC_POLICIES",
+    "AuditChainError",
+    "AuditSink",
+    "audit_sink_from_config",
+    "fsync_directory",
+]
