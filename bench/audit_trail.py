@@ -43,7 +43,7 @@ from governed_memory.audit import AuditSink
 from governed_memory.clock import SystemClock
 from governed_memory.events import EventSink, InMemoryEventSink, MemoryEvent
 from governed_memory_native import build_native_provider
-from governed_memory_native.postgres_trail import PostgresTrailSink, parse_trail_config
+from governed_memory_native.postgres.trail.sink import PostgresTrailSink, parse_trail_config
 from seeding import storage
 
 RESULTS = Path(__file__).parent / "results"

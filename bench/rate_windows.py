@@ -55,11 +55,11 @@ def open_store(store: str, directory: Path, schema: str, prefix: str) -> RateWin
     if store == "process":
         return ProcessRateWindows()
     if store == "sqlite":
-        from governed_memory_native.rates_sqlite import SqliteRateWindows
+        from governed_memory_native.sqlite.rates import SqliteRateWindows
 
         return SqliteRateWindows(directory / "memory.db-rates", busy_timeout_ms=5_000)
     if store == "postgres":
-        from governed_memory_native.rates_postgres import PostgresRateWindows
+        from governed_memory_native.postgres.rates import PostgresRateWindows
 
         return PostgresRateWindows(POSTGRES_DSN, schema=schema, busy_timeout_ms=5_000)
     from governed_memory_redis.rates import RedisRatesConfig, RedisRateWindows

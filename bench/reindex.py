@@ -36,8 +36,8 @@ import seeding
 from governed_memory import Scope
 from governed_memory.clock import SystemClock
 from governed_memory_native import build_native_provider, postgres_schema
-from governed_memory_native.sqlite_schema import LATEST_VERSION as SQLITE_LATEST
-from governed_memory_native.tokens import ANALYZER
+from governed_memory_native.search.tokens import ANALYZER
+from governed_memory_native.sqlite.schema import LATEST_VERSION as SQLITE_LATEST
 
 REBUILD = {"sqlite": SQLITE_LATEST, "postgres": postgres_schema.LATEST_VERSION}
 """The migration that rebuilds the index, per backend (the latest, today)."""

@@ -11,21 +11,24 @@ from typing import TYPE_CHECKING
 
 from governed_memory.exports import lazy_exports
 
+from governed_memory_native import moved
+
 if TYPE_CHECKING:
     from governed_memory_native.config import BackendKind, NativeConfig, parse_config
     from governed_memory_native.factory import build_native_provider
-    from governed_memory_native.memory_backend import MemoryBackend
+    from governed_memory_native.memory.backend import MemoryBackend
     from governed_memory_native.provider import NativeMemoryProvider
-    from governed_memory_native.sqlite_backend import SqliteBackend
+    from governed_memory_native.sqlite.backend import SqliteBackend
 
 _MODULE_OF = {
     "BackendKind": "config", "NativeConfig": "config", "parse_config": "config",
-    "build_native_provider": "factory", "MemoryBackend": "memory_backend",
-    "NativeMemoryProvider": "provider", "SqliteBackend": "sqlite_backend",
+    "build_native_provider": "factory", "MemoryBackend": "governed_memory_native.memory.backend",
+    "NativeMemoryProvider": "provider", "SqliteBackend": "governed_memory_native.sqlite.backend",
 }
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)
+moved.install()
 
 
 __all__ = [

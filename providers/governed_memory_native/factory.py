@@ -14,27 +14,26 @@ if TYPE_CHECKING:
     from governed_memory.clock import Clock
     from governed_memory.rates import RateWindows
 
-    from governed_memory_native.port import StorageBackend
     from governed_memory_native.provider import NativeMemoryProvider
+    from governed_memory_native.storage.port import StorageBackend
 
 
 def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemoryProvider:
     from governed_memory.errors import MemoryConfigurationError
 
-    from governed_memory_native.config import BackendKind, parse_config
-    from governed_memory_native.indexing_config import parse_indexing_config
+    from governed_memory_native.config import BackendKind, parse_config, parse_indexing_config
     from governed_memory_native.provider import NativeMemoryProvider
 
     settings = parse_config(config)
     backend: StorageBackend
     rates: RateWindows | None = None  # the memory backend's: windows in this process
     if settings.backend is BackendKind.MEMORY:
-        from governed_memory_native.memory_backend import MemoryBackend
+        from governed_memory_native.memory.backend import MemoryBackend
 
         backend = MemoryBackend()
     elif settings.backend is BackendKind.POSTGRES:
         try:  # imported here: psycopg is the optional ``postgres`` extra
-            from governed_memory_native.postgres_backend import PostgresBackend
+            from governed_memory_native.postgres.backend import PostgresBackend
         except ImportError:
             raise MemoryConfigurationError(
                 "backend: 'postgres' needs psycopg (pip install 'governed-memory[postgres]')"
@@ -44,13 +43,13 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
             settings.dsn, schema=settings.schema, pool_min_size=settings.pool_min_size,
             pool_max_size=settings.pool_max_size, busy_timeout_ms=settings.busy_timeout_ms,
         )
-        from governed_memory_native.rates_postgres import PostgresRateWindows
+        from governed_memory_native.postgres.rates import PostgresRateWindows
 
         rates = PostgresRateWindows(settings.dsn, schema=settings.schema,
                                     busy_timeout_ms=settings.busy_timeout_ms)
     else:
-        from governed_memory_native.rates_sqlite import SqliteRateWindows, sidecar_path
-        from governed_memory_native.sqlite_backend import SqliteBackend
+        from governed_memory_native.sqlite.backend import SqliteBackend
+        from governed_memory_native.sqlite.rates import SqliteRateWindows, sidecar_path
 
         assert settings.path is not None  # parse_config always resolves a sqlite path
         backend = SqliteBackend(settings.path, busy_timeout_ms=settings.busy_timeout_ms)

@@ -32,14 +32,14 @@ def _memory_turns(config: Mapping[str, Any], clock: Clock) -> Any:
 
 
 def _sqlite_turns(config: Mapping[str, Any], clock: Clock) -> Any:
-    from governed_memory_native.turns_sqlite import build_sqlite_turn_store
+    from governed_memory_native.turns.sqlite import build_sqlite_turn_store
 
     return build_sqlite_turn_store(config, clock)
 
 
 def _postgres_turns(config: Mapping[str, Any], clock: Clock) -> Any:
     try:
-        from governed_memory_native.turns_postgres import build_postgres_turn_store
+        from governed_memory_native.turns.postgres import build_postgres_turn_store
     except ImportError:
         from governed_memory.errors import MemoryConfigurationError
 
@@ -61,7 +61,7 @@ def register_turn_stores(register: Callable[..., None]) -> None:
 
 def _postgres_trail(config: Mapping[str, Any]) -> Any:
     try:
-        from governed_memory_native.postgres_trail import postgres_trail_from_config
+        from governed_memory_native.postgres.trail.sink import postgres_trail_from_config
     except ImportError:
         from governed_memory.errors import MemoryConfigurationError
 

@@ -30,12 +30,12 @@ from governed_memory.events import AuditUnavailableError, InMemoryEventSink, Mem
 from governed_memory.profiles import ProfileLoadError
 from governed_memory.sinks import build_sinks
 from governed_memory_native import build_native_provider
-from governed_memory_native.postgres_trail import (
+from governed_memory_native.postgres.trail.sequencer import TrailIntakeError
+from governed_memory_native.postgres.trail.sink import (
     PostgresTrailSink,
     parse_trail_config,
     postgres_trail_from_config,
 )
-from governed_memory_native.postgres_trail_sequencer import TrailIntakeError
 from postgres_support import (
     POSTGRES_DSN,
     drop_schemas,

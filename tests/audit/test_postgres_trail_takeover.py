@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from governed_memory.audit import verify_trail
-from governed_memory_native.postgres_trail import postgres_trail_from_config
-from governed_memory_native.postgres_trail_sequencer import sequencer_lock_key
+from governed_memory_native.postgres.trail.sequencer import sequencer_lock_key
+from governed_memory_native.postgres.trail.sink import postgres_trail_from_config
 from postgres_support import (
     POSTGRES_DSN,
     advisory_locks,

@@ -21,7 +21,7 @@ from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.scope import Scope
 from governed_memory_native import build_native_provider
-from governed_memory_native.postgres_trail import PostgresTrailSink, parse_trail_config
+from governed_memory_native.postgres.trail.sink import PostgresTrailSink, parse_trail_config
 
 
 async def main(dsn: str, schema: str, count: int, batch: int) -> None:

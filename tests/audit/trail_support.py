@@ -16,7 +16,7 @@ import psycopg
 from governed_memory.audit.stored import StoredTrail
 from governed_memory.profiles import loads_profile
 from governed_memory.profiles.spec import MemoryProfileSpec
-from governed_memory_native.postgres_trail_reader import PostgresStoredTrail
+from governed_memory_native.postgres.trail.reader import PostgresStoredTrail
 from postgres_support import POSTGRES_DSN, postgres_config
 
 PROFILE = """

@@ -31,7 +31,7 @@ from governed_memory.requests import AddRequest, ApproveRequest, RejectRequest, 
 from governed_memory.usage import UsageQuery
 from governed_memory_embedders.hashing import HashingEmbedder
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.indexing_config import parse_indexing_config
+from governed_memory_native.config import parse_indexing_config
 
 ALICE = Principal("user:alice", "user", "acme", "alice",
                   [Permission.READ, Permission.WRITE, Permission.DELETE])

@@ -46,14 +46,14 @@ def open_clients(store: str, directory: Path) -> tuple[Clients, Callable[[], Non
         windows = ProcessRateWindows()
         return (windows, windows), lambda: None
     if store == "sqlite":
-        from governed_memory_native.rates_sqlite import SqliteRateWindows
+        from governed_memory_native.sqlite.rates import SqliteRateWindows
 
         path = directory / "memory.db-rates"
         return (SqliteRateWindows(path, busy_timeout_ms=5_000),
                 SqliteRateWindows(path, busy_timeout_ms=5_000)), lambda: None
     if store == "postgres":
         require_postgres()
-        from governed_memory_native.rates_postgres import PostgresRateWindows
+        from governed_memory_native.postgres.rates import PostgresRateWindows
 
         schema = schema_for(directory)
         return (PostgresRateWindows(POSTGRES_DSN, schema=schema, busy_timeout_ms=5_000),
@@ -149,8 +149,8 @@ def test_a_rate_limit_is_checked_when_built() -> None:
 
 
 async def test_the_shared_stores_say_so() -> None:
-    from governed_memory_native.rates_postgres import PostgresRateWindows
-    from governed_memory_native.rates_sqlite import SqliteRateWindows
+    from governed_memory_native.postgres.rates import PostgresRateWindows
+    from governed_memory_native.sqlite.rates import SqliteRateWindows
     from governed_memory_redis.rates import RedisRateWindows
 
     assert ProcessRateWindows.shared is False
@@ -216,7 +216,7 @@ def test_concurrent_admits_are_those_of_some_serial_order(
 
 
 async def test_an_unreachable_postgres_raises_a_typed_error() -> None:
-    from governed_memory_native.rates_postgres import PostgresRateWindows
+    from governed_memory_native.postgres.rates import PostgresRateWindows
 
     windows = PostgresRateWindows("postgresql://postgres@127.0.0.1:1/test?connect_timeout=1",
                                   schema="gm_nowhere", busy_timeout_ms=100)
@@ -243,7 +243,7 @@ async def test_a_sidecar_locked_past_the_busy_wait_raises_a_typed_error(
         tmp_path: Path) -> None:
     import sqlite3
 
-    from governed_memory_native.rates_sqlite import SqliteRateWindows
+    from governed_memory_native.sqlite.rates import SqliteRateWindows
 
     path = tmp_path / "memory.db-rates"
     windows = SqliteRateWindows(path, busy_timeout_ms=0)  # waits the minimum, then refuses

@@ -41,7 +41,7 @@ from governed_memory.tiers.requests import (
     UpdateWorkingStateRequest,
 )
 from governed_memory.tiers.results import InjectedVersion
-from governed_memory_native.turns_sqlite import SqliteTurnStore
+from governed_memory_native.turns.sqlite import SqliteTurnStore
 
 SCOPE = Scope("acme", user_id="alice", session_id="s1", run_id="r1")
 HUGE = 10**400

@@ -22,9 +22,9 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider
-from governed_memory_native.memory_repositories import MemoryIdempotency, MemoryVersions
-from governed_memory_native.sql_idempotency import SqlIdempotency
-from governed_memory_native.sql_versions import SqlVersions
+from governed_memory_native.memory.repositories import MemoryIdempotency, MemoryVersions
+from governed_memory_native.sql.idempotency import SqlIdempotency
+from governed_memory_native.sql.versions import SqlVersions
 from native_support import USER_SCOPE, make_ctx, note
 
 

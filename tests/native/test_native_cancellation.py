@@ -32,7 +32,7 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, SqliteBackend, build_native_provider
-from governed_memory_native.sqlite_transaction import SqliteTransaction
+from governed_memory_native.sqlite.transaction import SqliteTransaction
 from native_support import USER_SCOPE, make_ctx, note
 
 Operation = Callable[[], Awaitable[Any]]

@@ -288,7 +288,7 @@ async def test_an_interrupted_erasure_is_accounted_for_by_the_run_that_finishes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches an interrupted delete_user committed are not lost from the evidence: the
     run that completes the erasure reports them in its receipt and its event."""
-    monkeypatch.setattr("governed_memory_native.provider.ERASURE_BATCH", 3)
+    monkeypatch.setattr("governed_memory_native.erasing.ERASURE_BATCH", 3)
     for n in range(8):
         await provider.add(note(f"fact {n}", idempotency_key=f"i{n}"), make_ctx(clock))
     backend = provider.backend

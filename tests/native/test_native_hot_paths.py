@@ -122,7 +122,7 @@ async def test_a_batched_snapshot_lost_in_a_crash_is_reported_lost(
                                   make_ctx(clock))
     assert result.snapshot_id is not None
     # The process dies before the batch is written: nothing is flushed or closed.
-    crashed._snapshots._queue.clear()  # what a kill does to the queue
+    crashed._replay.writer._queue.clear()  # what a kill does to the queue
     await crashed.backend.close()
 
     provider = _sqlite(tmp_path, clock)

@@ -14,7 +14,8 @@ from governed_memory.indexing import IndexingSettings, RankingConfig
 from governed_memory.records import MemoryRecord
 from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory.scope import Scope
-from governed_memory_native import NativeMemoryProvider, build_native_provider, retrieval
+from governed_memory_native import NativeMemoryProvider, build_native_provider
+from governed_memory_native.search import fusion as retrieval
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st

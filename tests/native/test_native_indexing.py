@@ -335,7 +335,7 @@ async def test_a_changed_embedder_is_never_mixed_in_and_reindex_refills(
         assert status.vectors == {str(first.identity): 5}
         assert status.missing_vectors == 5  # the old model's vectors do not count
         async with provider.backend.reading() as tx:
-            from governed_memory_native.port import SearchQuery, VectorQuery
+            from governed_memory_native.storage.port import SearchQuery, VectorQuery
 
             query = SearchQuery(scope_hashes=(USER_SCOPE.scope_hash,), tokens=(),
                                 now=clock.now(), limit=10)

@@ -40,10 +40,10 @@ from governed_memory.records import (
 )
 from governed_memory.requests import SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.bm25 import Document, score_documents
-from governed_memory_native.memory_repositories import passes_filters
-from governed_memory_native.port import SearchQuery
-from governed_memory_native.tokens import words
+from governed_memory_native.memory.repositories import passes_filters
+from governed_memory_native.search.bm25 import Document, score_documents
+from governed_memory_native.search.tokens import words
+from governed_memory_native.storage.port import SearchQuery
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lexical_support import check_sqlite_index, stored_index, table_counts

@@ -15,7 +15,7 @@ from governed_memory.requests import GetRequest
 from governed_memory_native import NativeMemoryProvider, SqliteBackend, build_native_provider
 from governed_memory_native import plugin as native_plugin
 from governed_memory_native.config import HOME_ENV
-from governed_memory_native.sqlite_schema import LATEST_VERSION
+from governed_memory_native.sqlite.schema import LATEST_VERSION
 from native_support import USER_SCOPE, build, config_for, make_ctx, note
 
 

@@ -97,7 +97,7 @@ async def test_delete_user_erases_every_scope_of_that_user_only(
 async def test_delete_user_handles_more_than_one_batch(provider: NativeMemoryProvider,
                                                        clock: ManualClock,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("governed_memory_native.provider.ERASURE_BATCH", 3)
+    monkeypatch.setattr("governed_memory_native.erasing.ERASURE_BATCH", 3)
     ctx = make_ctx(clock)
     for i in range(8):
         await provider.add(note(f"m{i}"), ctx)

@@ -21,7 +21,7 @@ from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory.requests import DeleteRequest, DeleteUserRequest, SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider, parse_config
 from governed_memory_native.config import POSTGRES_DSN_ENV, BackendKind
-from governed_memory_native.tokens import words
+from governed_memory_native.search.tokens import words
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
 from postgres_support import (
     POSTGRES_DSN,
@@ -33,8 +33,8 @@ from postgres_support import (
 require_postgres_package()
 
 import psycopg  # noqa: E402
-from governed_memory_native.postgres_backend import PostgresBackend  # noqa: E402
-from governed_memory_native.postgres_schema import LATEST_VERSION, MIGRATIONS_TABLE  # noqa: E402
+from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
+from governed_memory_native.postgres.schema import LATEST_VERSION, MIGRATIONS_TABLE  # noqa: E402
 
 MARKER = "zzqxjpgresidue"
 STEM = words(MARKER)[0]  # the term the index stores: "zzqxjpgresidu"
@@ -318,7 +318,7 @@ async def test_searches_do_not_wait_for_writes(tmp_path: Path, clock: ManualCloc
 
 async def test_erasure_progress_sums_batches_and_is_taken_once(tmp_path: Path,
                                                                clock: ManualClock) -> None:
-    from governed_memory_native.port import Removal
+    from governed_memory_native.storage.port import Removal
 
     provider = await _started(postgres_config(tmp_path), clock)
     backend = provider.backend

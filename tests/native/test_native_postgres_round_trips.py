@@ -28,10 +28,11 @@ from postgres_support import POSTGRES_DSN, postgres_config, require_postgres_pac
 
 require_postgres_package()
 
-from governed_memory_native import lexical_topk, postgres_schema  # noqa: E402
-from governed_memory_native.postgres_backend import PostgresBackend  # noqa: E402
-from governed_memory_native.storage_values import SearchQuery  # noqa: E402
-from governed_memory_native.tokens import query_tokens  # noqa: E402
+from governed_memory_native.postgres import schema as postgres_schema  # noqa: E402
+from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
+from governed_memory_native.search import lexical as lexical_topk  # noqa: E402
+from governed_memory_native.search.tokens import query_tokens  # noqa: E402
+from governed_memory_native.storage.values import SearchQuery  # noqa: E402
 
 
 async def _started(config: dict[str, Any], clock: ManualClock) -> NativeMemoryProvider:

@@ -36,12 +36,12 @@ from postgres_support import (
 
 require_postgres_package()
 
-from governed_memory_native.port import IdempotencyEntry, WriteTransaction  # noqa: E402
-from governed_memory_native.postgres_backend import PostgresBackend  # noqa: E402
-from governed_memory_native.postgres_schema import (  # noqa: E402
+from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
+from governed_memory_native.postgres.schema import (  # noqa: E402
     tenant_lock_key,
     writer_lock_key,
 )
+from governed_memory_native.storage.port import IdempotencyEntry, WriteTransaction  # noqa: E402
 
 ACME, GLOBEX = USER_SCOPE.tenant_id, OTHER_TENANT.tenant_id
 DEADLINE_S = 60.0

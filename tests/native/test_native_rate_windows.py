@@ -171,7 +171,7 @@ async def test_an_admit_never_waits_for_the_memory_databases_write_lock(
 async def test_an_admit_never_waits_for_the_memory_writers_advisory_locks(
         tmp_path: Path) -> None:
     import psycopg
-    from governed_memory_native.postgres_schema import tenant_lock_key, writer_lock_key
+    from governed_memory_native.postgres.schema import tenant_lock_key, writer_lock_key
 
     config = postgres_config(tmp_path, busy_timeout_ms=100)
     provider = build_native_provider(config, ManualClock(NOW))
@@ -220,7 +220,7 @@ async def test_a_closed_provider_closes_its_windows_and_reopens_them(tmp_path: P
 
 @pytest.mark.parametrize("busy_timeout_ms", [0, 2_500])
 def test_the_sidecar_waits_at_least_a_moment(busy_timeout_ms: int, tmp_path: Path) -> None:
-    from governed_memory_native.rates_sqlite import MIN_BUSY_MS, SqliteRateWindows
+    from governed_memory_native.sqlite.rates import MIN_BUSY_MS, SqliteRateWindows
 
     windows = SqliteRateWindows(tmp_path / "x-rates", busy_timeout_ms=busy_timeout_ms)
     assert windows.busy_timeout_ms == max(busy_timeout_ms, MIN_BUSY_MS)

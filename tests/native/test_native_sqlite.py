@@ -20,7 +20,7 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.sqlite_schema import LATEST_VERSION
+from governed_memory_native.sqlite.schema import LATEST_VERSION
 from native_support import USER_SCOPE, make_ctx, note
 
 

@@ -36,16 +36,16 @@ from governed_memory.records import (
 )
 from governed_memory.requests import DeleteRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.bm25 import Document, score_documents
-from governed_memory_native.indexing_config import (
+from governed_memory_native.config import (
     DEFAULT_LEXICAL_DELTA_MAX,
     parse_indexing_config,
 )
-from governed_memory_native.port import SearchQuery
-from governed_memory_native.sqlite_backend import SqliteBackend
-from governed_memory_native.sqlite_lexical import _statistics_sql
-from governed_memory_native.sqlite_transaction import SqliteTransaction
-from governed_memory_native.tokens import words
+from governed_memory_native.search.bm25 import Document, score_documents
+from governed_memory_native.search.tokens import words
+from governed_memory_native.sqlite.backend import SqliteBackend
+from governed_memory_native.sqlite.lexical import _statistics_sql
+from governed_memory_native.sqlite.transaction import SqliteTransaction
+from governed_memory_native.storage.port import SearchQuery
 from lexical_support import check_sqlite_index, table_counts
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
 
@@ -292,8 +292,8 @@ def test_a_search_probes_tombstones_by_key() -> None:
     """The tombstone part of the statistics reads each tombstone's postings by key;
     the other join order would walk every posting of a common word."""
     conn = sqlite3.connect(":memory:")
-    from governed_memory_native.sqlite_schema import MIGRATIONS
-    from governed_memory_native.sqlite_setup import register_functions
+    from governed_memory_native.sqlite.connection import register_functions
+    from governed_memory_native.sqlite.schema import MIGRATIONS
 
     register_functions(conn)
     for migration in MIGRATIONS:

@@ -13,9 +13,9 @@ from governed_memory import MemoryRecord, RecordStatus
 from governed_memory.clock import ManualClock
 from governed_memory.requests import DeleteRequest, GetRequest, HistoryRequest, SearchRequest
 from governed_memory_native import MemoryBackend, NativeMemoryProvider, build_native_provider
-from governed_memory_native.record_copies import record_to_json
-from governed_memory_native.sqlite_rows import record_params
-from governed_memory_native.sqlite_schema import LATEST_VERSION, MIGRATIONS
+from governed_memory_native.sqlite.rows import record_params
+from governed_memory_native.sqlite.schema import LATEST_VERSION, MIGRATIONS
+from governed_memory_native.storage.copies import record_to_json
 from native_support import USER_SCOPE, make_ctx, note
 
 FULLWIDTH = "\uff46\uff55\uff4c\uff4cwidth"  # "fullwidth" in fullwidth forms

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from governed_memory_native.lexical_topk import SLICE, OneTermAtATime, Statistics, top_k
+from governed_memory_native.search.lexical import SLICE, OneTermAtATime, Statistics, top_k
 
 DOCS = 6 * SLICE
 
@@ -67,9 +67,9 @@ async def test_a_cooperative_search_yields_while_taking_a_common_word() -> None:
 
 
 def test_only_postgresql_ranks_cooperatively() -> None:
-    from governed_memory_native.postgres_statements import PostgresLexicalSearch
-    from governed_memory_native.sql_records import SqlLexicalSearch
-    from governed_memory_native.sqlite_statements import SqliteLexicalSearch
+    from governed_memory_native.postgres.statements import PostgresLexicalSearch
+    from governed_memory_native.sql.records import SqlLexicalSearch
+    from governed_memory_native.sqlite.statements import SqliteLexicalSearch
 
     assert PostgresLexicalSearch.cooperative and not SqliteLexicalSearch.cooperative
     assert not SqlLexicalSearch.cooperative

@@ -121,7 +121,7 @@ async def test_by_default_the_manager_counts_in_the_providers_windows(tmp_path: 
     config = {"backend": "sqlite", "path": str(tmp_path / "m.db")}
     spec = profile(provider={"name": "native", "config": config})
     async with GovernedMemoryManager.from_profile(spec, sinks=()) as manager:
-        from governed_memory_native.rates_sqlite import SqliteRateWindows
+        from governed_memory_native.sqlite.rates import SqliteRateWindows
 
         windows = manager.activity.rate_windows
         assert isinstance(windows, SqliteRateWindows) and windows.shared

@@ -24,7 +24,7 @@ from governed_memory.errors import MemoryValidationError
 from governed_memory.events import InMemoryEventSink
 from governed_memory.limits import MAX_JSON_DEPTH
 from governed_memory.tiers import InMemoryTurnStore, InMemoryWorkingStateStore, MemoryTiers
-from governed_memory_native.turns_sqlite import SqliteTurnStore
+from governed_memory_native.turns.sqlite import SqliteTurnStore
 from governed_memory_service import ApiKeyStore, BearerAuthenticator, create_app
 from governed_memory_service.app import DEFAULT_MAX_BODY_BYTES
 from governed_memory_service.json_input import MAX_BODY_NESTING, parse_json

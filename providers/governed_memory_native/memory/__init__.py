@@ -1,0 +1,1 @@
+"""The in-memory backend: deterministic and transactional, for tests and ephemeral use."""
