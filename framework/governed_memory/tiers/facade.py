@@ -67,6 +67,10 @@ from governed_memory.tiers.results import (
 )
 from governed_memory.tiers.turns import Turn, TurnDraft, TurnPage, TurnStore
 from governed_memory.tiers.working import WorkingStateStore
+from governed_memory.turncontext.policy import ContextPolicy
+from governed_memory.turncontext.recall import MemoryRecall
+from governed_memory.turncontext.scoping import recall_scopes
+from governed_memory.turncontext.summarizer import summary_key
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -294,8 +298,6 @@ class MemoryTiers:
         result = await self._run(port, Operation.CLEAR_TURNS, principal,
                                           lambda: ClearTurnsRequest(scope=session))
         if include_summary and self._long_term is not None:
-            from governed_memory.turncontext.summarizer import summary_key
-
             assert session.session_id is not None
             try:
                 summary = await self._long_term.get(principal, session,
@@ -357,8 +359,6 @@ class MemoryTiers:
                      limit: int | None = None,
                      memory_types: Iterable[MemoryType | str] | None = None) -> SearchResult:
         """Search the owner's memories at each level, each an exactly narrowed scope."""
-        from governed_memory.turncontext.scoping import recall_scopes
-
         scopes = recall_scopes(owner_scope(principal, scope), tuple(levels))
         if not scopes:
             raise MemoryValidationError("the scope addresses none of the levels",
@@ -386,9 +386,6 @@ class MemoryTiers:
             state = await self.scratch(principal, owner)
         memories: tuple[MemoryRecord, ...] = ()
         if query is not None and self._long_term is not None:
-            from governed_memory.turncontext.policy import ContextPolicy
-            from governed_memory.turncontext.recall import MemoryRecall
-
             recall = MemoryRecall(ContextPolicy(), self._long_term)
             recalled = await recall.recall(principal, owner, query)
             memories = tuple(r.record for r in recalled.memories)
