@@ -1,8 +1,9 @@
 """Vector indexing as a provider offers it: settings from the profile, the outbox, a worker.
 
 A provider that keeps vectors (the native one) implements :class:`IndexingProvider`; the
-profile build path hands it its :class:`IndexingSettings` (the embedder named by
-``[stores.embedder]``, ``[indexing] mode`` and ``[retrieval]``), and the command line
+profile build path (:mod:`governed_memory.profile_indexing`) hands it its
+:class:`IndexingSettings` (the embedder named by ``[stores.embedder]``, ``[indexing]
+mode`` and ``[retrieval]``), and the command line
 (``governed-memory worker | reindex | outbox``) drives it through this protocol alone,
 so the framework never imports a provider package.
 
@@ -28,11 +29,9 @@ import attrs
 
 from governed_memory.canonical import canonical_json
 from governed_memory.embedding import Embedder, EmbedderIdentity
-from governed_memory.embedding_batch import BatchingEmbedder
 from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
 
 if TYPE_CHECKING:
-    from governed_memory.plugins import PluginManager
     from governed_memory.profiles.spec import MemoryProfileSpec
 
 log = logging.getLogger(__name__)
@@ -248,64 +247,9 @@ def ranking_from_profile(spec: MemoryProfileSpec) -> RankingConfig:
                          recency_half_life_s=retrieval.recency_half_life_s)
 
 
-def build_embedder(spec: MemoryProfileSpec, plugins: PluginManager) -> Embedder | None:
-    """The embedder the profile's ``[stores.embedder]`` names, built (not loaded)."""
-    store = spec.stores.get("embedder")
-    if store is None:
-        return None
-    try:
-        registration = plugins.embedders.get(store.kind)
-    except MemoryConfigurationError as exc:
-        raise MemoryConfigurationError(f"stores.embedder.kind: {exc}") from None
-    config = {str(k): _plain(v) for k, v in store.config.items()}
-    try:
-        embedder = registration.factory(config)
-    except MemoryConfigurationError as exc:
-        raise MemoryConfigurationError(f"stores.embedder.config: {exc}") from None
-    if not isinstance(embedder, Embedder):
-        raise MemoryConfigurationError(
-            f"stores.embedder: the factory of {store.kind!r} built no embedder")
-    # Concurrent writes (add_many, a busy server) share model calls.
-    return BatchingEmbedder(embedder)
-
-
-def _plain(value: Any) -> Any:
-    """A mutable copy of a frozen profile config value, as factories expect."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
-
-
 class HasIndexing(Protocol):
     @property
     def indexing(self) -> IndexingProvider | None: ...
-
-
-def configure_from_profile(provider: HasIndexing, spec: MemoryProfileSpec,
-                           plugins: PluginManager) -> None:
-    """Hand an indexing provider its settings; refuse a profile asking a provider that
-    cannot index for an embedder or an outbox (it would silently not get them).
-    Errors read ``"<profile path>: <detail>"``."""
-    embedder = build_embedder(spec, plugins)
-    mode = IndexingMode(spec.indexing.mode.value)
-    indexing = provider.indexing
-    if indexing is not None:
-        indexing.configure_indexing(IndexingSettings(
-            mode=mode, embedder=embedder, ranking=ranking_from_profile(spec),
-            snapshots=spec.retrieval.snapshots))
-        return
-    if spec.retrieval.snapshots is not None:
-        raise MemoryConfigurationError(
-            f"retrieval.snapshots: provider {spec.provider.name!r} stores no retrieval "
-            "snapshots")
-    if embedder is not None:
-        raise MemoryConfigurationError(
-            f"stores.embedder: provider {spec.provider.name!r} does not keep vectors")
-    if mode is IndexingMode.ASYNC_OUTBOX:
-        raise MemoryConfigurationError(
-            f"indexing.mode: provider {spec.provider.name!r} has no indexing outbox")
 
 
 class WorkerSteps(Protocol):

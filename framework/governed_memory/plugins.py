@@ -19,13 +19,28 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import pluggy
 
 from governed_memory import hookspecs
 from governed_memory.errors import MemoryConfigurationError
+
+if TYPE_CHECKING:
+    import click
+
+    from governed_memory.factories import (
+        CacheStoreFactory,
+        EmbedderFactory,
+        EventSinkFactory,
+        LanguageModelFactory,
+        PolicyFactory,
+        ProviderFactory,
+        RateStoreFactory,
+        TurnStoreFactory,
+        WorkingStateStoreFactory,
+    )
 
 BLOCK_ENV = "GOVERNED_MEMORY_BLOCK_PLUGINS"
 
@@ -128,21 +143,27 @@ class PluginManager:
     def __init__(self) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
-        self.providers: _Registry[Any] = self._registry("provider", "register_memory_providers")
-        self.policies: _Registry[Any] = self._registry("policy", "register_memory_policies")
-        self.sinks: _Registry[Any] = self._registry("event sink", "register_event_sinks")
-        self.cache_stores: _Registry[Any] = self._registry("cache store",
-                                                           "register_cache_stores")
-        self.embedders: _Registry[Any] = self._registry("embedder", "register_embedders")
-        self.rate_stores: _Registry[Any] = self._registry("rate store", "register_rate_stores")
+        self.providers: _Registry[ProviderFactory] = self._registry(
+            "provider", "register_memory_providers")
+        self.policies: _Registry[PolicyFactory] = self._registry(
+            "policy", "register_memory_policies")
+        self.sinks: _Registry[EventSinkFactory] = self._registry(
+            "event sink", "register_event_sinks")
+        self.cache_stores: _Registry[CacheStoreFactory] = self._registry(
+            "cache store", "register_cache_stores")
+        self.embedders: _Registry[EmbedderFactory] = self._registry(
+            "embedder", "register_embedders")
+        self.rate_stores: _Registry[RateStoreFactory] = self._registry(
+            "rate store", "register_rate_stores")
         """Shared write-rate windows (``governed_memory.rates.RateWindows``) by name."""
-        self.turn_stores: _Registry[Any] = self._registry("turn store", "register_turn_stores")
-        self.working_state_stores: _Registry[Any] = self._registry(
+        self.turn_stores: _Registry[TurnStoreFactory] = self._registry(
+            "turn store", "register_turn_stores")
+        self.working_state_stores: _Registry[WorkingStateStoreFactory] = self._registry(
             "working-state store", "register_working_state_stores")
-        self.language_models: _Registry[Any] = self._registry("language model",
-                                                              "register_language_models")
-        self.cli_commands: _Registry[Any] = self._registry("CLI command",
-                                                           "register_cli_commands")
+        self.language_models: _Registry[LanguageModelFactory] = self._registry(
+            "language model", "register_language_models")
+        self.cli_commands: _Registry[click.Command] = self._registry(
+            "CLI command", "register_cli_commands")
         """``click.Command`` objects from ``register_cli_commands``."""
         self._profiles = self._collected("register_memory_profiles")
         self._packs = self._collected("register_domain_packs")
@@ -199,12 +220,12 @@ class PluginManager:
         return tuple(sorted(name for name, plugin in self._pm.list_name_plugin()
                             if name and plugin is not None))
 
-    def _registry(self, kind: str, hook_name: str) -> _Registry[Any]:
+    def _registry(self, kind: str, hook_name: str) -> _Registry[F]:
         """A registry its hook fills on first use. Each implementation is called on its
         own (through pluggy's own record of it, so ``@hookimpl(specname=...)`` counts
         like a same-named function), and what it registers names its plugin."""
 
-        def fill(registry: _Registry[Any]) -> None:
+        def fill(registry: _Registry[F]) -> None:
             for impl in self._implementations(hook_name):
                 impl.function(register=registry.register_from(impl.plugin_name))
 

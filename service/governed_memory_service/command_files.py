@@ -20,10 +20,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 from governed_memory.errors import MemoryNotFoundError
+
+if TYPE_CHECKING:
+    from governed_memory.plugins import PluginManager
 
 __all__ = ["KEYS_HELP", "creatable", "default_home", "keys_option", "profile_files"]
 
@@ -57,7 +60,8 @@ def creatable(paths: Iterable[tuple[str, Path]]) -> None:
             f"home, {home}, is created on first use)")
 
 
-def profile_files(profile: str, db: Path | None, plugins: Any) -> list[tuple[str, Path]]:
+def profile_files(profile: str, db: Path | None,
+                  plugins: PluginManager) -> list[tuple[str, Path]]:
     """The SQLite files a manager (and the tiers) built from ``profile`` over ``db``
     would open: the memory database and each ``[stores.*]`` file the profile names."""
     from governed_memory.cli.building import database_file

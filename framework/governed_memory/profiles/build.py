@@ -16,8 +16,8 @@ from governed_memory.dedup import DedupMode
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventBus
 from governed_memory.fallback import FallbackProvider
-from governed_memory.indexing import configure_from_profile
 from governed_memory.operation_context import ProfileRef
+from governed_memory.profile_indexing import configure_from_profile
 from governed_memory.profiles.convert import ProfileLoadError
 from governed_memory.profiles.spec import RATE_STORE_PROCESS, CacheStore, MemoryProfileSpec
 from governed_memory.rates import ProcessRateWindows, RateWindows, default_rate_windows

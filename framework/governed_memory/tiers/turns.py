@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -81,21 +81,39 @@ class TurnDraft:
     turn_id: str | None = None
     """Caller-chosen id: appending the same turn twice stores it once."""
 
-    @classmethod
-    def user(cls, content: str, **kwargs: Any) -> TurnDraft:
-        return cls(Role.USER, content, **kwargs)
+    # One constructor per role; each takes the other fields by keyword, with their
+    # defaults (``validate`` refuses a field the role cannot have, as for ``TurnDraft``).
 
     @classmethod
-    def assistant(cls, content: str, **kwargs: Any) -> TurnDraft:
-        return cls(Role.ASSISTANT, content, **kwargs)
+    def user(cls, content: str, *, name: str | None = None,
+             tool_call_id: str | None = None, tool_calls: Sequence[ToolCall] = (),
+             metadata: Mapping[str, Any] | None = None,
+             turn_id: str | None = None) -> TurnDraft:
+        return cls(Role.USER, content, name=name, tool_call_id=tool_call_id,
+                   tool_calls=tool_calls, metadata=metadata, turn_id=turn_id)
 
     @classmethod
-    def tool(cls, tool_call_id: str, content: str, **kwargs: Any) -> TurnDraft:
-        return cls(Role.TOOL, content, tool_call_id=tool_call_id, **kwargs)
+    def assistant(cls, content: str, *, name: str | None = None,
+                  tool_call_id: str | None = None, tool_calls: Sequence[ToolCall] = (),
+                  metadata: Mapping[str, Any] | None = None,
+                  turn_id: str | None = None) -> TurnDraft:
+        return cls(Role.ASSISTANT, content, name=name, tool_call_id=tool_call_id,
+                   tool_calls=tool_calls, metadata=metadata, turn_id=turn_id)
 
     @classmethod
-    def system(cls, content: str, **kwargs: Any) -> TurnDraft:
-        return cls(Role.SYSTEM, content, **kwargs)
+    def tool(cls, tool_call_id: str, content: str, *, name: str | None = None,
+             tool_calls: Sequence[ToolCall] = (), metadata: Mapping[str, Any] | None = None,
+             turn_id: str | None = None) -> TurnDraft:
+        return cls(Role.TOOL, content, name=name, tool_call_id=tool_call_id,
+                   tool_calls=tool_calls, metadata=metadata, turn_id=turn_id)
+
+    @classmethod
+    def system(cls, content: str, *, name: str | None = None,
+               tool_call_id: str | None = None, tool_calls: Sequence[ToolCall] = (),
+               metadata: Mapping[str, Any] | None = None,
+               turn_id: str | None = None) -> TurnDraft:
+        return cls(Role.SYSTEM, content, name=name, tool_call_id=tool_call_id,
+                   tool_calls=tool_calls, metadata=metadata, turn_id=turn_id)
 
     def validate(self) -> None:
         calls = self.role is Role.ASSISTANT and bool(self.tool_calls)
