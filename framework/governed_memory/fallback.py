@@ -29,32 +29,18 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from governed_memory.cache.forwarding import ForwardedFeatures, ReviewForwarding, UsageForwarding
-from governed_memory.capabilities import Capabilities, HealthStatus
+from governed_memory.cache.forwarding import (
+    ForwardedFeatures,
+    ReviewForwarding,
+    UsageForwarding,
+    WriteForwarding,
+)
+from governed_memory.capabilities import HealthStatus
 from governed_memory.errors import MemoryUnavailableError
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider
-from governed_memory.records import (
-    CleanupPage,
-    DeleteResult,
-    ErasureReceipt,
-    MemoryRecord,
-    MemoryVersion,
-    Page,
-    SearchResult,
-)
-from governed_memory.requests import (
-    AddRequest,
-    DeleteAllRequest,
-    DeleteRequest,
-    DeleteUserRequest,
-    GetRequest,
-    HistoryRequest,
-    ListRequest,
-    PurgeExpiredRequest,
-    SearchRequest,
-    UpdateRequest,
-)
+from governed_memory.records import MemoryRecord, MemoryVersion, Page, SearchResult
+from governed_memory.requests import GetRequest, HistoryRequest, ListRequest, SearchRequest
 
 if TYPE_CHECKING:
     from governed_memory.scope_revisions import ScopeRevisions
@@ -63,7 +49,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-class FallbackProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
+
+class FallbackProvider(ForwardedFeatures, WriteForwarding, ReviewForwarding, UsageForwarding):
     """The primary provider, with reads falling back to ``fallback`` while it is down.
 
     Like the search cache, the wrapper answers each optional-feature accessor with the
@@ -80,11 +67,6 @@ class FallbackProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
         self.revision = str(getattr(primary, "revision", "unknown"))
 
     @property
-    def inner(self) -> MemoryProvider:
-        """The primary provider."""
-        return self._inner
-
-    @property
     def fallback(self) -> MemoryProvider:
         return self._fallback
 
@@ -95,9 +77,6 @@ class FallbackProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
         return None
 
     # -- lifecycle: both, so a broken fallback is found at start, not during an outage --
-
-    def capabilities(self) -> Capabilities:
-        return self._inner.capabilities()
 
     async def start(self) -> None:
         await self._inner.start()
@@ -160,23 +139,3 @@ class FallbackProvider(ForwardedFeatures, ReviewForwarding, UsageForwarding):
                      request: Any, ctx: OperationContext) -> T:
         """The forwarding mixins' write path: straight to the primary."""
         return await call()
-
-    async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord:
-        return await self._inner.add(request, ctx)
-
-    async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
-        return await self._inner.update(request, ctx)
-
-    async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
-        return await self._inner.delete(request, ctx)
-
-    async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int:
-        return await self._inner.delete_all(request, ctx)
-
-    async def delete_user(self, request: DeleteUserRequest,
-                          ctx: OperationContext) -> ErasureReceipt:
-        return await self._inner.delete_user(request, ctx)
-
-    async def purge_expired(self, request: PurgeExpiredRequest,
-                            ctx: OperationContext) -> CleanupPage:
-        return await self._inner.purge_expired(request, ctx)

@@ -21,12 +21,8 @@ from governed_memory_policies.base import config_revision, no_extra_config
 from governed_memory_policies.detection import find, redact
 from governed_memory_policies.names import PII_REDACTION
 from governed_memory_policies.pii_detectors import PII_DETECTORS
-from governed_memory_policies.text_fields import (
-    TEXT_WRITES,
-    inspectable,
-    rewrite_texts,
-    stored_texts,
-)
+from governed_memory_policies.text_fields import rewrite_texts
+from governed_memory_policies.text_scan import scan
 
 
 class PiiRedactionPolicy:
@@ -41,26 +37,19 @@ class PiiRedactionPolicy:
         self.revision = config_revision(self.name, "1", [enabled, [k.value for k in kinds]])
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
-        request = check.request
         if not self.enabled:
             return PolicyVerdict.allow()
-        if not inspectable(request):
-            return PolicyVerdict.deny(f"cannot inspect {check.operation.value} requests "
-                                      "for personal data")
-        if not isinstance(request, TEXT_WRITES):
-            return PolicyVerdict.allow()
-        found: dict[str, set[str]] = {}
-        for field, text in stored_texts(request):
-            for finding in find(text, self.detectors):
-                found.setdefault(field, set()).add(finding.detector)
-        if not found:
-            return PolicyVerdict.allow()
+        scanned = scan(check, self.detectors, "personal data")
+        if isinstance(scanned, PolicyVerdict):
+            return scanned
+        found = scanned.by_field
         for key_field in ("metadata key", "state key"):
             if key_field in found:
                 return PolicyVerdict.deny(f"personal data in a {key_field}: "
                                           + ", ".join(sorted(found[key_field])))
         kinds = set().union(*found.values())
-        redacted = rewrite_texts(request, lambda text: redact(text, find(text, self.detectors)))
+        redacted = rewrite_texts(scanned.request,
+                                 lambda text: redact(text, find(text, self.detectors)))
         return PolicyVerdict.transform(redacted, "redacted " + ", ".join(sorted(kinds)))
 
 

@@ -1,5 +1,5 @@
 """What the Cedar and Rego policies share: one request mapping, one way to read policy
-files, one policy-set hash.
+files, one policy-set hash, one memo of compiled sets, one way to combine verdicts.
 
 Both engines must see the same facts about an operation, or a compliance team that
 writes a rule once in Cedar and once in Rego would get two answers. So an operation is
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path, PurePosixPath
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.operations import Operation
-from governed_memory.policy import PolicyCheck
+from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.principal import Principal
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.requests import AddRequest, GetRequest, UpdateRequest
@@ -45,6 +46,8 @@ STORE_RESOURCE_ID: Final = "store"
 
 MAX_REASON: Final = 300
 """A reason longer than this is cut: reasons go into every event of a refusal."""
+
+T = TypeVar("T")
 
 
 class PolicySourceError(MemoryConfigurationError):
@@ -198,6 +201,17 @@ SAMPLE_PRINCIPALS: Final = (
     {"principal_id": "sample-service", "kind": "service", "tenant_id": "sample-tenant",
      "permissions": []},
 )
+SAMPLE_CONTEXT: Final[Mapping[str, str]] = {
+    "profile_id": "sample", "profile_version": "1.0.0", "profile_revision": "sha256:sample"}
+"""The context of the sample requests: a profile's, as :func:`context_attributes` gives."""
+
+
+def strictest(verdicts: Sequence[PolicyVerdict]) -> PolicyVerdict:
+    """The strictest verdict over the requests of one operation (one per scope), with
+    every distinct reason for it."""
+    effect = max(v.effect for v in verdicts)
+    reasons = list(dict.fromkeys(v.reason for v in verdicts if v.effect is effect))
+    return PolicyVerdict(effect, shorten("; ".join(reasons)))
 
 
 # -- configuration -------------------------------------------------------------------------
@@ -322,6 +336,32 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class CompiledSets(Generic[T]):
+    """Policy sets compiled once, by set hash, and shared by every policy built from the
+    same documents (a profile is built once to be checked and again for each manager);
+    the oldest is dropped past ``limit``. Two threads compiling the same set at once
+    both compile it; the one stored last is kept."""
+
+    def __init__(self, limit: int = 32) -> None:
+        self._limit = limit
+        self._compiled: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, digest: str, make: Callable[[], T]) -> T:
+        """The set compiled under ``digest``, compiled by ``make`` if it is not kept
+        (nothing is kept when it raises)."""
+        with self._lock:
+            cached = self._compiled.get(digest)
+        if cached is not None:
+            return cached
+        compiled = make()
+        with self._lock:
+            if len(self._compiled) >= self._limit:
+                self._compiled.pop(next(iter(self._compiled)))
+            self._compiled[digest] = compiled
+        return compiled
+
+
 def set_hash(engine: str, documents: Mapping[str, Any]) -> str:
     """``sha256:`` over the engine's name and every document the decisions depend on
     (policy text as written; JSON documents in canonical form, so re-indenting a data
@@ -332,6 +372,13 @@ def set_hash(engine: str, documents: Mapping[str, Any]) -> str:
 
 def shorten(reason: str) -> str:
     return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON - 1] + "…"
+
+
+def first_line(error: object) -> str:
+    """An engine's error message as a reason: its first line, shortened (the type of
+    the error when it has no message)."""
+    text = str(error).strip()
+    return shorten(text.splitlines()[0] if text else type(error).__name__)
 
 
 def missing_package(name: str, package: str, extra: str) -> MemoryConfigurationError:

@@ -46,13 +46,16 @@ from governed_memory.profiles.spec import MemoryProfileSpec
 
 from governed_memory_policies.names import REGO
 from governed_memory_policies.policy_as_code import (
+    SAMPLE_CONTEXT,
     SAMPLE_PRINCIPALS,
     AccessRequest,
+    CompiledSets,
     PolicySourceError,
     Source,
     access_requests,
     check_keys,
     context_attributes,
+    first_line,
     missing_package,
     principal_attributes,
     read_json_document,
@@ -60,6 +63,7 @@ from governed_memory_policies.policy_as_code import (
     sample_requests,
     set_hash,
     shorten,
+    strictest,
 )
 from governed_memory_policies.rego_checks import find_problems
 
@@ -191,11 +195,8 @@ class RegoPolicy:
 
     def _decide(self, principal: Principal, requests: tuple[AccessRequest, ...]
                 ) -> PolicyVerdict:
-        verdicts = [_verdict(request, self.compiled.query(self._inputs(principal, request)))
-                    for request in requests]
-        effect = max(v.effect for v in verdicts)
-        reasons = list(dict.fromkeys(v.reason for v in verdicts if v.effect is effect))
-        return PolicyVerdict(effect, shorten("; ".join(reasons)))
+        return strictest([_verdict(request, self.compiled.query(self._inputs(principal, request)))
+                          for request in requests])
 
     def _input_uncached(self, principal: Principal, request: AccessRequest) -> regopy.Input:
         """Kept (bounded): building an input crosses into rego-cpp once per value, which
@@ -243,9 +244,7 @@ def _shape_problem(decision: Any) -> str | None:
 
 # -- loading -------------------------------------------------------------------------------
 
-_COMPILED: dict[str, CompiledModule] = {}
-_COMPILED_LOCK = threading.Lock()
-_COMPILED_MAX: Final = 32
+_COMPILED: CompiledSets[CompiledModule] = CompiledSets()
 
 
 def build(config: Mapping[str, Any], profile: MemoryProfileSpec) -> RegoPolicy:
@@ -265,16 +264,7 @@ def compile_module(module: Source, data: tuple[Source, Any] | None = None) -> Co
     """Compile and check a module, or raise :class:`PolicySourceError`."""
     documents = {"module": module.text, "data": data[1] if data else {}}
     digest = set_hash(REGO, documents)
-    with _COMPILED_LOCK:
-        cached = _COMPILED.get(digest)
-    if cached is not None:
-        return cached
-    compiled = _compile(module, data, digest)
-    with _COMPILED_LOCK:
-        if len(_COMPILED) >= _COMPILED_MAX:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[digest] = compiled
-    return compiled
+    return _COMPILED.get(digest, lambda: _compile(module, data, digest))
 
 
 def _compile(module: Source, data: tuple[Source, Any] | None, digest: str) -> CompiledModule:
@@ -289,7 +279,7 @@ def _compile(module: Source, data: tuple[Source, Any] | None, digest: str) -> Co
         try:
             builder.add_data_json(canonical_json(data[1]))
         except regopy.RegoError as exc:
-            raise PolicySourceError(f"the data document was refused: {_first_line(exc)}",
+            raise PolicySourceError(f"the data document was refused: {first_line(exc)}",
                                     source=data[0].name) from None
     builder.add_module("<governed-memory decision>",
                        _WRAPPER.format(decision=DECISION_PACKAGE, package=package))
@@ -342,12 +332,10 @@ def _check_samples(compiled: CompiledModule, module: Source) -> None:
     """Every operation's request, with every optional attribute and with none, must
     get a well-formed decision: else the first real operation would deny."""
     regopy = _regopy()
-    context = {"profile_id": "sample", "profile_version": "1.0.0",
-               "profile_revision": "sha256:sample"}
     for principal, index in zip(SAMPLE_PRINCIPALS, (0, 1), strict=True):
         for operation in Operation:
             request = sample_requests(operation)[index]
-            decision = compiled.query(regopy.Input(_document(principal, request, context)))
+            decision = compiled.query(regopy.Input(_document(principal, request, SAMPLE_CONTEXT)))
             problem = _shape_problem(decision)
             if problem is not None:
                 raise PolicySourceError(f"fails on a sample {operation.value} request: "
@@ -370,8 +358,3 @@ def _rego_error(module: Source, exc: Exception) -> PolicySourceError:
         line = module.text.encode("utf-8")[:int(place.group("offset"))].count(b"\n") + 1
     return PolicySourceError(f"does not compile: {shorten(message)}", source=module.name,
                              line=line)
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return shorten(text.splitlines()[0]) if text else type(exc).__name__

@@ -21,12 +21,8 @@ from governed_memory_policies.base import config_revision, no_extra_config
 from governed_memory_policies.detection import Detector, find, redact
 from governed_memory_policies.names import SECRET_GUARD
 from governed_memory_policies.secret_detectors import SECRET_DETECTORS
-from governed_memory_policies.text_fields import (
-    TEXT_WRITES,
-    inspectable,
-    rewrite_texts,
-    stored_texts,
-)
+from governed_memory_policies.text_fields import rewrite_texts
+from governed_memory_policies.text_scan import scan
 
 
 def detect(text: str, detectors: tuple[Detector, ...] = SECRET_DETECTORS) -> list[str]:
@@ -45,27 +41,18 @@ class SecretGuardPolicy:
                                                          [d.name for d in detectors]])
 
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
-        request = check.request
         if self.mode is SecretGuardMode.OFF:
             return PolicyVerdict.allow()
-        if not inspectable(request):
-            # Fail closed: a write this guard cannot read may carry a credential.
-            return PolicyVerdict.deny(f"cannot inspect {check.operation.value} requests "
-                                      "for secrets")
-        if not isinstance(request, TEXT_WRITES):
-            return PolicyVerdict.allow()
-        found: dict[str, set[str]] = {}
-        for field, text in stored_texts(request):
-            for finding in find(text, self.detectors):
-                found.setdefault(field, set()).add(finding.detector)
-        if not found:
-            return PolicyVerdict.allow()
+        scanned = scan(check, self.detectors, "secrets")
+        if isinstance(scanned, PolicyVerdict):
+            return scanned
+        found = scanned.by_field
         summary = "; ".join(f"{', '.join(sorted(names))} in {field}"
                             for field, names in sorted(found.items()))
         if (self.mode is SecretGuardMode.REJECT or "metadata key" in found
                 or "state key" in found):
             return PolicyVerdict.deny(f"secret detected: {summary}")
-        redacted = rewrite_texts(request, self._redact)
+        redacted = rewrite_texts(scanned.request, self._redact)
         return PolicyVerdict.transform(redacted, f"secret redacted: {summary}")
 
     def _redact(self, text: str) -> str:

@@ -206,15 +206,15 @@ async def test_a_repeated_decision_is_remembered() -> None:
 
 
 def test_no_content_reaches_cedar() -> None:
-    from governed_memory_policies.cedar_policy import _render
+    from governed_memory_policies.cedar_requests import render
     from governed_memory_policies.policy_as_code import access_requests, principal_attributes
 
     request = AddRequest(scope=ALICE_SCOPE, content="the secret plan",
                          metadata={"note": "private value", "sensitivity": "internal"},
                          provenance=Provenance(source_type="web",
                                                source_id="https://example.test/x"))
-    text, bodies = _render(principal_attributes(ALICE),
-                           access_requests(check(request, ALICE)), "{}")
+    text, bodies = render(principal_attributes(ALICE),
+                          access_requests(check(request, ALICE)), "{}")
     rendered = text + json.dumps(bodies)
     for private in ("secret plan", "private value", "example.test"):
         assert private not in rendered

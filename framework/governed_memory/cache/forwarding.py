@@ -1,5 +1,5 @@
-"""What a wrapper (the search cache, the read fallback) does with its inner provider's
-optional features.
+"""What a wrapper (the search cache, the read fallback) forwards to its inner provider:
+the optional features, and the writes.
 
 Each feature is an accessor on the provider (``review``, ``indexing``, ``outbox``,
 ``replay``: an object or ``None``), so a wrapper answers each one explicitly. Most are
@@ -7,7 +7,8 @@ forwarded as they are: indexing, the event outbox and replay neither change reco
 cached page could hold nor need the wrapper. Review does (approving makes a record
 searchable, rejecting erases it), so the cache answers ``review`` with itself and bumps
 the record's scope after the provider commits; usage (``usage_meter``) is always read
-from the provider.
+from the provider. Every write, review's included, goes to the inner provider through
+the wrapper's ``_write``: the cache invalidates there, the fallback does nothing more.
 
 Why not ``__getattr__``: a delegate that guesses ``(request, ctx)`` for every unknown
 name turned ``outbox_status()`` and ``process_index_jobs(worker_id=...)`` into
@@ -20,11 +21,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from governed_memory.capabilities import offered
+from governed_memory.capabilities import Capabilities, offered
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider, ReviewingProvider
-from governed_memory.records import DeleteResult, MemoryRecord, Page
-from governed_memory.requests import ApproveRequest, ListPendingRequest, RejectRequest
+from governed_memory.records import CleanupPage, DeleteResult, ErasureReceipt, MemoryRecord, Page
+from governed_memory.requests import (
+    AddRequest,
+    ApproveRequest,
+    DeleteAllRequest,
+    DeleteRequest,
+    DeleteUserRequest,
+    ListPendingRequest,
+    PurgeExpiredRequest,
+    RejectRequest,
+    UpdateRequest,
+)
 from governed_memory.usage import Usage, UsageMeter, UsageQuery
 
 if TYPE_CHECKING:
@@ -49,8 +60,16 @@ class _Forwarding:
 
 
 class ForwardedFeatures(_Forwarding):
-    """Indexing, the event outbox, replay, scope revisions and rate windows: the inner
-    provider's own objects."""
+    """Capabilities, indexing, the event outbox, replay, scope revisions and rate
+    windows: the inner provider's own."""
+
+    @property
+    def inner(self) -> MemoryProvider:
+        """The wrapped provider (a fallback's primary)."""
+        return self._inner
+
+    def capabilities(self) -> Capabilities:
+        return self._inner.capabilities()
 
     @property
     def indexing(self) -> IndexingProvider | None:
@@ -75,6 +94,33 @@ class ForwardedFeatures(_Forwarding):
         """The inner provider's write-rate windows: rates are counted where its writes
         are, never in a wrapper."""
         return self._inner.rate_windows
+
+
+class WriteForwarding(_Forwarding):
+    """The writes, each on the inner provider through the wrapper's ``_write``."""
+
+    async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._write("add", lambda: self._inner.add(request, ctx), request, ctx)
+
+    async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
+        return await self._write("update", lambda: self._inner.update(request, ctx), request, ctx)
+
+    async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
+        return await self._write("delete", lambda: self._inner.delete(request, ctx), request, ctx)
+
+    async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int:
+        return await self._write("delete_all", lambda: self._inner.delete_all(request, ctx),
+                                 request, ctx)
+
+    async def delete_user(self, request: DeleteUserRequest,
+                          ctx: OperationContext) -> ErasureReceipt:
+        return await self._write("delete_user",
+                                 lambda: self._inner.delete_user(request, ctx), request, ctx)
+
+    async def purge_expired(self, request: PurgeExpiredRequest,
+                            ctx: OperationContext) -> CleanupPage:
+        return await self._write("purge_expired",
+                                 lambda: self._inner.purge_expired(request, ctx), request, ctx)
 
 
 class ReviewForwarding(_Forwarding):
