@@ -35,11 +35,13 @@ import recall_data
 import seeding
 from governed_memory import Scope
 from governed_memory.clock import SystemClock
-from governed_memory_native import build_native_provider, postgres_schema
+from governed_memory_native import build_native_provider
+from governed_memory_native.postgres.migrating import MIGRATIONS_TABLE
+from governed_memory_native.postgres.schema import LATEST_VERSION as POSTGRES_LATEST
 from governed_memory_native.search.tokens import ANALYZER
 from governed_memory_native.sqlite.schema import LATEST_VERSION as SQLITE_LATEST
 
-REBUILD = {"sqlite": SQLITE_LATEST, "postgres": postgres_schema.LATEST_VERSION}
+REBUILD = {"sqlite": SQLITE_LATEST, "postgres": POSTGRES_LATEST}
 """The migration that rebuilds the index, per backend (the latest, today)."""
 
 
@@ -61,7 +63,7 @@ def _unapply(config: dict[str, Any], backend: str) -> None:
 
     with psycopg.connect(config["dsn"], autocommit=True,
                          options=f"-c search_path={config['schema']}") as conn:
-        conn.execute(f"DELETE FROM {postgres_schema.MIGRATIONS_TABLE} WHERE version = %s",
+        conn.execute(f"DELETE FROM {MIGRATIONS_TABLE} WHERE version = %s",
                      (version,))
 
 

@@ -661,7 +661,8 @@ def test_optional_features_are_exactly_those_of_the_inner_provider(
     bare = wrap(Plain(), memory_store, sink, clock)
     # Indexing, the event outbox and replay are the provider's own objects; review is
     # the wrapper itself, so approving and rejecting invalidate.
-    assert full.indexing is native and full.outbox is native and full.replay is native
+    assert full.indexing is native.indexing and full.outbox is native.outbox
+    assert full.replay is native.replay
     assert full.review is full
     assert (bare.review, bare.indexing, bare.outbox, bare.replay) == (None, None, None, None)
     # Nothing else leaks through: no generic delegate guesses at arguments.
@@ -681,6 +682,7 @@ def test_every_public_operation_of_the_native_provider_is_reachable(
         "flush_snapshots": "a native tool (tests, benchmarks): reached through .inner",
         "vector_indexes": "in-process index status (benchmarks, tests): through .inner",
         "lexical_merger": "the SQLite delta merger (benchmarks, tests): through .inner",
+        "ranking_pool": "the ranking workers' status (benchmarks, tests): through .inner",
     }
     full = wrap(native, memory_store, sink, clock)
     features = [feature for feature in (full.review, full.indexing, full.outbox, full.replay)

@@ -169,13 +169,26 @@ async def test_a_hit_of_a_provider_that_cannot_record_its_snapshot_has_none(
         tmp_path: Path, clock: ManualClock, sink: CountingSink) -> None:
     """Never the first search's snapshot: no snapshot, and the hit event says why."""
 
-    class NotRecording(NativeMemoryProvider):
+    class NotRecording:
+        """The provider's replay, except that it cannot record a snapshot for a hit."""
+
+        def __init__(self, replay: Any) -> None:
+            self._replay = replay
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._replay, name)
+
         async def record_snapshot(self, request: Any, ctx: Any,
                                   result: Any) -> str | None:
             return None  # keeps snapshots, but cannot record one for a hit
 
+    class Provider(NativeMemoryProvider):
+        @property
+        def replay(self) -> Any:
+            return NotRecording(super().replay)
+
     built = build_native_provider(sqlite(tmp_path), clock)
-    inner = NotRecording(built.backend, clock, indexing=parse_indexing_config(sqlite(tmp_path)))
+    inner = Provider(built.backend, clock, indexing=parse_indexing_config(sqlite(tmp_path)))
     provider = CachedMemoryProvider(inner,
                                     InMemoryCacheStore(), events=EventBus([sink]), clock=clock,
                                     quarantine_retry_s=None)

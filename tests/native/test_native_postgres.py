@@ -34,7 +34,8 @@ require_postgres_package()
 
 import psycopg  # noqa: E402
 from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
-from governed_memory_native.postgres.schema import LATEST_VERSION, MIGRATIONS_TABLE  # noqa: E402
+from governed_memory_native.postgres.migrating import MIGRATIONS_TABLE  # noqa: E402
+from governed_memory_native.postgres.schema import LATEST_VERSION  # noqa: E402
 
 MARKER = "zzqxjpgresidue"
 STEM = words(MARKER)[0]  # the term the index stores: "zzqxjpgresidu"

@@ -32,7 +32,7 @@ from postgres_support import POSTGRES_DSN, advisory_locks, require_postgres_pack
 require_postgres_package()
 
 import psycopg  # noqa: E402
-from governed_memory_native.postgres.schema import (  # noqa: E402
+from governed_memory_native.postgres.locks import (  # noqa: E402
     tenant_lock_key,
     writer_lock_key,
 )

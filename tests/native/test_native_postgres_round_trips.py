@@ -30,6 +30,7 @@ require_postgres_package()
 
 from governed_memory_native.postgres import schema as postgres_schema  # noqa: E402
 from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
+from governed_memory_native.postgres.migrating import MIGRATIONS_TABLE  # noqa: E402
 from governed_memory_native.search import lexical as lexical_topk  # noqa: E402
 from governed_memory_native.search.tokens import query_tokens  # noqa: E402
 from governed_memory_native.storage.values import SearchQuery  # noqa: E402
@@ -198,7 +199,7 @@ async def test_a_v11_store_upgrades_to_v12_and_updates_in_two_round_trips(
             await provider.close()
     with psycopg.connect(POSTGRES_DSN, autocommit=True,
                          options=f"-c search_path={config['schema']}") as conn:
-        version = f"SELECT max(version) FROM {postgres_schema.MIGRATIONS_TABLE}"
+        version = f"SELECT max(version) FROM {MIGRATIONS_TABLE}"
         assert conn.execute(version).fetchone() == (11,)
         assert conn.execute("SELECT to_regproc('compare_and_set_applied')").fetchone() == (
             None,)

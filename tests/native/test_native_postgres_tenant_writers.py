@@ -37,7 +37,7 @@ from postgres_support import (
 require_postgres_package()
 
 from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
-from governed_memory_native.postgres.schema import (  # noqa: E402
+from governed_memory_native.postgres.locks import (  # noqa: E402
     tenant_lock_key,
     writer_lock_key,
 )

@@ -171,7 +171,7 @@ async def test_an_admit_never_waits_for_the_memory_databases_write_lock(
 async def test_an_admit_never_waits_for_the_memory_writers_advisory_locks(
         tmp_path: Path) -> None:
     import psycopg
-    from governed_memory_native.postgres.schema import tenant_lock_key, writer_lock_key
+    from governed_memory_native.postgres.locks import tenant_lock_key, writer_lock_key
 
     config = postgres_config(tmp_path, busy_timeout_ms=100)
     provider = build_native_provider(config, ManualClock(NOW))

@@ -67,7 +67,7 @@ async def test_a_cooperative_search_yields_while_taking_a_common_word() -> None:
 
 
 def test_only_postgresql_ranks_cooperatively() -> None:
-    from governed_memory_native.postgres.statements import PostgresLexicalSearch
+    from governed_memory_native.postgres.lexical import PostgresLexicalSearch
     from governed_memory_native.sql.records import SqlLexicalSearch
     from governed_memory_native.sqlite.statements import SqliteLexicalSearch
 

@@ -2,7 +2,7 @@
 
 One asyncio lock serializes transactions, which is also what makes compare-and-set
 atomic here; a write that raises is undone by its journal before the lock is released
-(:mod:`memory.repositories`).
+(:mod:`memory.state`).
 """
 
 from __future__ import annotations
@@ -16,20 +16,18 @@ from typing import TypeVar
 from governed_memory.capabilities import Capabilities
 from governed_memory.errors import MemoryUnavailableError
 
+from governed_memory_native.memory.records import MemoryLexicalSearch, MemoryRecords
 from governed_memory_native.memory.repositories import (
-    Journal,
     MemoryErasure,
     MemoryIdempotency,
     MemoryIndexJobs,
-    MemoryLexicalSearch,
     MemoryOutbox,
-    MemoryRecords,
     MemoryScopeRevisions,
     MemorySnapshots,
     MemoryVectors,
     MemoryVersions,
-    State,
 )
+from governed_memory_native.memory.state import Journal, State
 from governed_memory_native.storage.port import (
     ReadTransaction,
     UnitsFromTransactions,

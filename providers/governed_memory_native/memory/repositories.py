@@ -1,17 +1,18 @@
-"""The in-memory backend's repositories: plain dicts, changed through an undo journal.
+"""The in-memory backend's other repositories: plain dicts, changed through an undo journal.
 
-Atomicity comes from the journal: every mutation records how to reverse itself, and a
-transaction that raises replays it backwards before the backend's lock is released, so a
-failed write is never observable. The repositories of one transaction share the state and
-the journal; a read transaction has no journal, and any write through it fails.
+Versions, idempotency entries, the event outbox, index jobs, vectors with their change
+log, retrieval snapshots, erasure and scope revisions: each is a few dict operations over
+the shared :class:`~memory.state.State`, every change logged in the transaction's
+:class:`~memory.state.Journal` so that a failed unit leaves nothing behind. The records
+and their lexical index are :mod:`memory.records`; the names that lived here before the
+split are still importable from this module.
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -19,361 +20,31 @@ from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryConflictError
 from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob, JobState
-from governed_memory.provider_kit import metadata_matches
-from governed_memory.records import (
-    IndexState,
-    MemoryRecord,
-    MemoryType,
-    MemoryVersion,
-    RecordStatus,
-)
+from governed_memory.records import MemoryVersion, RecordStatus
 from governed_memory.scope_revisions import ScopeState, epoch_name
 
-from governed_memory_native.search.bm25 import Document
-from governed_memory_native.search.lexical import (
-    ExpiredDocument,
-    OneTermAtATime,
-    Statistics,
-    top_k,
-)
-from governed_memory_native.search.tokens import words
+from governed_memory_native.memory.records import MemoryLexicalSearch as MemoryLexicalSearch
+from governed_memory_native.memory.records import MemoryRecords as MemoryRecords
+from governed_memory_native.memory.records import is_canonical as is_canonical
+from governed_memory_native.memory.state import Journal as Journal
+from governed_memory_native.memory.state import Repository, Row, Snapshot
+from governed_memory_native.memory.state import State as State
+from governed_memory_native.memory.state import passes_filters as passes_filters
 from governed_memory_native.sqlite.schema import VECTOR_LOG_KEEP
 from governed_memory_native.storage.values import (
     IdempotencyEntry,
     Removal,
-    ScoredRecord,
-    SearchPage,
-    SearchQuery,
     StoredVector,
     VectorQuery,
     VectorScopeState,
 )
 
 
-@attrs.frozen(slots=True)
-class _Row:
-    record: MemoryRecord
-    document: Document | None
-    """The lexical index entry: only an active record has one (see :mod:`search.bm25`)."""
-
-
-def _row(record: MemoryRecord) -> _Row:
-    if record.status is not RecordStatus.ACTIVE:
-        return _Row(record, None)
-    terms = words(record.content)
-    return _Row(record, Document(record.id, Counter(terms), len(terms)))
-
-
-@attrs.define(slots=True)
-class _ScopeLexicon:
-    """One scope's lexical index: the statistics and postings of its active records,
-    kept on every write like the SQL backends' ``lexical_*`` tables."""
-
-    documents: int = 0
-    total_length: int = 0
-    postings: dict[str, dict[str, int]] = attrs.field(factory=dict)
-    """term to (record id to frequency); a term no record has any more is removed."""
-    lengths: dict[str, int] = attrs.field(factory=dict)
-    expiring: set[str] = attrs.field(factory=set)
-    """Indexed records with an ``expires_at``: the only ones a search may find expired."""
-
-    def add(self, document: Document, expires: bool) -> None:
-        self.documents += 1
-        self.total_length += document.length
-        self.lengths[document.doc_id] = document.length
-        if expires:
-            self.expiring.add(document.doc_id)
-        for term, frequency in document.term_counts.items():
-            self.postings.setdefault(term, {})[document.doc_id] = frequency
-
-    def remove(self, document: Document) -> None:
-        self.documents -= 1
-        self.total_length -= document.length
-        del self.lengths[document.doc_id]
-        self.expiring.discard(document.doc_id)
-        for term in document.term_counts:
-            holders = self.postings[term]
-            del holders[document.doc_id]
-            if not holders:
-                del self.postings[term]
-
-
-_IdemKey = tuple[str, str, str]
-
-
-@attrs.define(slots=True)
-class State:
-    rows: dict[str, _Row] = attrs.field(factory=dict)
-    keys: dict[tuple[str, str], str] = attrs.field(factory=dict)
-    versions: dict[str, list[MemoryVersion]] = attrs.field(factory=dict)
-    idempotency: dict[_IdemKey, IdempotencyEntry] = attrs.field(factory=dict)
-    events: dict[str, tuple[int, MemoryEvent]] = attrs.field(factory=dict)
-    """The event outbox: event id to (commit sequence, event)."""
-    event_sequence: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
-    vectors: dict[str, dict[str, StoredVector]] = attrs.field(factory=dict)
-    """record id to (identity key to vector)."""
-    jobs: dict[str, IndexJob] = attrs.field(factory=dict)
-    snapshots: dict[str, _Snapshot] = attrs.field(factory=dict)
-    erasures: dict[tuple[str, str], tuple[Removal, float]] = attrs.field(factory=dict)
-    lexicon: dict[str, _ScopeLexicon] = attrs.field(factory=dict)
-    """scope hash to that scope's lexical index."""
-    vector_scopes: dict[tuple[str, str], VectorScopeState] = attrs.field(factory=dict)
-    """(identity key, scope hash) to its vector change sequence and count."""
-    scope_revisions: dict[str, int] = attrs.field(factory=dict)
-    """Scope hash (or ``epoch:<tenant>``) to its revision, advanced with every change
-    as SQLite's triggers advance ``scope_revisions``."""
-    vector_changes: dict[tuple[str, str, int], str] = attrs.field(factory=dict)
-    """(identity key, scope hash, seq) to the record id that change was about; the last
-    ``VECTOR_LOG_KEEP`` of each scope are kept, like SQLite's ``vector_changes``."""
-
-
-@attrs.frozen(slots=True)
-class _Snapshot:
-    tenant_id: str
-    body: Mapping[str, Any]
-    created_at: float
-    subjects: frozenset[str]
-
-
-def passes_filters(record: MemoryRecord, query: SearchQuery) -> bool:
-    """Every hard filter of a search except the lexical terms."""
-    return (record.scope_hash in query.scope_hashes and record.is_visible(query.now)
-            and (not query.memory_types or record.memory_type in query.memory_types)
-            and (not query.entity_ids or bool(set(query.entity_ids) & set(record.entity_ids)))
-            and (query.valid_at is None or record.is_valid_at(query.valid_at))
-            and record.happened_within(query.occurred_since, query.occurred_before)
-            and (not query.visibilities or record.visibility in query.visibilities)
-            and metadata_matches(record.metadata, query.metadata_filter))
-
-
 def _job_order(job: IndexJob) -> tuple[float, str]:
     return (job.created_at, job.job_id)
 
 
-_MISSING: Any = object()
-
-
-class Journal:
-    """The undo log of one write transaction (``None``: a read, which may not write)."""
-
-    __slots__ = ("_undo",)
-
-    def __init__(self, undo: list[Callable[[], None]] | None) -> None:
-        self._undo = undo
-
-    def begin(self, undo: list[Callable[[], None]] | None) -> None:
-        """Start logging into ``undo`` (``None``: stop; a write after that is refused)."""
-        self._undo = undo
-
-    def set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
-        previous = table.get(key, _MISSING)
-        self.log(lambda: _restore(table, key, previous))
-        table[key] = value
-
-    def pop(self, table: dict[Any, Any], key: Any) -> None:
-        if key not in table:
-            return
-        previous = table.pop(key)
-        self.log(lambda: _restore(table, key, previous))
-
-    def log(self, action: Callable[[], None]) -> None:
-        if self._undo is None:
-            raise RuntimeError("write attempted in a read transaction")
-        self._undo.append(action)
-
-
-def _restore(table: dict[Any, Any], key: Any, previous: Any) -> None:
-    if previous is _MISSING:
-        table.pop(key, None)
-    else:
-        table[key] = previous
-
-
-class _Repository:
-    __slots__ = ("_journal", "_state")
-
-    def __init__(self, state: State, journal: Journal) -> None:
-        self._state = state
-        self._journal = journal
-
-    def _advance(self, scope_hash: str) -> None:
-        """What the SQL backends' triggers do on every change to a scope's rows."""
-        revisions = self._state.scope_revisions
-        self._journal.set(revisions, scope_hash, revisions.get(scope_hash, 0) + 1)
-
-
-class MemoryRecords(_Repository):
-    __slots__ = ()
-
-    async def get(self, scope_hash: str, record_id: str) -> MemoryRecord | None:
-        row = self._state.rows.get(record_id)
-        if row is None or row.record.scope_hash != scope_hash:
-            return None
-        return row.record
-
-    async def by_key(self, scope_hash: str, key: str) -> MemoryRecord | None:
-        record_id = self._state.keys.get((scope_hash, key))
-        return None if record_id is None else self._state.rows[record_id].record
-
-    async def visible(
-        self, scope_hash: str, after_id: str | None, limit: int,
-        memory_types: tuple[MemoryType, ...], now: float,
-    ) -> list[MemoryRecord]:
-        found = sorted(
-            (row.record for row in self._state.rows.values()
-             if row.record.scope_hash == scope_hash and row.record.is_visible(now)
-             and (after_id is None or row.record.id > after_id)
-             and (not memory_types or row.record.memory_type in memory_types)),
-            key=lambda record: record.id,
-        )
-        return found[:limit]
-
-    async def pending(self, scope_hash: str, after_id: str | None, limit: int,
-                           now: float) -> list[MemoryRecord]:
-        found = sorted(
-            (row.record for row in self._state.rows.values()
-             if row.record.scope_hash == scope_hash
-             and row.record.status is RecordStatus.PENDING_REVIEW
-             and not row.record.is_expired(now)
-             and (after_id is None or row.record.id > after_id)),
-            key=lambda record: record.id)
-        return found[:limit]
-
-    async def canonical(self, scope_hash: str, content_hash: str,
-                                   key: str | None, now: float) -> MemoryRecord | None:
-        found = [row.record for row in self._state.rows.values()
-                 if row.record.scope_hash == scope_hash
-                 and row.record.content_hash == content_hash and row.record.key == key
-                 and is_canonical(row.record, now)]
-        return min(found, key=lambda record: record.id, default=None)
-
-    async def by_ids(self, scope_hashes: Sequence[str],
-                             record_ids: Sequence[str]) -> list[MemoryRecord]:
-        scopes = set(scope_hashes)
-        rows = (self._state.rows.get(record_id) for record_id in dict.fromkeys(record_ids))
-        return [row.record for row in rows if row is not None and row.record.scope_hash in scopes]
-
-    async def scan(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[MemoryRecord]:
-        found = sorted(
-            (row.record for row in self._state.rows.values()
-             if row.record.scope_hash == scope_hash
-             and (after_id is None or row.record.id > after_id)),
-            key=lambda record: record.id,
-        )
-        return found[:limit]
-
-    async def ids_in_scope(
-        self, scope_hash: str, after_id: str | None, limit: int
-    ) -> list[str]:
-        return [record.id for record in await self.scan(scope_hash, after_id, limit)]
-
-    async def ids_of_user(self, tenant_id: str, user_id: str, limit: int) -> list[str]:
-        return sorted(
-            record_id for record_id, row in self._state.rows.items()
-            if row.record.scope.tenant_id == tenant_id and row.record.scope.user_id == user_id
-        )[:limit]
-
-    async def usage(self, tenant_id: str, scope_hash: str | None, now: float) -> tuple[int, int]:
-        counted = [row.record for row in self._state.rows.values()
-                   if row.record.scope.tenant_id == tenant_id
-                   and (scope_hash is None or row.record.scope_hash == scope_hash)
-                   and row.record.status is not RecordStatus.DELETED
-                   and not row.record.is_expired(now)]
-        return len(counted), sum(len(record.content.encode("utf-8")) for record in counted)
-
-    async def live_count(self, now: float) -> int:
-        return sum(1 for row in self._state.rows.values()
-                   if row.record.status is not RecordStatus.DELETED
-                   and not row.record.is_expired(now))
-
-    async def insert(self, record: MemoryRecord) -> None:
-        if record.id in self._state.rows:
-            raise MemoryConflictError("a record with this id already exists")
-        self._claim_key(record)
-        row = _row(record)
-        self._journal.set(self._state.rows, record.id, row)
-        self._index(row)
-        self._advance(record.scope_hash)
-
-    async def replace(self, record: MemoryRecord, expected_revision: str) -> bool:
-        current = self._state.rows.get(record.id)
-        if current is None or current.record.revision != expected_revision:
-            return False
-        self.release_key(current.record)
-        self._claim_key(record)
-        self.unindex(current)
-        row = _row(record)
-        self._journal.set(self._state.rows, record.id, row)
-        self._index(row)
-        self._advance(record.scope_hash)
-        return True
-
-    async def mark_indexed(self, record_id: str, version: int) -> None:
-        row = self._state.rows.get(record_id)
-        if (row is not None and row.record.version == version
-                and row.record.index_state is not IndexState.INDEXED):
-            self._journal.set(self._state.rows, record_id,
-                      attrs.evolve(row, record=attrs.evolve(row.record,
-                                                            index_state=IndexState.INDEXED)))
-            self._advance(row.record.scope_hash)
-
-    def _index(self, row: _Row) -> None:
-        """Count an active record in its scope's statistics and postings."""
-        document = row.document
-        if document is None:
-            return
-        scope_hash = row.record.scope_hash
-        lexicon = self._state.lexicon.get(scope_hash)
-        if lexicon is None:
-            lexicon = _ScopeLexicon()
-            self._journal.set(self._state.lexicon, scope_hash, lexicon)
-        lexicon.add(document, row.record.expires_at is not None)
-        self._journal.log(lambda: lexicon.remove(document))
-
-    def unindex(self, row: _Row) -> None:
-        """Take a record out of its scope's statistics and postings (exactly: a scope
-        left with no record has no lexicon at all)."""
-        document = row.document
-        if document is None:
-            return
-        scope_hash = row.record.scope_hash
-        lexicon = self._state.lexicon[scope_hash]
-        expires = row.record.expires_at is not None
-        lexicon.remove(document)
-        self._journal.log(lambda: lexicon.add(document, expires))
-        if not lexicon.documents:
-            self._journal.pop(self._state.lexicon, scope_hash)
-
-    def _claim_key(self, record: MemoryRecord) -> None:
-        if record.key is None or record.status is RecordStatus.DELETED:
-            return
-        slot = (record.scope_hash, record.key)
-        holder = self._state.keys.get(slot)
-        if holder is not None and holder != record.id:
-            raise MemoryConflictError("the key is already used by a record in this scope")
-        self._journal.set(self._state.keys, slot, record.id)
-
-    def release_key(self, record: MemoryRecord) -> None:
-        slot = (record.scope_hash, record.key) if record.key is not None else None
-        if slot is not None and self._state.keys.get(slot) == record.id:
-            self._journal.pop(self._state.keys, slot)
-
-
-class MemoryLexicalSearch(_Repository):
-    __slots__ = ()
-
-    async def search(self, query: SearchQuery) -> SearchPage:
-        """:func:`lexical_topk.top_k` over the requested scopes' :class:`_ScopeLexicon`."""
-        found = await top_k(_MemoryPostings(self._state, query), query.tokens, query.limit)
-        rows = self._state.rows
-        return SearchPage(
-            matches=tuple(ScoredRecord(rows[doc].record, score) for doc, score in found.ranked),
-            candidates=found.candidates)
-
-
-class MemoryVersions(_Repository):
+class MemoryVersions(Repository):
     __slots__ = ()
 
     async def of(self, record_id: str) -> list[MemoryVersion]:
@@ -391,7 +62,7 @@ class MemoryVersions(_Repository):
         self._journal.set(self._state.versions, record_id, history)
 
 
-class MemoryIdempotency(_Repository):
+class MemoryIdempotency(Repository):
     __slots__ = ()
 
     async def get(
@@ -421,7 +92,7 @@ class MemoryIdempotency(_Repository):
                        scope_hashes=frozenset(entry.scope_hash for _, entry in stale))
 
 
-class MemoryOutbox(_Repository):
+class MemoryOutbox(Repository):
     __slots__ = ()
 
     async def pending(self, limit: int) -> list[MemoryEvent]:
@@ -439,7 +110,7 @@ class MemoryOutbox(_Repository):
                 self._journal.pop(self._state.events, event_id)
 
 
-class MemoryIndexJobs(_Repository):
+class MemoryIndexJobs(Repository):
     __slots__ = ()
 
     async def in_state(self, state: JobState, limit: int) -> list[IndexJob]:
@@ -503,13 +174,13 @@ class MemoryIndexJobs(_Repository):
         return len(dead)
 
 
-class MemoryVectors(_Repository):
+class MemoryVectors(Repository):
     __slots__ = ()
 
     async def candidates(self, query: VectorQuery) -> list[tuple[str, bytes]]:
         key = str(query.identity)
         found = []
-        rows: Iterable[_Row] = self._state.rows.values()
+        rows: Iterable[Row] = self._state.rows.values()
         if query.among is not None:
             rows = [self._state.rows[record_id] for record_id in dict.fromkeys(query.among)
                     if record_id in self._state.rows]
@@ -612,7 +283,7 @@ class MemoryVectors(_Repository):
         return found
 
 
-class MemorySnapshots(_Repository):
+class MemorySnapshots(Repository):
     __slots__ = ()
 
     async def get(self, snapshot_id: str) -> Mapping[str, Any] | None:
@@ -624,14 +295,14 @@ class MemorySnapshots(_Repository):
         if snapshot_id in self._state.snapshots:
             raise MemoryConflictError("a retrieval snapshot with this id already exists")
         self._journal.set(self._state.snapshots, snapshot_id,
-                  _Snapshot(tenant_id, body, created_at, frozenset(subjects)))
+                  Snapshot(tenant_id, body, created_at, frozenset(subjects)))
 
     async def erase_of_user(self, tenant_id: str, user_id: str,
                                       tombstone: Mapping[str, Any]) -> int:
         named = [(snapshot_id, stored) for snapshot_id, stored in self._state.snapshots.items()
                  if stored.tenant_id == tenant_id and user_id in stored.subjects]
         for snapshot_id, stored in named:
-            self._journal.set(self._state.snapshots, snapshot_id, _Snapshot(
+            self._journal.set(self._state.snapshots, snapshot_id, Snapshot(
                 tenant_id, {**tombstone, "snapshot_id": snapshot_id}, stored.created_at,
                 frozenset()))
         return len(named)
@@ -645,7 +316,7 @@ class MemorySnapshots(_Repository):
         return len(old)
 
 
-class MemoryErasure(_Repository):
+class MemoryErasure(Repository):
     """Erasing a record also takes it out of the key map and the lexicon, and removes
     its vectors through the vectors repository (so the change log sees them go)."""
 
@@ -704,7 +375,7 @@ class MemoryErasure(_Repository):
         return found
 
 
-class MemoryScopeRevisions(_Repository):
+class MemoryScopeRevisions(Repository):
     __slots__ = ()
 
     async def read(self, tenant_id: str, scope_hashes: Sequence[str],
@@ -725,58 +396,3 @@ class MemoryScopeRevisions(_Repository):
         for scope_hash in forget:
             self._journal.pop(self._state.scope_revisions, scope_hash)
         self._advance(epoch_name(tenant_id))
-
-
-class _MemoryPostings(OneTermAtATime[str]):
-    """:class:`lexical_topk.PostingsSource` over the in-memory lexicons of one search;
-    a document is its record id."""
-
-    def __init__(self, state: State, query: SearchQuery) -> None:
-        self._rows = state.rows
-        self._query = query
-        self._lexicons = [state.lexicon[scope_hash]
-                          for scope_hash in dict.fromkeys(query.scope_hashes)
-                          if scope_hash in state.lexicon]
-
-    async def statistics(self, terms: Sequence[str]) -> Statistics[str]:
-        now = self._query.now
-        expired = [
-            ExpiredDocument(record_id, lexicon.lengths[record_id], {
-                term: lexicon.postings[term][record_id] for term in terms
-                if record_id in lexicon.postings.get(term, {})})
-            for lexicon in self._lexicons for record_id in sorted(lexicon.expiring)
-            if self._rows[record_id].record.is_expired(now)
-        ]
-        return Statistics(
-            documents=sum(lexicon.documents for lexicon in self._lexicons),
-            total_length=sum(lexicon.total_length for lexicon in self._lexicons),
-            containing={term: sum(len(lexicon.postings.get(term, {}))
-                                  for lexicon in self._lexicons) for term in terms},
-            expired=expired)
-
-    async def postings_of(self, term: str) -> list[tuple[str, int, int]]:
-        query, rows = self._query, self._rows
-        return [(record_id, frequency, lexicon.lengths[record_id])
-                for lexicon in self._lexicons
-                for record_id, frequency in lexicon.postings.get(term, {}).items()
-                if passes_filters(rows[record_id].record, query)]
-
-    async def probe_of(self, term: str, docs: Sequence[str]) -> dict[str, int]:
-        holders = [lexicon.postings.get(term, {}) for lexicon in self._lexicons]
-        found: dict[str, int] = {}
-        for doc in docs:
-            for held in holders:
-                frequency = held.get(doc)
-                if frequency:
-                    found[doc] = frequency
-        return found
-
-    async def identify(self, docs: Sequence[str]) -> dict[str, str]:
-        return {doc: doc for doc in docs}
-
-
-def is_canonical(record: MemoryRecord, now: float) -> bool:
-    """Active or pending, not expired, valid at ``now``: what a new identical record
-    would duplicate (``records.canonical``, the SQL backends' predicate)."""
-    return (record.status in (RecordStatus.ACTIVE, RecordStatus.PENDING_REVIEW)
-            and not record.is_expired(now) and record.is_valid_at(now))

@@ -10,8 +10,8 @@ Here every write unit names the one tenant whose rows it reads to decide and wri
 transaction-scoped advisory locks (released at COMMIT or ROLLBACK, even if the client
 dies) before its first statement that reads or writes memory state:
 
-- a *tenant unit* takes the schema key (:func:`postgres_schema.writer_lock_key`) shared
-  and then the tenant's key (:func:`postgres_schema.tenant_lock_key`) exclusively, so
+- a *tenant unit* takes the schema key (:func:`postgres.locks.writer_lock_key`) shared
+  and then the tenant's key (:func:`postgres.locks.tenant_lock_key`) exclusively, so
   writers of one tenant run one at a time across every process and machine, while
   writers of different tenants run in parallel;
 - a *global unit* (``tenant_id=None``: the indexing worker's settlements, requeues and
@@ -105,15 +105,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from governed_memory_native.postgres.errors import logger, translate, translated
+from governed_memory_native.postgres.locks import tenant_lock_key, writer_lock_key
+from governed_memory_native.postgres.migrating import current_version
 from governed_memory_native.postgres.rows import record_from_row
-from governed_memory_native.postgres.schema import (
-    CAS_GUARD_VERSION,
-    LATEST_VERSION,
-    current_version,
-    migrate,
-    tenant_lock_key,
-    writer_lock_key,
-)
+from governed_memory_native.postgres.schema import CAS_GUARD_VERSION, LATEST_VERSION, migrate
 from governed_memory_native.postgres.transaction import (
     NeedsSnapshot,
     PostgresStats,

@@ -1,13 +1,10 @@
 """The PostgreSQL schema as an ordered list of migrations, applied on start.
 
-Migrations run in one transaction that first takes the schema's lock exclusively (a
-transaction-scoped advisory lock keyed by :func:`writer_lock_key`): several processes
-starting at once on a fresh database queue behind each other, the first creates
-everything and the others find it done. Every writer takes the same key too, shared by
-a unit of one tenant and exclusive by a unit that may touch any tenant (see
-:mod:`postgres.backend`), so a schema change never interleaves with a write of a
-process still running older code. A schema newer than this code knows is refused
-rather than written with stale assumptions.
+The list says what each version changes; :mod:`postgres.migrating` applies it (in one
+transaction under the schema's advisory lock, :mod:`postgres.locks`) and :func:`migrate`
+binds the two. The list is read when :func:`migrate` runs, not when it is imported, so a
+test can start a store at an older version by shortening :data:`MIGRATIONS`. The names
+that moved to those modules are still importable from here.
 
 The numbering is PostgreSQL's own (it started with everything SQLite reached by its v4);
 each later SQLite migration gets its PostgreSQL counterpart here.
@@ -15,18 +12,19 @@ each later SQLite migration gets its PostgreSQL counterpart here.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
 
-from psycopg import AsyncConnection, sql
+from psycopg import AsyncConnection
 
-from governed_memory_native.postgres.reindex import rebuild_lexical_index
+from governed_memory_native.postgres.locks import tenant_lock_key as tenant_lock_key
+from governed_memory_native.postgres.locks import writer_lock_key as writer_lock_key
+from governed_memory_native.postgres.migrating import MIGRATIONS_TABLE as MIGRATIONS_TABLE
+from governed_memory_native.postgres.migrating import apply_migrations
+from governed_memory_native.postgres.migrating import current_version as current_version
 from governed_memory_native.postgres.trail import schema as trail_schema
 from governed_memory_native.search import tokens
 from governed_memory_native.sqlite.schema import VECTOR_LOG_KEEP
-from governed_memory_native.storage.migrations import Migration, pending
-
-MIGRATIONS_TABLE: Final = "governed_memory_migrations"
+from governed_memory_native.storage.migrations import Migration
 
 
 def _vector_bump(row: str, delta: int) -> str:
@@ -559,90 +557,15 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
 
 _REBUILDS: Final = frozenset({9})
 """Versions after whose statements the lexical index is rebuilt from the records with
-the current analyzer (:mod:`postgres.reindex`), in the same transaction. A version
-that changes what ``tokens.words`` returns belongs here (SQLite's counterpart rebuilds
-in SQL)."""
+the current analyzer (:func:`~postgres.migrating.apply_migrations`), in the same
+transaction. A version that changes what ``tokens.words`` returns belongs here (SQLite's
+counterpart rebuilds in SQL)."""
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
-
-
-def writer_lock_key(schema: str) -> int:
-    """The schema's advisory lock key, as a bigint.
-
-    Migrations take it exclusively; writers of one tenant take it shared and writers
-    that may touch any tenant exclusively. Code before per-tenant writers took it
-    exclusively for every write, so during a rolling upgrade old and new processes
-    still exclude each other. Advisory locks are database-wide, so the key is derived
-    from the schema name: two providers on different schemas of one database never
-    wait for each other.
-    """
-    return _key(b"governed-memory/writer/" + schema.encode())
-
-
-def tenant_lock_key(schema: str, tenant_id: str) -> int:
-    """The advisory lock key of one tenant's writers on ``schema``, as a bigint.
-
-    Two tenants whose keys collide (a chance of 2**-64) only serialise with each other,
-    which costs parallelism, never correctness. The key never equals the schema key: a
-    writer holds both, and taking the same key shared and then exclusively could wait
-    for itself behind another holder.
-    """
-    key = _key(b"governed-memory/tenant-writer/" + schema.encode() + b"\x00"
-               + tenant_id.encode())
-    return key if key != writer_lock_key(schema) else key ^ 1
-
-
-def _key(material: bytes) -> int:
-    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big", signed=True)
-
-
-async def current_version(conn: AsyncConnection[dict[str, Any]]) -> int:
-    """The applied schema version; 0 when the migrations table does not exist yet."""
-    cursor = await conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL AS present", (MIGRATIONS_TABLE,)
-    )
-    row = await cursor.fetchone()
-    if row is None or not row["present"]:
-        return 0
-    cursor = await conn.execute(
-        f"SELECT coalesce(max(version), 0) AS version FROM {MIGRATIONS_TABLE}"
-    )
-    row = await cursor.fetchone()
-    return int(row["version"]) if row is not None else 0
 
 
 async def migrate(conn: AsyncConnection[dict[str, Any]], schema: str, applied_at: float) -> int:
     """Create ``schema`` if needed and bring it to ``LATEST_VERSION``, all in one
     transaction: a failure leaves the database as it was. Returns the version the
     schema is at (``LATEST_VERSION``, unless a test shortened ``MIGRATIONS``)."""
-    async with conn.transaction():
-        # Wait as long as the migrator before us needs: a pool connection's lock_timeout
-        # bounds writers' waits, not start-up's.
-        await conn.execute("SET LOCAL lock_timeout = 0")
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (writer_lock_key(schema),))
-        cursor = await conn.execute(
-            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
-        )
-        if await cursor.fetchone() is None:
-            await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        await conn.execute(
-            sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema))
-        )
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
-            " version integer PRIMARY KEY, description text NOT NULL,"
-            " applied_at double precision NOT NULL)"
-        )
-        version = await current_version(conn)
-        for migration in pending(MIGRATIONS, version, "schema"):
-            for statement in migration.statements:
-                await conn.execute(statement)
-            if migration.version in _REBUILDS:
-                await rebuild_lexical_index(conn)
-            await conn.execute(
-                f"INSERT INTO {MIGRATIONS_TABLE} (version, description, applied_at)"
-                " VALUES (%s, %s, %s)",
-                (migration.version, migration.description, applied_at),
-            )
-            version = migration.version
-    return version
+    return await apply_migrations(conn, schema, applied_at, MIGRATIONS, _REBUILDS)

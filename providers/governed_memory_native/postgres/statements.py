@@ -1,13 +1,12 @@
 """The statements only PostgreSQL runs: lexical indexing inside a record's own insert,
-BM25 statistics in one round trip, ``SKIP LOCKED`` leases, filters over ``json``, the
-shortlist fence its planner needs, and erasure progress as an array.
+``SKIP LOCKED`` leases, the shortlist fence its planner needs, and erasure progress as an
+array.
 
 Each class overrides, in a shared :mod:`sql_*` repository, exactly the methods whose SQL
-is PostgreSQL's own; the rest of the statements are the shared set. Lexical search
-scores exactly as the other backends do: the ``lexical_*`` tables hold each scope's
-statistics and the shared tokenizer's words, kept on every write, and
-:mod:`search.lexical` ranks over them, reading postings by ``(scope, term)`` through the
-primary key.
+is PostgreSQL's own; the rest of the statements are the shared set. A record write keeps
+the ``lexical_*`` tables in the same statement as its row; searching them is
+:mod:`postgres.lexical`, and the hard filters both read paths share are
+:mod:`postgres.filters`.
 """
 
 from __future__ import annotations
@@ -16,12 +15,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
-from governed_memory.errors import MemoryValidationError
 from governed_memory.indexing import IndexJob
 from governed_memory.records import MemoryRecord, MemoryVersion, RecordStatus
 
 from governed_memory_native.postgres.dialect import PostgresDialect
 from governed_memory_native.postgres.errors import translated
+from governed_memory_native.postgres.filters import filter_clause
+from governed_memory_native.postgres.lexical import READ_AHEAD as READ_AHEAD
+from governed_memory_native.postgres.lexical import PostgresLexicalSearch as PostgresLexicalSearch
 from governed_memory_native.postgres.rows import (
     RECORD_COLUMNS,
     SELECT_RECORD,
@@ -29,18 +30,11 @@ from governed_memory_native.postgres.rows import (
     record_from_row,
     record_params,
 )
-from governed_memory_native.search.lexical import (
-    COMMON_SHARE,
-    READ_TOGETHER,
-    ExpiredDocument,
-    PostingsSource,
-    Statistics,
-)
 from governed_memory_native.search.tokens import words
 from governed_memory_native.sql.dialect import Params, chunks, unique
 from governed_memory_native.sql.erasure import SqlErasure
 from governed_memory_native.sql.jobs import SqlIndexJobs
-from governed_memory_native.sql.records import SqlLexicalSearch, SqlRecords
+from governed_memory_native.sql.records import SqlRecords
 from governed_memory_native.sql.rows import (
     JOB_FIELDS,
     PROGRESS_COLUMNS,
@@ -48,55 +42,13 @@ from governed_memory_native.sql.rows import (
     progress_from_row,
 )
 from governed_memory_native.sql.vectors import SqlVectors
-from governed_memory_native.storage.copies import dumps, record_to_json
-from governed_memory_native.storage.values import Removal, SearchQuery, VectorQuery
+from governed_memory_native.storage.copies import record_to_json
+from governed_memory_native.storage.values import Removal, VectorQuery
 
 _VISIBLE: Final = ("r.status = 'active'"
                    " AND (r.expires_at IS NULL OR r.expires_at > %(now)s)")
 
 _JOB_RETURNING: Final = ", ".join(f"j.{name}" for name in JOB_FIELDS)
-
-def _statistics_sql(postings: str) -> str:
-    """A search's statistics and its first postings in one round trip: each scope's id,
-    record count and total length; each query term's document frequency summed over
-    the scopes; the expired records the stored statistics still count (with their
-    query-term frequencies); and the postings (``postings``, the search's filtered
-    postings statement over ``wanted_terms``) of the terms
-    :func:`lexical_topk.first_reads` picks (the same rule, on the stored frequencies:
-    the same terms unless a record of the scopes has expired), so the first request of
-    the search is answered from here."""
-    return (
-        "WITH s AS (SELECT scope_id, documents, total_length FROM lexical_scopes"
-        " WHERE scope_hash = ANY(%(scopes)s)),"
-        " t AS (SELECT t.term, sum(t.documents)::bigint AS df"
-        " FROM lexical_terms AS t JOIN s USING (scope_id)"
-        " WHERE t.term = ANY(%(terms)s) GROUP BY t.term),"
-        " wanted_terms AS (SELECT term FROM (SELECT term, df,"
-        " sum(df) OVER (ORDER BY df, term) AS running,"
-        " row_number() OVER (ORDER BY df, term) AS n FROM t) AS o"
-        " WHERE n = 1 OR (running <= %(together)s"
-        " AND df * %(common)s <= (SELECT sum(documents) FROM s)))"
-        " SELECT 'scope' AS kind, NULL::text AS term, s.scope_id::bigint AS a,"
-        " s.documents AS b, s.total_length AS c FROM s"
-        " UNION ALL SELECT 'term', term, NULL, df, NULL FROM t"
-        # active records of the scopes that expired by now: counted, but not in the corpus
-        " UNION ALL SELECT 'expired', p.term, r.seq, r.token_count::bigint, p.tf::bigint"
-        " FROM memory_records AS r LEFT JOIN lexical_postings AS p"
-        " ON p.doc = r.seq AND p.term = ANY(%(terms)s)"
-        " WHERE r.scope_hash = ANY(%(scopes)s) AND r.status = 'active'"
-        " AND r.expires_at <= %(now)s"
-        " UNION ALL SELECT 'read', term, NULL, NULL, NULL FROM wanted_terms"
-        f" UNION ALL SELECT 'posting', x.term, x.doc, x.tf, x.length FROM ({postings}) AS x"
-    )
-
-
-READ_AHEAD: Final = 2_000
-"""Postings of the next term a search may read that a probe brings along (the read then
-costs no round trip of its own). It bounds what a read ahead that pruning then spares
-costs: a few round trips' worth of rows received and decoded."""
-
-_PREFETCH_SCOPES: Final = "ARRAY(SELECT scope_id FROM s)"
-_PREFETCH_TERMS: Final = "ARRAY(SELECT term FROM wanted_terms)"
 
 _LEXICAL_INDEX: Final = (
     " s AS (INSERT INTO lexical_scopes AS l (scope_hash, documents, total_length)"
@@ -145,75 +97,6 @@ row, so an erased word leaves nothing behind. Returns how many records were inde
 The documents are given as a literal array: the planner then knows how few there are
 (an array from a subquery is assumed to hold ten, and it chose to scan every term of
 the store)."""
-
-def _metadata_clause(index: int, name: str, value: Any) -> tuple[str, dict[str, Any]]:
-    """Equality on one top-level key that respects JSON types (``"1"`` is not ``1``).
-
-    Strings and booleans compare the stored JSON text of the value with its canonical
-    encoding (every write stores ``snapshots.dumps`` output), which needs no unescaping
-    and so works for any string; numbers compare numerically, as JSON numbers do.
-    """
-    key, val = f"mk{index}", f"mv{index}"
-    member = f"(r.metadata::json -> %({key})s)"
-    kind = f"json_typeof{member}"
-    params: dict[str, Any] = {key: name}
-    if value is None:
-        return f"{kind} = 'null'", params
-    if isinstance(value, bool | str):
-        params[val] = dumps(value)
-        expected = "'boolean'" if isinstance(value, bool) else "'string'"
-        return f"({kind} = {expected} AND {member}::text = %({val})s)", params
-    if isinstance(value, int):
-        params[val] = value
-        return f"({kind} = 'number' AND ({member}::text)::numeric = %({val})s::numeric)", params
-    if isinstance(value, float):
-        params[val] = value
-        return f"({kind} = 'number' AND ({member}::text)::float8 = %({val})s::float8)", params
-    raise MemoryValidationError("metadata_filter compares scalar values for equality",
-                                field=f"metadata_filter.{name}")
-
-
-def _filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, dict[str, Any]]:
-    """The type, entity, metadata, validity, visibility and event-time filters as one SQL
-    boolean (``true`` when none).
-
-    Validity and visibility are read from the ``copied`` alias: ``p`` (the postings,
-    which carry copies of them) in a lexical search, ``r`` elsewhere. The other filters
-    always need ``memory_records AS r``.
-    """
-    clauses: list[str] = []
-    params: dict[str, Any] = {}
-    if query.memory_types:
-        clauses.append("r.memory_type = ANY(%(types)s)")
-        params["types"] = [kind.value for kind in query.memory_types]
-    if query.entity_ids:
-        clauses.append("EXISTS (SELECT 1 FROM json_array_elements_text(r.entity_ids::json)"
-                       " AS e (v) WHERE e.v = ANY(%(entities)s))")
-        params["entities"] = list(query.entity_ids)
-    for index, (name, value) in enumerate(sorted(query.metadata_filter.items())):
-        clause, values = _metadata_clause(index, name, value)
-        clauses.append(clause)
-        params.update(values)
-    if query.valid_at is not None:
-        clauses.append(f"({copied}.valid_from IS NULL OR {copied}.valid_from <= %(valid_at)s)"
-                       f" AND ({copied}.invalid_at IS NULL OR {copied}.invalid_at > %(valid_at)s)")
-        params["valid_at"] = query.valid_at
-    if query.visibilities:
-        clauses.append(f"{copied}.visibility = ANY(%(visibilities)s)")
-        params["visibilities"] = [visibility.value for visibility in query.visibilities]
-    if query.occurred_since is not None:
-        clauses.append("coalesce(r.occurred_at, r.created_at) >= %(occurred_since)s")
-        params["occurred_since"] = query.occurred_since
-    if query.occurred_before is not None:
-        clauses.append("coalesce(r.occurred_at, r.created_at) < %(occurred_before)s")
-        params["occurred_before"] = query.occurred_before
-    return ("(" + " AND ".join(clauses) + ")" if clauses else "true"), params
-
-
-def _needs_records(query: SearchQuery) -> bool:
-    """Whether a lexical search's filters read columns only ``memory_records`` has."""
-    return bool(query.memory_types or query.entity_ids or query.metadata_filter
-                or query.bounds_event_time())
 
 
 class PostgresRecords(SqlRecords):
@@ -393,23 +276,6 @@ class PostgresRecords(SqlRecords):
         return True
 
 
-class PostgresLexicalSearch(SqlLexicalSearch):
-    """PostgreSQL's own text search is not used for ranking: its parsers and
-    dictionaries split and stem words differently from :mod:`search.tokens`, and ``ts_rank`` is
-    not BM25, so neither matches nor scores would equal the other backends'."""
-
-    __slots__ = ("_tx",)
-
-    cooperative = True  # the ranking runs on the event loop, between round trips
-
-    def __init__(self, tx: PostgresDialect) -> None:
-        super().__init__(tx)
-        self._tx = tx
-
-    def source(self, query: SearchQuery) -> PostingsSource[int]:
-        return _PostgresPostings(self._tx, query)
-
-
 class PostgresIndexJobs(SqlIndexJobs):
     __slots__ = ("_tx",)
 
@@ -453,7 +319,7 @@ class PostgresVectors(SqlVectors):
         walked the scope's ``(scope_hash, status, ...)`` index, linear in the scope's
         size, to find a few dozen records."""
         filters = query.filters
-        wanted, params = _filter_clause(filters)
+        wanted, params = filter_clause(filters)
         params.update(identity=str(query.identity), scopes=list(filters.scope_hashes),
                       now=filters.now)
         sql = ("SELECT r.id AS id, v.vector AS vector FROM {records} AS r"
@@ -514,133 +380,3 @@ class PostgresErasure(SqlErasure):
         if not rows:
             return Removal(), None
         return progress_from_row(rows[0], rows[0]["scope_hashes"])
-
-
-class _PostgresPostings:
-    """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
-    a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or
-    by key through an index; none counts or scans the corpus.
-
-    Round trips: the statistics come with the postings of the terms the search reads
-    first (:data:`lexical_topk.READ_TOGETHER`); every later request, for any number of
-    terms, is one statement; probes of a term whose postings are held are answered
-    here. A search is then typically three or four round trips: statistics, one or two
-    requests of probes, the winners' rows (:mod:`sql.records`)."""
-
-    def __init__(self, tx: PostgresDialect, query: SearchQuery) -> None:
-        self._tx = tx
-        self._query = query
-        self._scope_ids: list[int] = []
-        wanted, self._params = _filter_clause(query, copied="p")
-        join = "JOIN memory_records AS r ON r.seq = p.doc" if _needs_records(query) else ""
-        self._postings = ("SELECT p.term AS term, p.doc AS doc, p.tf AS tf,"
-                          " p.length AS length"
-                          f" FROM lexical_postings AS p {join}"
-                          " WHERE p.scope_id = ANY(@scopes) AND p.term = ANY(@terms)"
-                          f" AND {wanted}")
-        self._held: dict[str, list[tuple[int, int, int]]] = {}
-        """Every (filtered) posting of the terms read so far, by term."""
-        self._by_doc: dict[str, dict[int, int]] = {}
-        self._remote: dict[str, dict[int, int]] = {}
-        """Probe answers that came with a read ahead, until the probe returns them."""
-        self._containing: dict[str, int] = {}
-
-    async def statistics(self, terms: Sequence[str]) -> Statistics[int]:
-        prefetch = self._postings.replace("@scopes", _PREFETCH_SCOPES).replace(
-            "@terms", _PREFETCH_TERMS)
-        rows = await self._tx.tuples(_statistics_sql(prefetch), {
-            **self._params, "scopes": list(dict.fromkeys(self._query.scope_hashes)),
-            "terms": list(terms), "now": self._query.now, "together": READ_TOGETHER,
-            "common": COMMON_SHARE})
-        documents = total = 0
-        containing: dict[str, int] = {}
-        expired: dict[int, tuple[int, dict[str, int]]] = {}
-        held = self._held
-        for kind, term, a, b, c in rows:
-            if kind == "posting":
-                held[term].append((a, b, c))
-            elif kind == "read":
-                held[term] = []
-            elif kind == "scope":
-                self._scope_ids.append(int(a))
-                documents += int(b)
-                total += int(c)
-            elif kind == "term":
-                containing[str(term)] = int(b)
-                self._containing[str(term)] = int(b)
-            else:
-                found = expired.setdefault(int(a), (int(b), {}))[1]
-                if term is not None:
-                    found[str(term)] = int(c)
-        return Statistics(documents, total, containing, [
-            ExpiredDocument(doc, length, found)
-            for doc, (length, found) in sorted(expired.items())])
-
-    async def postings(self, terms: Sequence[str]) -> dict[str, list[tuple[int, int, int]]]:
-        held = self._held
-        missing = [term for term in terms if term not in held]
-        if missing:
-            rows = await self._tx.tuples(
-                self._postings.replace("@scopes", "%(ids)s").replace("@terms", "%(terms)s"),
-                {**self._params, "ids": self._scope_ids, "terms": missing})
-            for term in missing:
-                held[term] = []
-            for term, doc, tf, length in rows:
-                held[term].append((doc, tf, length))
-        return {term: held[term] for term in terms}
-
-    async def probe(self, terms: Sequence[str], docs: Sequence[int], *,
-                    next_read: str | None = None) -> dict[str, dict[int, int]]:
-        """Terms whose postings are held are answered here; the others in one statement
-        per thousand documents, which also brings ``next_read``'s postings when they
-        are at most :data:`READ_AHEAD` (the read that likely follows then costs no round
-        trip; if pruning spares it, they were read for nothing)."""
-        held = self._held
-        ahead = (next_read if next_read is not None and next_read not in held
-                 and 0 < self._containing.get(next_read, 0) <= READ_AHEAD else None)
-        remote = [term for term in terms if term not in held and term != ahead]
-        docs = list(docs)
-        if ahead is not None:
-            probes = ("SELECT 'probe', term, doc, tf, NULL::integer FROM lexical_postings"
-                      " WHERE scope_id = ANY(%(ids)s) AND term = ANY(%(probed)s)"
-                      " AND doc = ANY(%(docs)s)")
-            whole = self._postings.replace("@scopes", "%(ids)s").replace("@terms",
-                                                                        "%(ahead)s")
-            held[ahead] = []
-            for kind, term, doc, tf, length in await self._tx.tuples(
-                    f"SELECT 'posting', * FROM ({whole}) AS a UNION ALL {probes}",
-                    {**self._params, "ids": self._scope_ids, "ahead": [ahead],
-                     "probed": remote, "docs": docs[: self._tx.chunk]}):
-                if kind == "posting":
-                    held[term].append((doc, tf, length))
-                else:
-                    self._remote.setdefault(term, {})[doc] = tf
-            docs_left = docs[self._tx.chunk:]
-        else:
-            docs_left = docs
-        found: dict[str, dict[int, int]] = {}
-        for term in remote:
-            found[term] = self._remote.pop(term, {})
-        if remote:
-            for chunk in chunks(docs_left, self._tx.chunk):
-                for term, doc, tf in await self._tx.tuples(
-                        "SELECT term, doc, tf FROM lexical_postings WHERE scope_id = ANY(%s)"
-                        " AND term = ANY(%s) AND doc = ANY(%s)",
-                        (self._scope_ids, remote, chunk)):
-                    found[term][doc] = tf
-        for term in terms:
-            if term in found:
-                continue
-            by_doc = self._by_doc.get(term)
-            if by_doc is None:
-                by_doc = self._by_doc[term] = {doc: tf for doc, tf, _ in held[term]}
-            found[term] = {doc: by_doc[doc] for doc in docs if doc in by_doc}
-        return found
-
-    async def identify(self, docs: Sequence[int]) -> dict[int, str]:
-        found: dict[int, str] = {}
-        for chunk in chunks(list(docs), self._tx.chunk):
-            rows = await self._tx.rows(
-                "SELECT seq, id FROM memory_records WHERE seq = ANY(%s)", (list(chunk),))
-            found.update((int(row["seq"]), str(row["id"])) for row in rows)
-        return found

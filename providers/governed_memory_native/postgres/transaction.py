@@ -32,11 +32,11 @@ from psycopg.rows import tuple_row
 
 from governed_memory_native.postgres.dialect import Outcome
 from governed_memory_native.postgres.errors import logger, translated
+from governed_memory_native.postgres.lexical import PostgresLexicalSearch
 from governed_memory_native.postgres.rows import decode_text, encode_text, record_from_row
 from governed_memory_native.postgres.statements import (
     PostgresErasure,
     PostgresIndexJobs,
-    PostgresLexicalSearch,
     PostgresRecords,
     PostgresVectors,
 )

@@ -46,7 +46,7 @@ from governed_memory.audit.strict_json import JsonDocumentError, canonical_bytes
 from governed_memory.errors import MemoryConfigurationError, MemoryStorageError
 from psycopg import AsyncConnection
 
-from governed_memory_native.postgres.schema import writer_lock_key
+from governed_memory_native.postgres.locks import writer_lock_key
 
 Row = dict[str, Any]
 BeforeCommit = Callable[[int], Awaitable[None]]
