@@ -6,7 +6,9 @@ call, in ``OperationContext.committed_event``; it completes it from its own resu
 :func:`finish_committed_event` and stores it in the same transaction as the record. The
 activity port then does not emit that event itself: a dispatcher reads
 ``pending_events`` and delivers them to the sinks at least once, then acknowledges
-them, and sinks deduplicate by ``event_id``.
+them, and sinks deduplicate by ``event_id``. What the stored event says about the
+result is what the port's own event would say: both come from the request kind that
+answers with it (``Request.summarize``).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Final, Protocol, runtime_checkable
 
 import attrs
 
-from governed_memory.events import ErasureEvidence, EventBus, MemoryEvent
-from governed_memory.records import CleanupPage, DeleteResult, ErasureReceipt, MemoryRecord
+from governed_memory.events import EventBus, MemoryEvent
+from governed_memory.requests import committed_summary
+from governed_memory.requests import erasure_evidence as erasure_evidence  # its old home
 
 log = logging.getLogger(__name__)
 
@@ -45,30 +48,14 @@ class EventOutboxProvider(Protocol):
 def finish_committed_event(draft: MemoryEvent, result: object,
                            *, content_hashes: bool = True) -> MemoryEvent:
     """The draft with what only the provider's result can say: ids, versions, hashes,
-    counts. Pure, so a provider can call it inside its transaction."""
-    if isinstance(result, MemoryRecord):
-        return attrs.evolve(draft, record_ids=(result.id,), versions=(result.version,),
-                            content_hashes=(result.content_hash,) if content_hashes else (),
-                            count=1)
-    if isinstance(result, DeleteResult):
-        return attrs.evolve(draft, record_ids=(result.record_id,),
-                            versions=() if result.version is None else (result.version,),
-                            count=1)
-    if isinstance(result, ErasureReceipt):
-        return attrs.evolve(draft, count=result.total, scope_hashes=result.scope_hashes,
-                            reasons=(f"receipt {result.receipt_hash}",),
-                            erasure=erasure_evidence(result))
-    if isinstance(result, CleanupPage):
-        return attrs.evolve(draft, count=result.deleted)
-    if isinstance(result, int) and not isinstance(result, bool):
-        return attrs.evolve(draft, count=result)
-    raise TypeError(f"no committed event for a {type(result).__name__} result")
-
-
-def erasure_evidence(receipt: ErasureReceipt) -> ErasureEvidence:
-    """What of a receipt goes into the trail: all of it but the user id."""
-    return ErasureEvidence(receipt.request_id, dict(receipt.counts), receipt.started_at,
-                           receipt.completed_at, receipt.receipt_hash)
+    counts, an erasure's receipt (``requests.committed_summary``). Pure, so a provider
+    can call it inside its transaction."""
+    summary = committed_summary(result)
+    return attrs.evolve(
+        draft, record_ids=summary.record_ids, versions=summary.versions,
+        content_hashes=summary.content_hashes if content_hashes else (), count=summary.count,
+        scope_hashes=summary.scope_hashes or draft.scope_hashes,
+        reasons=summary.reasons or draft.reasons, erasure=summary.erasure or draft.erasure)
 
 
 @attrs.frozen(slots=True)
@@ -77,6 +64,17 @@ class Drain:
 
     delivered: tuple[str, ...] = ()
     stuck_on: str | None = None
+
+
+@attrs.frozen(slots=True)
+class Settled:
+    """Where a write's committed event stands after the drain that follows the write:
+    ``delivered`` (as it went out), ``waiting`` in the outbox (a sink refused it or an
+    event before it: a later drain delivers it), or neither (the provider did not store
+    it, or its outbox could not be read), when the caller emits it itself."""
+
+    delivered: MemoryEvent | None = None
+    waiting: bool = False
 
 
 class OutboxDispatcher:
@@ -151,6 +149,21 @@ class OutboxDispatcher:
                     # A short page was everything stored when it was read: no second read
                     # on every write. Anything stored since is drained by its own write.
                     return Drain(tuple(delivered))
+
+    async def settle(self, event_id: str, provider: str) -> Settled:
+        """Drain now, then say where the committed event ``event_id`` stands
+        (:class:`Settled`); a drain that fails is logged as ``provider``'s."""
+        try:
+            delivery: Drain | None = await self.drain()
+        except Exception as exc:
+            log.error("event outbox of %s failed: %s", provider, type(exc).__name__)
+            delivery = None
+        delivered = self.delivered(event_id)
+        if delivered is not None:
+            return Settled(delivered)
+        waiting = delivery is not None and (delivery.stuck_on is not None
+                                            or self.pending(event_id))
+        return Settled(waiting=waiting)
 
     def _remember(self, event: MemoryEvent) -> None:
         self._delivered[event.event_id] = event

@@ -3,7 +3,9 @@
 Order matters and is fixed: validate, announce (requested event), decide (scope rule,
 then policies), call the provider inside a span with a deadline, verify what came
 back, announce the outcome. Nothing reaches a provider without a recorded decision,
-and nothing a provider returns reaches the caller without a scope check.
+and nothing a provider returns reaches the caller without a scope check. The port
+never asks which operation it runs: the request answers for itself
+(:mod:`governed_memory.request`), so every operation takes the same path.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import logging
 import time
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Unpack, cast
 
 import attrs
 from opentelemetry.metrics import MeterProvider
@@ -20,7 +22,6 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from governed_memory import telemetry as tm
 from governed_memory.clock import Clock
-from governed_memory.dedup import DedupMode
 from governed_memory.errors import (
     REFUSALS,
     GovernedMemoryError,
@@ -37,16 +38,11 @@ from governed_memory.events import (
     EventBus,
     MemoryEvent,
     event_id,
-    subject_hash,
 )
 from governed_memory.ids import new_id
 from governed_memory.operation_context import OperationContext, ProfileRef
 from governed_memory.operations import Operation, OperationKind
-from governed_memory.outbox import (
-    Drain,
-    OutboxDispatcher,
-    erasure_evidence,
-)
+from governed_memory.outbox import OutboxDispatcher
 from governed_memory.policy import (
     SCOPE_RULE_NAME,
     Effect,
@@ -57,24 +53,13 @@ from governed_memory.policy import (
 from governed_memory.principal import Principal
 from governed_memory.provider import MemoryProvider
 from governed_memory.rates import RateWindows, default_rate_windows
-from governed_memory.records import (
-    ErasureReceipt,
-    RecordStatus,
-)
 from governed_memory.request import Request, Summary
-from governed_memory.requests import (
-    AddRequest,
-    DeleteUserRequest,
-    SearchRequest,
-    UpdateRequest,
-)
-from governed_memory.scope import Scope
-from governed_memory.usage import Usage, UsageProbe, UsageQuery
+from governed_memory.settings import GovernanceSettings, SettingsFields
+from governed_memory.usage import Usage, UsageMeter, UsageProbe, UsageQuery
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
 
 
 # An operation emits at most one event of each kind; the kind numbers its event id, so
@@ -85,7 +70,11 @@ _SEQUENCE = {"requested": 0, "scope_violation": 1, "rejected": 2, "failed": 3,
 
 
 class ActivityPort:
-    """Runs one request through governance against one provider."""
+    """Runs one request through governance against one provider.
+
+    ``settings`` are the profile's (:class:`GovernanceSettings`); they may also be given
+    field by field (``profile=…``, ``timeout_s=…``), as ports were built before them.
+    """
 
     def __init__(
         self,
@@ -95,34 +84,19 @@ class ActivityPort:
         events: EventBus,
         clock: Clock,
         tracer: Tracer,
-        profile: ProfileRef,
-        timeout_s: float | None = 30.0,
+        settings: GovernanceSettings | None = None,
         provider_revision: str = "unknown",
-        content_hashes_in_events: bool = True,
         meter_provider: MeterProvider | None = None,
-        capture_content: bool = False,
-        dedup: DedupMode = DedupMode.OFF,
-        dedup_threshold: float = 0.95,
         rate_windows: RateWindows | None = None,
+        **fields: Unpack[SettingsFields],
     ) -> None:
         self._provider = provider
         self.policies = policies
         self.events = events
         self.clock = clock
         self.tracer = tracer
-        self.profile = profile
-        self.timeout_s = timeout_s
+        self.settings = attrs.evolve(settings or GovernanceSettings(), **fields)
         self.provider_revision = provider_revision
-        self.content_hashes_in_events = content_hashes_in_events
-        """``False`` (a profile's ``event_detail = "minimal"``): the hash of a short
-        content can be reversed by guessing, so minimal trails leave it out."""
-        self.capture_content = capture_content
-        self.dedup = dedup
-        """A profile's ``[write] dedup``: stamped on every add the provider receives."""
-        self.dedup_threshold = dedup_threshold
-        """A profile's ``privacy.capture_content_in_traces``: the (policy-transformed)
-        content and query text go onto the span. Off by default, and never into events,
-        metrics or logs."""
         self._provider_name = str(getattr(provider, "name", type(provider).__name__))
         self._capabilities: Any = None
         self.metrics = tm.OperationMetrics(meter_provider)
@@ -135,8 +109,8 @@ class ActivityPort:
             # With nobody to deliver to, storing each write's event only to acknowledge
             # it would cost every write two statements; events an earlier run stored
             # stay stored for a manager that has sinks.
-            self.outbox = OutboxDispatcher(stored_events, events,
-                                           content_hashes=content_hashes_in_events)
+            self.outbox = OutboxDispatcher(
+                stored_events, events, content_hashes=self.settings.content_hashes_in_events)
         self._usage_meter = provider.usage_meter if self._declares("usage") else None
         """What reads usage for quotas: the provider's ``usage_meter`` when it declares
         ``usage`` (asked once; a wrapper answers with its inner provider's)."""
@@ -145,6 +119,22 @@ class ActivityPort:
         """Where the quotas policy counts write rates (``PolicyCheck.rate_windows``): the
         windows given (a profile's ``[quotas] rate_store``), else the provider's own
         (``rate_windows``), else windows in this process, which warn once when used."""
+
+    @property
+    def profile(self) -> ProfileRef:
+        return self.settings.profile
+
+    @property
+    def timeout_s(self) -> float | None:
+        return self.settings.timeout_s
+
+    @property
+    def content_hashes_in_events(self) -> bool:
+        return self.settings.content_hashes_in_events
+
+    @property
+    def capture_content(self) -> bool:
+        return self.settings.capture_content
 
     def _declares(self, capability: str) -> bool:
         if self._capabilities is None:
@@ -157,13 +147,8 @@ class ActivityPort:
                request: Request[Any] | None, *, decision: PolicyDecision | None = None,
                summary: Summary | None = None, error: BaseException | None = None,
                started: float | None = None, outcome: str | None = None) -> MemoryEvent:
-        # A request that failed validation may hold anything where its scopes belong.
-        scopes = tuple(s for s in request.target_scopes() if isinstance(s, Scope)
-                       ) if request is not None else ()
-        hashes = tuple(s.scope_hash for s in scopes)
-        tenant = (request.tenant_id if isinstance(request, DeleteUserRequest)
-                  else scopes[0].tenant_id if scopes else ctx.principal.tenant_id)
-        subjects = _subjects(request, scopes)
+        hashes = (tuple(s.scope_hash for s in request.event_scopes())
+                  if request is not None else ())
         summary = summary or Summary()
         return MemoryEvent(
             event_id=event_id(ctx.operation_id, _SEQUENCE.get(kind, 9)),
@@ -172,7 +157,8 @@ class ActivityPort:
             operation_id=ctx.operation_id,
             operation=operation.value,
             principal_id=ctx.principal.principal_id,
-            tenant_id=tenant,
+            tenant_id=(request.tenant(ctx.principal.tenant_id) if request is not None
+                       else ctx.principal.tenant_id),
             scope_hash=hashes[0] if hashes else None,
             scope_hashes=summary.scope_hashes or (hashes if len(hashes) > 1 else ()),
             profile_id=ctx.profile.id,
@@ -187,13 +173,14 @@ class ActivityPort:
                      ) + tuple(ctx.notes.lines),
             record_ids=summary.record_ids,
             versions=summary.versions,
-            content_hashes=summary.content_hashes if self.content_hashes_in_events else (),
+            content_hashes=(summary.content_hashes
+                            if self.settings.content_hashes_in_events else ()),
             count=summary.count,
             duration_ms=None if started is None else (time.perf_counter() - started) * 1000,
             error_code=getattr(error, "code", None) if error is not None else None,
             trace_id=ctx.trace_id,
             span_id=ctx.span_id,
-            subject_hashes=subjects,
+            subject_hashes=request.subjects() if request is not None else (),
             erasure=summary.erasure,
         )
 
@@ -214,7 +201,7 @@ class ActivityPort:
                                now=self.clock.now(), profile=self.profile)
         outcome = "failed"
         try:
-            with self._operation_span(operation, ctx) as span:
+            with _operation_span(self.tracer, operation, ctx, self._provider_name) as span:
                 trace_id, span_id = tm.span_ids(span)
                 if trace_id is not None:
                     ctx = attrs.evolve(ctx, trace_id=trace_id, span_id=span_id)
@@ -236,29 +223,12 @@ class ActivityPort:
             self.metrics.record(operation, self._provider_name, outcome,
                                 time.perf_counter() - started)
 
-    def _operation_span(self, operation: Operation,
-                        ctx: OperationContext) -> AbstractContextManager[Span]:
-        if not tm.may_record(self.tracer):
-            return nullcontext(INVALID_SPAN)
-        attributes: dict[str, Any] = {
-            tm.ATTR_OPERATION_NAME: operation.gen_ai_name,
-            tm.ATTR_OPERATION: operation.value,
-            tm.ATTR_OPERATION_ID: ctx.operation_id,
-            tm.ATTR_PROFILE: str(self.profile),
-            tm.ATTR_PROFILE_ID: self.profile.id,
-            tm.ATTR_PROFILE_VERSION: self.profile.version,
-            tm.ATTR_PROFILE_REVISION: self.profile.revision,
-            tm.ATTR_PROVIDER: self._provider_name,
-        }
-        return self.tracer.start_as_current_span(
-            tm.span_name(operation, self._provider_name), kind=SpanKind.INTERNAL,
-            attributes=attributes, record_exception=False, set_status_on_exception=False)
-
     async def _run(self, operation: Operation, request: Request[T], ctx: OperationContext,
                    span: Any, started: float) -> T:
+        # The one validation of what the caller sent, before anything else sees it.
         try:
             request.validate()
-            _check_against_clock(request, ctx.now)
+            request.validate_at(ctx.now)
         except MemoryValidationError as exc:
             await self._close_trail(self._event("rejected", operation, ctx, request, error=exc,
                                                 started=started, outcome="invalid"))
@@ -298,29 +268,24 @@ class ActivityPort:
         span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
         span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
         if not decision.allowed:
+            error = _refusal(decision)
             denial = decision.denial()
-            error: GovernedMemoryError
-            if denial is not None and denial.policy == SCOPE_RULE_NAME:
-                error = MemoryScopeError(f"scope authorization denied: {denial.reason}")
-            else:
-                error = MemoryPolicyDeniedError(
-                    "denied by policy: " + "; ".join(decision.reasons()),
-                    decision_id=decision.decision_id,
-                    policy=denial.policy if denial else None,
-                    reasons=decision.reasons(),
-                )
             self.metrics.denied(operation, denial.policy if denial else "unknown")
             await self._close_trail(self._event("rejected", operation, ctx, request,
                                                 decision=decision, error=error,
                                                 started=started))
             raise error
 
-        # A policy's transform keeps the request's type (``_transform_problem``).
-        request = cast(Request[T], decision.request)
-        if isinstance(request, AddRequest):
-            request = cast(Request[T], self._governed_add(request, decision))
-        if self.capture_content:
-            _capture(span, request)
+        # A policy's transform keeps the request's type (``_transform_problem``), and is
+        # held to the caller's rules: it is validated too, before the provider sees it.
+        decided = cast(Request[T], decision.request)
+        transformed = decided is not request
+        request = decided.governed(self.settings,
+                                   held_for_review=decision.effect is Effect.REVIEW)
+        if self.settings.capture_content:
+            # After policies ran, so what a redaction removed never reaches the trace.
+            for attribute, text in request.traced_text().items():
+                span.set_attribute(attribute, text)
         ctx = attrs.evolve(ctx, decision_id=decision.decision_id,
                            policy_revision=decision.policy_revision)
         draft: MemoryEvent | None = None
@@ -329,7 +294,7 @@ class ActivityPort:
                                 outcome="committed")
             ctx = attrs.evolve(ctx, committed_event=draft)
         try:
-            result = await self._call_provider(request, ctx, deadline)
+            result = await self._call_provider(request, ctx, deadline, validate=transformed)
             result, summary = await self._verify(request, result, ctx)
         except GovernedMemoryError as exc:
             kind = "rejected" if isinstance(exc, REFUSALS) else "failed"
@@ -354,19 +319,9 @@ class ActivityPort:
         event = self._event(done, operation, ctx, request, decision=decision,
                             summary=summary, started=started, outcome=done)
         recorded = await self._record_outcome(event, draft, operation)
-        if isinstance(result, ErasureReceipt):
-            await self._record_receipt(result, event, recorded)
+        if summary.erasure is not None:
+            await self._record_receipt(summary, event, recorded)
         return result
-
-    def _governed_add(self, request: AddRequest, decision: PolicyDecision) -> AddRequest:
-        """What governance itself sets on an add: held for review when a policy said
-        so, and the profile's dedup mode."""
-        if decision.effect is Effect.REVIEW:
-            request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
-        if self.dedup is not DedupMode.OFF:
-            request = attrs.evolve(request, dedup=self.dedup,
-                                   dedup_threshold=self.dedup_threshold)
-        return request
 
     async def _decide(self, operation: Operation, request: Request[Any],
                       ctx: OperationContext) -> PolicyDecision:
@@ -375,15 +330,14 @@ class ActivityPort:
         spans: AbstractContextManager[Span] = (self.tracer.start_as_current_span(
             tm.DECISION_SPAN, kind=SpanKind.INTERNAL, record_exception=False,
             attributes={tm.ATTR_OPERATION: operation.value,
-                        tm.ATTR_PROFILE: str(self.profile),
-                        tm.ATTR_PROFILE_ID: self.profile.id,
-                        tm.ATTR_PROFILE_VERSION: self.profile.version,
-                        tm.ATTR_PROFILE_REVISION: self.profile.revision},
+                        **_profile_attributes(self.profile)},
         ) if tm.may_record(self.tracer) else nullcontext(INVALID_SPAN))
         with spans as span:
             decision = await self.policies.decide(PolicyCheck(
                 operation, ctx.principal, request, ctx.operation_id, ctx.now,
-                usage=self._usage_probe(ctx), rate_windows=self.rate_windows))
+                usage=_usage_probe(self._usage_meter, ctx, self.timeout_s,
+                                   self._provider_name),
+                rate_windows=self.rate_windows))
             span.set_attribute(tm.ATTR_DECISION_ID, decision.decision_id)
             span.set_attribute(tm.ATTR_DECISION_OUTCOME, decision.outcome)
             span.set_attribute(tm.ATTR_POLICY_REVISION, decision.policy_revision)
@@ -416,17 +370,10 @@ class ActivityPort:
                         sinks=exc.sinks) from exc
                 raise
             return event
-        try:
-            delivery: Drain | None = await self.outbox.drain()
-        except Exception as exc:
-            log.error("event outbox of %s failed: %s", self._provider_name,
-                      type(exc).__name__)
-            delivery = None
-        delivered = self.outbox.delivered(draft.event_id)
-        if delivered is not None:
-            return delivered
-        if delivery is not None and (delivery.stuck_on is not None
-                                     or self.outbox.pending(draft.event_id)):
+        settled = await self.outbox.settle(draft.event_id, self._provider_name)
+        if settled.delivered is not None:
+            return settled.delivered
+        if settled.waiting:
             # Durable in the provider's outbox; the dispatcher delivers it later.
             log.warning("committed event of %s waits in the provider's outbox",
                         operation.value)
@@ -436,42 +383,25 @@ class ActivityPort:
         # least once: the audit sink drops the copy a later drain may bring.
         return await self._record_outcome(event, None, operation)
 
-    async def _record_receipt(self, receipt: ErasureReceipt, committed: MemoryEvent,
+    async def _record_receipt(self, summary: Summary, committed: MemoryEvent,
                               recorded: MemoryEvent | None) -> None:
         """Erasure evidence: the committed event carries the receipt the provider
         issued; if a layer above it (the search cache) extended the receipt, or the
         committed event still waits in the outbox, the final receipt gets an event of
         its own."""
-        evidence = erasure_evidence(receipt)
-        if recorded is not None and recorded.erasure == evidence:
+        if recorded is not None and recorded.erasure == summary.erasure:
             return
         event = attrs.evolve(committed, event_id=event_id(committed.operation_id,
                                                           _SEQUENCE["receipt"]),
                              type=RECEIPT_EVENT, occurred_at=self.clock.now(),
-                             outcome="receipt", erasure=evidence,
-                             scope_hashes=receipt.scope_hashes)
+                             outcome="receipt", erasure=summary.erasure,
+                             scope_hashes=summary.scope_hashes)
         await self.events.emit(event)
 
-    def _usage_probe(self, ctx: OperationContext) -> UsageProbe | None:
-        """Usage of the operation's own tenant, read from the provider within the
-        operation's deadline; ``None`` if the provider cannot report it."""
-        meter = self._usage_meter
-        if meter is None:
-            return None
-
-        async def probe(query: UsageQuery) -> Usage:
-            if query.tenant_id != ctx.principal.tenant_id:
-                raise MemoryScopeError("usage of another tenant")
-            async with asyncio.timeout(self.timeout_s):
-                usage = await meter.usage(query, ctx)
-            if not isinstance(usage, Usage):
-                raise MemoryStorageError(f"provider {self._provider_name} reported no usage")
-            return usage
-
-        return probe
-
     async def _call_provider(self, request: Request[T], ctx: OperationContext,
-                             deadline: float | None) -> T:
+                             deadline: float | None, *, validate: bool) -> T:
+        """``validate``: the request is not the one the port validated (a policy
+        transformed it), so it is validated here, where a provider would refuse it."""
         operation = request.operation
         capability = request.capability
         if capability is not None and not self._declares(capability):
@@ -481,6 +411,8 @@ class ActivityPort:
             )
         try:
             async with asyncio.timeout_at(deadline):
+                if validate:
+                    request.validate()
                 return await request.send(self._provider, ctx)
         except GovernedMemoryError:
             raise
@@ -539,35 +471,57 @@ def _metric_outcome(exc: GovernedMemoryError) -> str:
     return _outcome_of(exc)
 
 
-def _subjects(request: Request[Any] | None, scopes: tuple[Scope, ...]) -> tuple[str, ...]:
-    """The data subjects an operation concerns: the erased user, or each user
-    dimension among its scopes."""
-    if isinstance(request, DeleteUserRequest) or (request is not None and not scopes):
-        # A request that names its subject instead of a scope (an erasure of a user).
-        tenant_id = getattr(request, "tenant_id", None)
-        user_id = getattr(request, "user_id", None)
-        if isinstance(tenant_id, str) and isinstance(user_id, str):
-            return (subject_hash(tenant_id, user_id),)
-        return ()
-    return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
-                               for scope in scopes if scope.user_id is not None))
+def _refusal(decision: PolicyDecision) -> GovernedMemoryError:
+    """The error a denied operation raises: the scope rule's, or the policies'."""
+    denial = decision.denial()
+    if denial is not None and denial.policy == SCOPE_RULE_NAME:
+        return MemoryScopeError(f"scope authorization denied: {denial.reason}")
+    return MemoryPolicyDeniedError(
+        "denied by policy: " + "; ".join(decision.reasons()),
+        decision_id=decision.decision_id,
+        policy=denial.policy if denial else None,
+        reasons=decision.reasons(),
+    )
 
 
-def _check_against_clock(request: Request[Any], now: float) -> None:
-    """What only the operation's clock can refuse: a new record that would already be
-    expired is invisible to every read from the moment it is written, so writing it is
-    a mistake, not a memory. (An update may still set an expiry that has passed: that
-    is how a caller ends a record's life without a tombstone.)"""
-    if isinstance(request, AddRequest) and request.expires_at is not None \
-            and request.expires_at <= now:
-        raise MemoryValidationError("expires_at must be in the future for a new record",
-                                    field="expires_at")
+def _operation_span(tracer: Tracer, operation: Operation, ctx: OperationContext,
+                    provider: str) -> AbstractContextManager[Span]:
+    """The operation's span (``{gen_ai.operation.name} {provider}``), if anyone records."""
+    if not tm.may_record(tracer):
+        return nullcontext(INVALID_SPAN)
+    attributes: dict[str, Any] = {
+        tm.ATTR_OPERATION_NAME: operation.gen_ai_name,
+        tm.ATTR_OPERATION: operation.value,
+        tm.ATTR_OPERATION_ID: ctx.operation_id,
+        **_profile_attributes(ctx.profile),
+        tm.ATTR_PROVIDER: provider,
+    }
+    return tracer.start_as_current_span(
+        tm.span_name(operation, provider), kind=SpanKind.INTERNAL,
+        attributes=attributes, record_exception=False, set_status_on_exception=False)
 
 
-def _capture(span: Any, request: Request[Any]) -> None:
-    """Opt-in content capture (``privacy.capture_content_in_traces``), after policies
-    ran, so what a redaction policy removed never reaches the trace either."""
-    if isinstance(request, SearchRequest):
-        span.set_attribute(tm.ATTR_QUERY_TEXT, request.query)
-    elif isinstance(request, AddRequest | UpdateRequest) and request.content is not None:
-        span.set_attribute(tm.ATTR_CONTENT, request.content)
+def _profile_attributes(profile: ProfileRef) -> dict[str, str]:
+    """The profile as span attributes (the operation's span and its decision's)."""
+    return {tm.ATTR_PROFILE: str(profile), tm.ATTR_PROFILE_ID: profile.id,
+            tm.ATTR_PROFILE_VERSION: profile.version,
+            tm.ATTR_PROFILE_REVISION: profile.revision}
+
+
+def _usage_probe(meter: UsageMeter | None, ctx: OperationContext, timeout_s: float | None,
+                 provider_name: str) -> UsageProbe | None:
+    """Usage of the operation's own tenant, read from the provider's ``meter`` within the
+    operation's deadline; ``None`` if the provider cannot report it."""
+    if meter is None:
+        return None
+
+    async def probe(query: UsageQuery) -> Usage:
+        if query.tenant_id != ctx.principal.tenant_id:
+            raise MemoryScopeError("usage of another tenant")
+        async with asyncio.timeout(timeout_s):
+            usage = await meter.usage(query, ctx)
+        if not isinstance(usage, Usage):
+            raise MemoryStorageError(f"provider {provider_name} reported no usage")
+        return usage
+
+    return probe

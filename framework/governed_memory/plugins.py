@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import attrs
 import pluggy
 
-from governed_memory import hookspecs
+import governed_memory.hookspecs as hookspecs
 from governed_memory.errors import MemoryConfigurationError
 
 if TYPE_CHECKING:

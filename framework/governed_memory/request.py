@@ -2,11 +2,14 @@
 
 The activity port runs any :class:`Request` the same way (validate, announce, decide, call,
 check, announce the outcome) without knowing which operation it is: the request itself
-says which scopes it targets, how it is fingerprinted for idempotency, how it is sent to
-its target (``send``: the typed dispatch, one method per request class) and how what
-came back is checked against the scopes that were allowed (``check``). That is what
-lets ``execute(request: Request[T]) -> T`` be typed end to end, and what lets a new
-operation (a tier's, a store-wide one) join governance without a branch in the port.
+says which scopes it targets, which tenant and data subjects its events name, how it is
+fingerprinted for idempotency, what governance sets on it, what of it a trace may carry,
+how it is sent to its target (``send``: the typed dispatch, one method per request
+class), how what came back is checked against the scopes that were allowed (``check``)
+and what an event may say about it (``summarize``, which a provider storing its own
+committed event uses too). That is what lets ``execute(request: Request[T]) -> T`` be
+typed end to end, and what lets a new operation (a tier's, a store-wide one) join
+governance without a branch in the port.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import attrs
 
 from governed_memory.canonical import canonical_json
 from governed_memory.errors import GovernedMemoryError, MemoryStorageError, MemoryValidationError
-from governed_memory.events import ErasureEvidence
+from governed_memory.events import ErasureEvidence, subject_hash
 from governed_memory.operations import Operation
 from governed_memory.scope import Scope
 
 if TYPE_CHECKING:
     from governed_memory.operation_context import OperationContext
+    from governed_memory.settings import GovernanceSettings
 
 ResultT = TypeVar("ResultT")
 R = TypeVar("R")
@@ -74,12 +78,12 @@ class Request(Generic[ResultT]):
 
     operation: ClassVar[Operation]
     capability: ClassVar[str | None] = None
+    """The optional provider capability the operation needs (``review``), checked by the
+    port before the call; ``None`` for operations every target offers."""
     later_fields: ClassVar[tuple[str, ...]] = ()
     """Fields added after stored idempotency entries may have fingerprinted this kind of
     request: left out of the fingerprint while unset, so that the retry of a request
     sent before the field existed still matches its first attempt."""
-    """The optional provider capability the operation needs (``review``), checked by the
-    port before the call; ``None`` for operations every target offers."""
 
     def target_scopes(self) -> tuple[Scope, ...]:
         """Every exact scope the operation reads or writes (empty for store-wide ones
@@ -87,9 +91,52 @@ class Request(Generic[ResultT]):
         scope = getattr(self, "scope", None)
         return (scope,) if isinstance(scope, Scope) else ()
 
+    def event_scopes(self) -> tuple[Scope, ...]:
+        """The scopes its events name: :meth:`target_scopes` less anything that is not a
+        ``Scope`` (a request that failed validation may hold anything there)."""
+        return tuple(scope for scope in self.target_scopes() if isinstance(scope, Scope))
+
+    def tenant(self, default: str) -> str:
+        """The tenant its events name: its first scope's, else ``default`` (the acting
+        principal's)."""
+        scopes = self.event_scopes()
+        return scopes[0].tenant_id if scopes else default
+
+    def subjects(self) -> tuple[str, ...]:
+        """The data subjects it concerns (``events.subject_hash``): each user among its
+        scopes, or, with no scope, the user it names by ``tenant_id`` and ``user_id``
+        (an erasure of a user)."""
+        scopes = self.event_scopes()
+        if scopes:
+            return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
+                                       for scope in scopes if scope.user_id is not None))
+        tenant_id = getattr(self, "tenant_id", None)
+        user_id = getattr(self, "user_id", None)
+        if isinstance(tenant_id, str) and isinstance(user_id, str):
+            return (subject_hash(tenant_id, user_id),)
+        return ()
+
     def validate(self) -> None:
         """Check every limit and type; raises ``MemoryValidationError`` naming the field."""
         raise NotImplementedError  # pragma: no cover - every request overrides
+
+    def validate_at(self, now: float) -> None:
+        """What only the operation's clock can refuse, checked after :meth:`validate`;
+        nothing by default."""
+        return None
+
+    def governed(self, settings: GovernanceSettings, *,
+                 held_for_review: bool) -> Request[ResultT]:
+        """The request as its target receives it once governance set what is its own to
+        set: the profile's ``settings``, and a policy's review (``held_for_review``).
+        Unchanged by default."""
+        return self
+
+    def traced_text(self) -> dict[str, str]:
+        """The span attributes that carry its text when a profile captures content in
+        traces (``privacy.capture_content_in_traces``, after policies ran); none by
+        default."""
+        return {}
 
     def fingerprint(self) -> str:
         """Hash of everything but the idempotency key, through the one converter:
@@ -122,6 +169,14 @@ class Request(Generic[ResultT]):
             return wrong_result(self, result)
         checked: Checked[ResultT] = result.audit(allowed)
         return checked
+
+    @classmethod
+    def summarize(cls, result: ResultT) -> Summary:
+        """What an outcome event may say about ``result`` as the caller gets it: the one
+        derivation behind ``check``'s summary and, for a write, the committed event a
+        provider stores (``requests.committed_summary``). A result that checks itself
+        summarizes itself in ``audit`` instead."""
+        raise TypeError(f"no summary of a {type(result).__name__} result")
 
 
 def wrong_result(request: Request[Any], result: object) -> Checked[Any]:

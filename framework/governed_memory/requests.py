@@ -1,11 +1,14 @@
-"""Typed requests, one per operation, each able to validate itself.
+"""Typed requests, one per operation, each holding its operation's rules.
 
-Validation happens before the requested event, the policy decision and the provider
-call, so a rejected request never reaches storage (and nothing is written).
+Each validates itself (the activity port runs that before the requested event, the
+policy decision and the provider call, so a rejected request never reaches storage),
+checks and summarizes what came back, and says what governance sets on it and what a
+trace may see of it: the port asks, and never branches on which request it runs.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Set
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -19,6 +22,7 @@ from governed_memory.errors import (
     MemoryStorageError,
     MemoryValidationError,
 )
+from governed_memory.events import ErasureEvidence
 from governed_memory.limits import (
     MAX_CONTENT_BYTES,
     MAX_ENTITY_IDS,
@@ -34,7 +38,6 @@ from governed_memory.limits import (
     is_real,
 )
 from governed_memory.operations import Operation
-from governed_memory.outbox import erasure_evidence
 from governed_memory.ranking_options import RankingOptions
 from governed_memory.records import (
     CleanupPage,
@@ -52,9 +55,11 @@ from governed_memory.records import (
 )
 from governed_memory.request import Checked, Request, Summary, wrong_result
 from governed_memory.scope import Scope
+from governed_memory.telemetry import ATTR_CONTENT, ATTR_QUERY_TEXT
 
 if TYPE_CHECKING:
     from governed_memory.operation_context import OperationContext
+    from governed_memory.settings import GovernanceSettings
 
 ResultT = TypeVar("ResultT")
 
@@ -149,14 +154,13 @@ class _Request(Request[ResultT]):
     __slots__ = ()
 
     def validate(self) -> None:
-        if isinstance(self, SearchRequest):
-            if not isinstance(self.scopes, tuple) or not all(
-                isinstance(scope, Scope) for scope in self.scopes
-            ):
-                raise MemoryValidationError("scopes must be a tuple of Scope", field="scopes")
-        elif hasattr(self, "scope") and not isinstance(getattr(self, "scope"), Scope):  # noqa: B009
-            raise MemoryValidationError("scope must be a Scope", field="scope")
+        self._check_scope_types()
         self._validate()
+
+    def _check_scope_types(self) -> None:
+        """Its scope is a ``Scope`` (a request over several checks its ``scopes``)."""
+        if hasattr(self, "scope") and not isinstance(getattr(self, "scope"), Scope):  # noqa: B009
+            raise MemoryValidationError("scope must be a Scope", field="scope")
 
     def _validate(self) -> None:  # pragma: no cover - every request overrides
         raise NotImplementedError
@@ -183,8 +187,7 @@ def _one_record(request: Request[Any], result: object, allowed: Set[str],
         return Checked(result, stray=(result.id,), error=error)
     if reading and not result.is_visible(ctx.now):
         return Checked(result, error=MemoryNotFoundError("no such record in this scope"))
-    return Checked(result, Summary(record_ids=(result.id,), versions=(result.version,),
-                                   content_hashes=(result.content_hash,), count=1))
+    return Checked(result, request.summarize(result))
 
 
 def _page(request: Request[Any], result: object, allowed: Set[str],
@@ -194,11 +197,9 @@ def _page(request: Request[Any], result: object, allowed: Set[str],
     if not isinstance(result, Page):
         return wrong_result(request, result)
     stray = tuple(r.id for r in result.items if not _owned(r, allowed))
-    items = tuple(r for r in result.items if _owned(r, allowed) and shown(r))
-    return Checked(Page(items, result.next_cursor),
-                   Summary(record_ids=tuple(r.id for r in items),
-                           versions=tuple(r.version for r in items), count=len(items)),
-                   stray)
+    page = Page(tuple(r for r in result.items if _owned(r, allowed) and shown(r)),
+                result.next_cursor)
+    return Checked(page, request.summarize(page), stray)
 
 
 def _deleted(request: Request[Any], result: object,
@@ -208,13 +209,56 @@ def _deleted(request: Request[Any], result: object,
     if result.scope_hash not in allowed:
         return Checked(result, stray=(result.record_id,),
                        error=MemoryStorageError("provider deleted in another scope"))
-    return Checked(result, Summary(record_ids=(result.record_id,),
-                                   versions=() if result.version is None else (result.version,),
-                                   count=1))
+    return Checked(result, request.summarize(result))
+
+
+class _RecordRequest(_Request[MemoryRecord]):
+    """An operation answered by one record: a write's (add, update, approve) or a
+    read's (``reading``: get)."""
+
+    __slots__ = ()
+
+    reading: ClassVar[bool] = False
+
+    def check(self, result: MemoryRecord, allowed: Set[str],
+              ctx: OperationContext) -> Checked[MemoryRecord]:
+        return _one_record(self, result, allowed, ctx, reading=self.reading)
+
+    @classmethod
+    def summarize(cls, result: MemoryRecord) -> Summary:
+        return Summary(record_ids=(result.id,), versions=(result.version,),
+                       content_hashes=(result.content_hash,), count=1)
+
+
+class _PageRequest(_Request[Page[MemoryRecord]]):
+    """An operation answered by a page of records (list, the review queue)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def summarize(cls, result: Page[MemoryRecord]) -> Summary:
+        return Summary(record_ids=tuple(r.id for r in result.items),
+                       versions=tuple(r.version for r in result.items),
+                       count=len(result.items))
+
+
+class _DeletionRequest(_Request[DeleteResult]):
+    """An operation that removes one record (delete, reject)."""
+
+    __slots__ = ()
+
+    def check(self, result: DeleteResult, allowed: Set[str],
+              ctx: OperationContext) -> Checked[DeleteResult]:
+        return _deleted(self, result, allowed)
+
+    @classmethod
+    def summarize(cls, result: DeleteResult) -> Summary:
+        return Summary(record_ids=(result.record_id,),
+                       versions=() if result.version is None else (result.version,), count=1)
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class AddRequest(_Request[MemoryRecord]):
+class AddRequest(_RecordRequest):
     operation: ClassVar[Operation] = Operation.ADD
     later_fields: ClassVar[tuple[str, ...]] = ("occurred_at",)
 
@@ -264,17 +308,37 @@ class AddRequest(_Request[MemoryRecord]):
             raise MemoryValidationError("dedup_threshold must be in (0, 1]",
                                         field="dedup_threshold")
 
+    def validate_at(self, now: float) -> None:
+        # A new record that would already be expired is invisible to every read from the
+        # moment it is written: writing it is a mistake, not a memory. (An update may
+        # still set an expiry that has passed: that is how a caller ends a record's life
+        # without a tombstone.)
+        if self.expires_at is not None and self.expires_at <= now:
+            raise MemoryValidationError("expires_at must be in the future for a new record",
+                                        field="expires_at")
+
+    def governed(self, settings: GovernanceSettings, *,
+                 held_for_review: bool) -> AddRequest:
+        """Held for review when a policy said so, and the profile's dedup mode."""
+        request = self
+        if held_for_review:
+            request = attrs.evolve(request, status=RecordStatus.PENDING_REVIEW)
+        if settings.dedup is not DedupMode.OFF:
+            request = attrs.evolve(request, dedup=settings.dedup,
+                                   dedup_threshold=settings.dedup_threshold)
+        return request
+
+    def traced_text(self) -> dict[str, str]:
+        return {ATTR_CONTENT: self.content}
+
     async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await target.add(self, ctx)
 
-    def check(self, result: MemoryRecord, allowed: Set[str],
-              ctx: OperationContext) -> Checked[MemoryRecord]:
-        return _one_record(self, result, allowed, ctx, reading=False)
-
 
 @attrs.frozen(slots=True, kw_only=True)
-class GetRequest(_Request[MemoryRecord]):
+class GetRequest(_RecordRequest):
     operation: ClassVar[Operation] = Operation.GET
+    reading: ClassVar[bool] = True
 
     scope: Scope
     record_id: str | None = None
@@ -291,13 +355,9 @@ class GetRequest(_Request[MemoryRecord]):
     async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await target.get(self, ctx)
 
-    def check(self, result: MemoryRecord, allowed: Set[str],
-              ctx: OperationContext) -> Checked[MemoryRecord]:
-        return _one_record(self, result, allowed, ctx, reading=True)
-
 
 @attrs.frozen(slots=True, kw_only=True)
-class ListPendingRequest(_Request[Page[MemoryRecord]]):
+class ListPendingRequest(_PageRequest):
     """The review queue of one exact scope: records held as ``pending_review``."""
 
     operation: ClassVar[Operation] = Operation.LIST_PENDING
@@ -322,7 +382,7 @@ class ListPendingRequest(_Request[Page[MemoryRecord]]):
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class ListRequest(_Request[Page[MemoryRecord]]):
+class ListRequest(_PageRequest):
     operation: ClassVar[Operation] = Operation.LIST
 
     scope: Scope
@@ -379,6 +439,15 @@ class SearchRequest(_Request[SearchResult]):
     def target_scopes(self) -> tuple[Scope, ...]:
         return self.scopes
 
+    def _check_scope_types(self) -> None:
+        if not isinstance(self.scopes, tuple) or not all(
+            isinstance(scope, Scope) for scope in self.scopes
+        ):
+            raise MemoryValidationError("scopes must be a tuple of Scope", field="scopes")
+
+    def traced_text(self) -> dict[str, str]:
+        return {ATTR_QUERY_TEXT: self.query}
+
     def _validate(self) -> None:
         if not self.scopes:
             raise MemoryValidationError("search needs at least one scope", field="scopes")
@@ -430,14 +499,18 @@ class SearchRequest(_Request[SearchResult]):
         hits = tuple(h for h in result.hits
                      if _owned(h.record, allowed) and h.record.is_visible(ctx.now)
                      and h.record.is_valid_at(moment) and h.record.happened_within(*window))
-        return Checked(attrs.evolve(result, hits=hits),  # keeps candidates, snapshot_id
-                       Summary(record_ids=tuple(h.record.id for h in hits),
-                               versions=tuple(h.record.version for h in hits),
-                               count=len(hits)), stray)
+        shown = attrs.evolve(result, hits=hits)  # keeps candidates, snapshot_id
+        return Checked(shown, self.summarize(shown), stray)
+
+    @classmethod
+    def summarize(cls, result: SearchResult) -> Summary:
+        return Summary(record_ids=tuple(h.record.id for h in result.hits),
+                       versions=tuple(h.record.version for h in result.hits),
+                       count=len(result.hits))
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class UpdateRequest(_Request[MemoryRecord]):
+class UpdateRequest(_RecordRequest):
     """Fields left ``None`` keep their value; ``clear_expires_at`` removes an expiry."""
 
     operation: ClassVar[Operation] = Operation.UPDATE
@@ -492,16 +565,15 @@ class UpdateRequest(_Request[MemoryRecord]):
             "content", "memory_type", "metadata", "importance", "visibility", "entity_ids",
             "expires_at", "invalid_at", "occurred_at", "superseded_by"))
 
+    def traced_text(self) -> dict[str, str]:
+        return {} if self.content is None else {ATTR_CONTENT: self.content}
+
     async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await target.update(self, ctx)
 
-    def check(self, result: MemoryRecord, allowed: Set[str],
-              ctx: OperationContext) -> Checked[MemoryRecord]:
-        return _one_record(self, result, allowed, ctx, reading=False)
-
 
 @attrs.frozen(slots=True, kw_only=True)
-class DeleteRequest(_Request[DeleteResult]):
+class DeleteRequest(_DeletionRequest):
     operation: ClassVar[Operation] = Operation.DELETE
 
     scope: Scope
@@ -515,10 +587,6 @@ class DeleteRequest(_Request[DeleteResult]):
 
     async def send(self, target: Operations, ctx: OperationContext) -> DeleteResult:
         return await target.delete(self, ctx)
-
-    def check(self, result: DeleteResult, allowed: Set[str],
-              ctx: OperationContext) -> Checked[DeleteResult]:
-        return _deleted(self, result, allowed)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -542,10 +610,12 @@ class HistoryRequest(_Request[tuple[MemoryVersion, ...]]):
             return wrong_result(self, result)
         stray = tuple(v.record.id for v in result if not _owned(v.record, allowed))
         versions = tuple(v for v in result if _owned(v.record, allowed))
-        return Checked(versions, Summary(
-            record_ids=tuple(dict.fromkeys(v.record.id for v in versions)),
-            versions=tuple(v.record.version for v in versions), count=len(versions)),
-            stray)
+        return Checked(versions, self.summarize(versions), stray)
+
+    @classmethod
+    def summarize(cls, result: tuple[MemoryVersion, ...]) -> Summary:
+        return Summary(record_ids=tuple(dict.fromkeys(v.record.id for v in result)),
+                       versions=tuple(v.record.version for v in result), count=len(result))
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -566,7 +636,11 @@ class DeleteAllRequest(_Request[int]):
               ctx: OperationContext) -> Checked[int]:
         if isinstance(result, bool) or not isinstance(result, int):
             return wrong_result(self, result)
-        return Checked(result, Summary(count=result))
+        return Checked(result, self.summarize(result))
+
+    @classmethod
+    def summarize(cls, result: int) -> Summary:
+        return Summary(count=result)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -577,6 +651,9 @@ class DeleteUserRequest(_Request[ErasureReceipt]):
 
     tenant_id: str
     user_id: str
+
+    def tenant(self, default: str) -> str:
+        return self.tenant_id
 
     def _validate(self) -> None:
         check_identifier(self.tenant_id, "tenant_id")
@@ -591,9 +668,13 @@ class DeleteUserRequest(_Request[ErasureReceipt]):
             return wrong_result(self, result)
         if (result.tenant_id, result.user_id) != (self.tenant_id, self.user_id):
             return Checked(result, error=MemoryStorageError("provider erased another subject"))
-        return Checked(result, Summary(count=result.total, scope_hashes=result.scope_hashes,
-                                       reasons=(f"receipt {result.receipt_hash}",),
-                                       erasure=erasure_evidence(result)))
+        return Checked(result, self.summarize(result))
+
+    @classmethod
+    def summarize(cls, result: ErasureReceipt) -> Summary:
+        return Summary(count=result.total, scope_hashes=result.scope_hashes,
+                       reasons=(f"receipt {result.receipt_hash}",),
+                       erasure=erasure_evidence(result))
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -615,11 +696,15 @@ class PurgeExpiredRequest(_Request[CleanupPage]):
               ctx: OperationContext) -> Checked[CleanupPage]:
         if not isinstance(result, CleanupPage):
             return wrong_result(self, result)
-        return Checked(result, Summary(count=result.deleted))
+        return Checked(result, self.summarize(result))
+
+    @classmethod
+    def summarize(cls, result: CleanupPage) -> Summary:
+        return Summary(count=result.deleted)
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class ApproveRequest(_Request[MemoryRecord]):
+class ApproveRequest(_RecordRequest):
     """Make a ``pending_review`` record active (a new version), so reads can see it."""
 
     operation: ClassVar[Operation] = Operation.APPROVE
@@ -636,13 +721,9 @@ class ApproveRequest(_Request[MemoryRecord]):
     async def send(self, target: Operations, ctx: OperationContext) -> MemoryRecord:
         return await _reviewer(target).approve(self, ctx)
 
-    def check(self, result: MemoryRecord, allowed: Set[str],
-              ctx: OperationContext) -> Checked[MemoryRecord]:
-        return _one_record(self, result, allowed, ctx, reading=False)
-
 
 @attrs.frozen(slots=True, kw_only=True)
-class RejectRequest(_Request[DeleteResult]):
+class RejectRequest(_DeletionRequest):
     """Erase a ``pending_review`` record and its history: it was never accepted, so
     nothing of it is kept (the events still record that it was rejected)."""
 
@@ -660,9 +741,31 @@ class RejectRequest(_Request[DeleteResult]):
     async def send(self, target: Operations, ctx: OperationContext) -> DeleteResult:
         return await _reviewer(target).reject(self, ctx)
 
-    def check(self, result: DeleteResult, allowed: Set[str],
-              ctx: OperationContext) -> Checked[DeleteResult]:
-        return _deleted(self, result, allowed)
+
+def erasure_evidence(receipt: ErasureReceipt) -> ErasureEvidence:
+    """What of a receipt goes into the trail: all of it but the user id."""
+    return ErasureEvidence(receipt.request_id, dict(receipt.counts), receipt.started_at,
+                           receipt.completed_at, receipt.receipt_hash)
+
+
+def _no_summary(result: object) -> Summary:
+    raise TypeError(f"no committed event for a {type(result).__name__} result")
+
+
+@functools.singledispatch
+def committed_summary(result: object) -> Summary:
+    """What a write's committed event says about its result: the summary of the request
+    kind that answers with it, so an event a provider stores in its outbox
+    (``outbox.finish_committed_event``) says what the port's own would."""
+    return _no_summary(result)
+
+
+committed_summary.register(MemoryRecord, _RecordRequest.summarize)
+committed_summary.register(DeleteResult, _DeletionRequest.summarize)
+committed_summary.register(ErasureReceipt, DeleteUserRequest.summarize)
+committed_summary.register(CleanupPage, PurgeExpiredRequest.summarize)
+committed_summary.register(int, DeleteAllRequest.summarize)
+committed_summary.register(bool, _no_summary)  # an int, but never a count
 
 
 MemoryRequest = (

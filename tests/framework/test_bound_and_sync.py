@@ -35,8 +35,11 @@ MINE = Scope("acme", user_id="alice")
 
 
 def _coroutine_methods(kind: type) -> dict[str, inspect.Signature]:
-    return {name: inspect.signature(member) for name, member in vars(kind).items()
-            if not name.startswith("_") and inspect.iscoroutinefunction(member)}
+    """Its public coroutine methods, inherited ones too (the manager's operations come
+    from ``memory_operations`` and ``store_operations``)."""
+    return {name: inspect.signature(member)
+            for name, member in inspect.getmembers(kind, inspect.iscoroutinefunction)
+            if not name.startswith("_")}
 
 
 def _params(signature: inspect.Signature, skip: int) -> list[tuple[str, object, object]]:
