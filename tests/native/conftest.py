@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from governed_memory.clock import ManualClock
 from governed_memory_native import NativeMemoryProvider
-from native_support import BACKENDS, build
+from native_support import BACKENDS, SQL_BACKENDS, build
 from postgres_support import drop_schemas, drop_stale_schemas
 
 
@@ -28,6 +28,13 @@ def clock() -> ManualClock:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+def sql_backend(request: pytest.FixtureRequest) -> str:
+    """A backend held to the memory backend's answers, or sharing a store across
+    processes."""
     return str(request.param)
 
 

@@ -1,8 +1,8 @@
-"""A writer process killed mid-stream, for the outbox crash tests of each backend.
+"""A writer process killed mid-stream, for the outbox crash test of each SQL backend.
 
-The SQLite and PostgreSQL tests make the same claim (no committed record loses its
-event when the writing process dies), so they share the process that is killed and the
-read-back; each test keeps its own assertions.
+The claim (no committed record loses its event when the writing process dies) is the
+same on SQLite and PostgreSQL, so ``test_native_event_outbox`` makes it once over both;
+this module holds the process that is killed and the read-back.
 """
 
 from __future__ import annotations

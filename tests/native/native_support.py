@@ -1,4 +1,5 @@
-"""Shared helpers for the native provider tests: contexts, scopes and a started provider."""
+"""Shared helpers for the native provider tests: contexts, scopes, a started provider, and
+the backends with their gate and per-backend example counts."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ from governed_memory.clock import ManualClock
 from governed_memory.operation_context import OperationContext
 from governed_memory.requests import AddRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from postgres_support import postgres_config
+from hypothesis import settings
+from postgres_support import postgres_config, require_postgres
 
 BACKENDS = ("memory", "sqlite", "postgres")
+SQL_BACKENDS = ("sqlite", "postgres")
+"""The backends that keep records in a database; differential tests hold each of them to
+what the memory backend returns."""
 _operations = itertools.count(1)
 
 
@@ -36,6 +41,19 @@ def config_for(backend: str, tmp_path: Path, **extra: Any) -> dict[str, Any]:
 
 def build(backend: str, tmp_path: Path, clock: ManualClock) -> NativeMemoryProvider:
     return build_native_provider(config_for(backend, tmp_path), clock)
+
+
+def require_backend(backend: str) -> None:
+    """The gate :func:`config_for` applies to PostgreSQL (skip, or fail under ``CI=true``
+    when the server is absent), passed before a property starts: once, not per example."""
+    if backend == "postgres":
+        require_postgres()
+
+
+def examples(backend: str, **counts: int) -> settings:
+    """Hypothesis settings for one backend's run of a property: its own example count
+    (a PostgreSQL example migrates a fresh schema, so it runs fewer), no deadline."""
+    return settings(max_examples=counts[backend], deadline=None)
 
 
 USER_SCOPE = Scope(tenant_id="acme", user_id="alice")

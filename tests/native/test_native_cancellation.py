@@ -14,8 +14,7 @@ import contextlib
 import itertools
 import random
 import sqlite3
-import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +31,8 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, SqliteBackend, build_native_provider
-from governed_memory_native.sqlite.transaction import SqliteTransaction
 from native_support import USER_SCOPE, make_ctx, note
+from sqlite_support import cancel_on_statement, hold_write_lock, in_transaction, sqlite_backend
 
 Operation = Callable[[], Awaitable[Any]]
 
@@ -67,19 +66,6 @@ def _operations(provider: NativeMemoryProvider, clock: ManualClock,
     }
 
 
-def _sqlite(provider: NativeMemoryProvider) -> SqliteBackend:
-    backend = provider.backend
-    assert isinstance(backend, SqliteBackend)
-    return backend
-
-
-def _in_transaction(provider: NativeMemoryProvider) -> bool:
-    """Whether any of the backend's connections is still inside a transaction."""
-    backend = _sqlite(provider)
-    conns = [backend._writer_conn, backend._point_conn, *backend._reader_conns]
-    return any(conn is not None and conn.in_transaction for conn in conns)
-
-
 def _write_lock_is_free(path: Path) -> bool:
     other = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:
@@ -108,46 +94,6 @@ async def _assert_consistent(provider: NativeMemoryProvider, clock: ManualClock)
         cursor = page.next_cursor
 
 
-@contextlib.contextmanager
-def _cancel_on_statement(victim: asyncio.Task[Any], target: int, *,
-                         storm: bool = False) -> Iterator[list[str]]:
-    """Cancel ``victim`` when its unit of work reaches its ``target``-th statement
-    (1-based); the statement runs only after the caller has flagged the unit, as if
-    the cancellation had arrived while it was in flight.
-
-    With ``storm`` it is cancelled again on every later statement, so the backend has
-    to hold the cancellation back until its thread is done with the unit.
-    """
-    loop = asyncio.get_running_loop()
-    caller = threading.get_ident()
-    fetch, change = SqliteTransaction._fetch, SqliteTransaction._change
-    seen: list[str] = []
-
-    def reached(tx: SqliteTransaction, sql: str) -> None:
-        seen.append(sql.split(None, 1)[0].upper())
-        if len(seen) != target and not (storm and len(seen) > target):
-            return
-        if threading.get_ident() == caller:  # a point read on the caller's thread
-            victim.cancel()
-            return
-        loop.call_soon_threadsafe(victim.cancel)
-        if len(seen) == target and tx._cancel is not None:
-            assert tx._cancel.wait(5), "the cancelled caller never flagged its unit"
-
-    def patched_fetch(self: SqliteTransaction, sql: str, params: Any) -> Any:
-        reached(self, sql)
-        return fetch(self, sql, params)
-
-    def patched_change(self: SqliteTransaction, sql: str, params: Any) -> Any:
-        reached(self, sql)
-        return change(self, sql, params)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(SqliteTransaction, "_fetch", patched_fetch)
-        patch.setattr(SqliteTransaction, "_change", patched_change)
-        yield seen
-
-
 @pytest.mark.parametrize("storm", [False, True], ids=["once", "storm"])
 @pytest.mark.parametrize("name", ["list", "get", "search", "history", "add", "update",
                                   "hard delete", "purge"])
@@ -162,10 +108,10 @@ async def test_cancel_while_awaiting_each_statement(tmp_path: Path, clock: Manua
         interrupted = 0
         for target in itertools.count(1):
             task = asyncio.create_task(operation())
-            with (_cancel_on_statement(task, target, storm=storm) as seen,
+            with (cancel_on_statement(task, target, storm=storm) as seen,
                   contextlib.suppress(asyncio.CancelledError)):
                 await task
-            assert not _in_transaction(provider), (name, target, seen)
+            assert not in_transaction(provider), (name, target, seen)
             assert _write_lock_is_free(path), (name, target, seen)
             await _assert_consistent(provider, clock)
             await provider.add(note("still writable"), make_ctx(clock))
@@ -203,31 +149,11 @@ async def test_cancel_after_random_steps_leaves_storage_usable(
             await provider.flush_snapshots()
             if provider.lexical_merger is not None:
                 await provider.lexical_merger.flush()
-            assert not _in_transaction(provider)
+            assert not in_transaction(provider)
         await provider.list(ListRequest(scope=USER_SCOPE, limit=1), make_ctx(clock))
     assert outcomes["cancelled"] > 0
     await _assert_consistent(provider, clock)
     await provider.add(note("still writable"), make_ctx(clock))
-
-
-def _hold_write_lock(path: Path, seconds: float) -> threading.Thread:
-    """Another connection (as another process would) holding the write lock a while."""
-    locked = threading.Event()
-
-    def hold() -> None:
-        blocker = sqlite3.connect(path, isolation_level=None)
-        try:
-            blocker.execute("BEGIN IMMEDIATE")
-            locked.set()
-            threading.Event().wait(seconds)
-            blocker.execute("COMMIT")
-        finally:
-            blocker.close()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    assert locked.wait(10)
-    return thread
 
 
 @pytest.mark.parametrize("busy_timeout_ms", [5_000, 100], ids=["lock-freed-in-time",
@@ -240,12 +166,12 @@ async def test_lock_held_past_the_callers_timeout(tmp_path: Path, clock: ManualC
     await provider.start()
     try:
         await provider.add(note("first"), make_ctx(clock))
-        holder = _hold_write_lock(path, 0.4)
+        holder = hold_write_lock(path, 0.4)
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.05):
                 await provider.add(note("while locked"), make_ctx(clock))
         await asyncio.to_thread(holder.join)
-        assert not _in_transaction(provider)
+        assert not in_transaction(provider)
         assert _write_lock_is_free(path)
         added = await provider.add(note("after the lock"), make_ctx(clock))
         page = await provider.list(ListRequest(scope=USER_SCOPE), make_ctx(clock))
@@ -261,7 +187,7 @@ async def test_a_connection_stuck_in_a_transaction_is_replaced(
     provider = build_native_provider({"path": str(path)}, clock)
     await provider.start()
     try:
-        backend = _sqlite(provider)
+        backend = sqlite_backend(provider)
         first = backend._writer_conn
 
         def rollback_fails(self: SqliteBackend, conn: object) -> None:
@@ -269,7 +195,7 @@ async def test_a_connection_stuck_in_a_transaction_is_replaced(
 
         monkeypatch.setattr(SqliteBackend, "_roll_back", rollback_fails)
         task = asyncio.create_task(provider.add(note("cancelled"), make_ctx(clock)))
-        with (_cancel_on_statement(task, 2),  # inside the transaction
+        with (cancel_on_statement(task, 2),  # inside the transaction
               contextlib.suppress(asyncio.CancelledError)):
             await task
         monkeypatch.undo()

@@ -35,8 +35,9 @@ from governed_memory.requests import (
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from killed_writer import kill_writers, records_and_event_ids
-from native_support import USER_SCOPE, build, make_ctx, note
+from native_support import USER_SCOPE, build, config_for, make_ctx, note
 from outbox_support import outbox_ctx
+from sqlite_support import cancel_on_statement, in_transaction
 
 
 async def _all_events(provider: NativeMemoryProvider) -> list[object]:
@@ -229,10 +230,11 @@ async def test_events_survive_a_restart(tmp_path: Path, clock: ManualClock) -> N
 
 
 async def test_a_killed_writer_leaves_every_committed_record_with_its_event(
-        tmp_path: Path, clock: ManualClock) -> None:
-    """SIGKILL at an arbitrary point of a stream of writes: after restart the records and
-    the stored events name exactly the same ids, so no committed write lost its event."""
-    config = {"path": str(tmp_path / "memory.db")}
+        sql_backend: str, tmp_path: Path, clock: ManualClock) -> None:
+    """SIGKILL a writer process at an arbitrary point of a stream of writes: after
+    restart the records and the stored events name exactly the same ids, so no
+    committed write lost its event and no event names a record that is not there."""
+    config = config_for(sql_backend, tmp_path)
     await kill_writers(config)
     records, named = await records_and_event_ids(config, clock)
     assert len(records) >= 15
@@ -245,8 +247,6 @@ async def test_cancelled_writes_keep_record_and_event_together(
         tmp_path: Path, clock: ManualClock, operation: str, storm: bool) -> None:
     """Cancel a write while it awaits each of its statements in turn: whenever its effect
     is visible afterwards its event is stored, and whenever it is not, no event is."""
-    from test_native_cancellation import _cancel_on_statement, _in_transaction
-
     provider = build_native_provider({"path": str(tmp_path / "memory.db")}, clock)
     await provider.start()
     try:
@@ -262,10 +262,10 @@ async def test_cancelled_writes_keep_record_and_event_together(
                 call = provider.delete_user(DeleteUserRequest(tenant_id="acme", user_id="alice"),
                                             ctx)
             task = asyncio.create_task(call)
-            with (_cancel_on_statement(task, target, storm=storm),
+            with (cancel_on_statement(task, target, storm=storm),
                   contextlib.suppress(asyncio.CancelledError)):
                 await task
-            assert not _in_transaction(provider)
+            assert not in_transaction(provider)
             page = await provider.list(ListRequest(scope=USER_SCOPE, limit=100), make_ctx(clock))
             live = {record.id for record in page.items}
             applied = ({r.id for r in page.items if r.content == f"added {target}"} != set()

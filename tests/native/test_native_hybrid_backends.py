@@ -1,5 +1,6 @@
-"""The memory and SQLite backends rank hybrid searches identically (same ids, same scores,
-same explanations) over random stores, and never return anything a hard filter excludes."""
+"""SQLite and PostgreSQL rank hybrid searches exactly as the memory backend does (same ids,
+scores, ranks and per-signal explanations for lexical + vector fusion) over random
+stores, and no backend returns anything a hard filter excludes."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from governed_memory.indexing import IndexingSettings, RankingConfig
 from governed_memory.requests import SearchRequest
 from governed_memory.scope import Scope
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from indexing_support import ControlledEmbedder
-from native_support import config_for, make_ctx, note
+from native_support import config_for, examples, make_ctx, note, require_backend
 
 WORDS = ("tea", "teas", "green", "coffee", "morning", "linux", "laptop", "dark", "mode",
          "jasmine", "runs", "drinks")
@@ -66,15 +67,19 @@ async def _run(backend: str, directory: Path, stored: list[tuple[int, str, Memor
         await provider.close()
 
 
-@settings(max_examples=25, deadline=None)
-@given(records, queries, st.sets(st.sampled_from(range(len(SCOPES))), min_size=1)
-       .map(lambda picks: tuple(sorted(picks))), st.booleans())
-def test_backends_agree_on_hybrid_rankings(
-        stored: list[tuple[int, str, MemoryType, float, bool]], query: str,
-        scope_picks: tuple[int, ...], facts_only: bool) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        memory = asyncio.run(_run("memory", Path(directory), stored, query, scope_picks,
-                                  facts_only))
-        sqlite = asyncio.run(_run("sqlite", Path(directory), stored, query, scope_picks,
-                                  facts_only))
-    assert memory == sqlite
+def test_backends_agree_on_hybrid_rankings(sql_backend: str) -> None:
+    require_backend(sql_backend)
+
+    @examples(sql_backend, sqlite=25, postgres=10)
+    @given(records, queries, st.sets(st.sampled_from(range(len(SCOPES))), min_size=1)
+           .map(lambda picks: tuple(sorted(picks))), st.booleans())
+    def agree(stored: list[tuple[int, str, MemoryType, float, bool]], query: str,
+              scope_picks: tuple[int, ...], facts_only: bool) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            memory = asyncio.run(_run("memory", Path(directory), stored, query, scope_picks,
+                                      facts_only))
+            other = asyncio.run(_run(sql_backend, Path(directory), stored, query,
+                                     scope_picks, facts_only))
+        assert memory == other
+
+    agree()

@@ -1,4 +1,4 @@
-"""Property: a record is only ever returned to its own exact scope.
+"""Property: a record is only ever returned to its own exact scope, on every backend.
 
 A small alphabet of tenants, users and sessions makes partial-dimension collisions
 (same tenant and user, different session; same user id in another tenant) the norm.
@@ -17,9 +17,9 @@ from governed_memory.clock import ManualClock
 from governed_memory.operation_context import OperationContext
 from governed_memory.requests import AddRequest, GetRequest, ListRequest, SearchRequest
 from governed_memory_native import build_native_provider
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from native_support import BACKENDS, config_for
+from native_support import config_for, examples, require_backend
 
 TENANTS = ("t1", "t2")
 USERS = (None, "u1", "u2")
@@ -93,12 +93,13 @@ async def _scenario(backend: str, directory: Path,
         await provider.close()
 
 
-# postgres runs this property in test_native_postgres_scoring.py, with fewer examples:
-# each example migrates a fresh schema.
-@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "postgres"])
-@settings(max_examples=50, deadline=None)
-@given(plan=writes)
-def test_records_never_leak_to_another_scope(backend: str,
-                                             plan: list[tuple[Scope, str, str | None]]) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        asyncio.run(_scenario(backend, Path(directory), plan))
+def test_records_never_leak_to_another_scope(backend: str) -> None:
+    require_backend(backend)
+
+    @examples(backend, memory=50, sqlite=50, postgres=15)
+    @given(plan=writes)
+    def never_leaks(plan: list[tuple[Scope, str, str | None]]) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            asyncio.run(_scenario(backend, Path(directory), plan))
+
+    never_leaks()

@@ -20,6 +20,7 @@ from governed_memory.replay import ReplayResult, SnapshotErasedError
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from indexing_support import ControlledEmbedder, settings
 from native_support import config_for
+from sqlite_support import hold_write_lock
 
 ALICE_SCOPE = Scope(tenant_id="acme", user_id="alice")
 ALICE = Principal("alice", "user", "acme", user_id="alice",
@@ -189,7 +190,6 @@ async def test_a_locked_database_still_answers(tmp_path: Path, clock: ManualCloc
     from governed_memory.replay import ReplayRequest
     from governed_memory.requests import SearchRequest
     from native_support import USER_SCOPE, make_ctx, note
-    from test_native_cancellation import _hold_write_lock
 
     path = tmp_path / "memory.db"
     provider = build_native_provider({"path": str(path), "busy_timeout_ms": 50}, clock)
@@ -197,7 +197,7 @@ async def test_a_locked_database_still_answers(tmp_path: Path, clock: ManualCloc
     await provider.start()
     try:
         record = await provider.add(note("green tea"), make_ctx(clock))
-        holder = _hold_write_lock(path, 0.5)  # another process writing for a while
+        holder = hold_write_lock(path, 0.5)  # another process writing for a while
         result = await provider.search(SearchRequest(scopes=(USER_SCOPE,), query="green tea"),
                                        make_ctx(clock))
         await asyncio.to_thread(holder.join)

@@ -1,10 +1,11 @@
-"""BM25 statistics come from the searched scopes only, and both backends score alike.
+"""BM25 statistics come from the searched scopes only, and every backend scores alike.
 
 A score is a function of the corpus it is computed over. That corpus is the requested
 scopes' visible records: another tenant's (or scope's) writes, expired or pending
 records must not move it, or a caller could read foreign term frequencies off its own
-scores. And the memory and SQLite backends, given the same data, must return the same
-hits in the same order with the same scores.
+scores. And SQLite and PostgreSQL, given the same data as the memory backend, must
+return its hits in its order with its scores (equal floats, not close ones) and its
+candidate counts, under every filter.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from governed_memory.clock import ManualClock
 from governed_memory.operation_context import OperationContext
 from governed_memory.requests import AddRequest, DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from native_support import (
     OTHER_TENANT,
@@ -29,8 +30,10 @@ from native_support import (
     TENANT_SCOPE,
     USER_SCOPE,
     config_for,
+    examples,
     make_ctx,
     note,
+    require_backend,
 )
 
 
@@ -85,7 +88,7 @@ async def test_two_scopes_are_one_corpus(provider: NativeMemoryProvider,
     assert mine_in_both != alone.hits[0].score  # "tea" is common in the union: lower idf
 
 
-# -- differential property: the memory and SQLite backends agree exactly ---------------
+# -- differential property: SQLite and PostgreSQL agree exactly with memory -----------
 
 WORDS = ("tea", "green", "hike", "zebra", "Café", "ﬁnal")
 SCOPES = (Scope("t1", user_id="u1"), Scope("t1", user_id="u2"), Scope("t1"),
@@ -169,10 +172,12 @@ async def _apply(provider: NativeMemoryProvider, clock: ManualClock, number: int
                                             content=write.new_content), ctx)
 
 
-async def _differential(directory: Path, plan: list[Write], asks: list[Query]) -> None:
+async def _differential(backend: str, directory: Path, plan: list[Write],
+                        asks: list[Query]) -> None:
+    """Apply ``plan`` to the memory backend and to ``backend``, then ask both ``asks``."""
     clock = ManualClock()
-    providers = [build_native_provider(config_for(backend, directory), clock)
-                 for backend in ("memory", "sqlite")]
+    providers = [build_native_provider(config_for(name, directory), clock)
+                 for name in ("memory", backend)]
     for provider in providers:
         await provider.start()
     try:
@@ -184,30 +189,36 @@ async def _differential(directory: Path, plan: list[Write], asks: list[Query]) -
                                     memory_types=ask.memory_types, entity_ids=ask.entity_ids,
                                     metadata_filter=ask.metadata_filter)
             ctx = _ctx(clock, ask.scopes[0].tenant_id)
-            memory, sqlite = [await provider.search(request, ctx) for provider in providers]
-            assert memory.candidates == sqlite.candidates, ask
+            memory, other = [await provider.search(request, ctx) for provider in providers]
+            assert memory.candidates == other.candidates, ask
             # the same records, in the same order, with the same scores: not merely close
             # ones (to 1e-9), since both score with bm25.document_score on equal inputs
             assert [(hit.record.key, hit.score) for hit in memory.hits] == [
-                (hit.record.key, hit.score) for hit in sqlite.hits], ask
-            assert [hit.rank for hit in memory.hits] == [hit.rank for hit in sqlite.hits]
+                (hit.record.key, hit.score) for hit in other.hits], ask
+            assert [hit.rank for hit in memory.hits] == [hit.rank for hit in other.hits]
     finally:
         for provider in providers:
             await provider.close()
 
 
-@settings(max_examples=40, deadline=None)
-@given(plan=st.lists(writes, min_size=1, max_size=12),
-       asks=st.lists(queries, min_size=1, max_size=4))
-def test_memory_and_sqlite_return_identical_hits_and_scores(plan: list[Write],
-                                                            asks: list[Query]) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        asyncio.run(_differential(Path(directory), plan, asks))
+def test_every_backend_returns_identical_hits_and_scores(sql_backend: str) -> None:
+    require_backend(sql_backend)
+
+    @examples(sql_backend, sqlite=40, postgres=25)
+    @given(plan=st.lists(writes, min_size=1, max_size=12),
+           asks=st.lists(queries, min_size=1, max_size=4))
+    def identical(plan: list[Write], asks: list[Query]) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            asyncio.run(_differential(sql_backend, Path(directory), plan, asks))
+
+    identical()
 
 
-async def test_many_exact_ties_break_by_id_in_both_backends(tmp_path: Path) -> None:
-    """Hundreds of equal scores around the cutoff: both backends pick the lowest ids."""
-    await _differential(tmp_path, [
+async def test_many_exact_ties_break_by_id_in_every_backend(sql_backend: str,
+                                                            tmp_path: Path) -> None:
+    """Hundreds of equal scores around the cutoff: each backend picks the lowest ids, as
+    the memory backend does."""
+    await _differential(sql_backend, tmp_path, [
         Write(scope=SCOPES[0], content=content, memory_type=MemoryType.NOTE, pending=False,
               expires_in=None, entity_ids=(), tag=1, then="keep", new_content="")
         for content in itertools.islice(itertools.cycle(

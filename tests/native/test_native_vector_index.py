@@ -1,18 +1,19 @@
 """The in-process vector index (``vector_index``) against exact search, on memory, SQLite
 and PostgreSQL.
 
-Exact search is :func:`vectors.cosine_ranking` over every vector that passes the hard
+Exact search is :func:`search.cosine.cosine_ranking` over every vector that passes the hard
 filters; the index path must give the very same ranking (ids, scores, order), since its
 candidates are verified and rescored exactly and its approximate scores are bounded.
 Data are clustered (deterministic seeds), with duplicate vectors for ties, and the
-indexed path is forced with ``vector_index_min_vectors = 0``.
+indexed path is forced with ``vector_index_min_vectors = 0``; the embedder, the bulk
+writes and the exact reference are in ``vector_index_support``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,7 @@ import numpy as np
 import pytest
 from governed_memory import MemoryType, RecordStatus
 from governed_memory.clock import ManualClock
-from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryConfigurationError
-from governed_memory.indexing import IndexingMode, IndexingSettings, RankingConfig
 from governed_memory.records import MemoryRecord
 from governed_memory.requests import (
     DeleteAllRequest,
@@ -34,128 +33,28 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory.scope import Scope
-from governed_memory_native import NativeMemoryProvider, build_native_provider, retrieval
-from governed_memory_native import vector_index as vector_index_module
-from governed_memory_native.indexing_config import parse_indexing_config
-from governed_memory_native.port import StoredVector
-from governed_memory_native.vector_engines import NumpyEngine, faiss_module
-from governed_memory_native.vectors import cosine_ranking, encode
+from governed_memory_native import NativeMemoryProvider
+from governed_memory_native.config import parse_indexing_config
+from governed_memory_native.search import vector_index as vector_index_module
+from governed_memory_native.search.vector_engines import NumpyEngine, faiss_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from native_support import config_for, make_ctx, note
-from postgres_support import require_postgres
+from native_support import examples, make_ctx, note, require_backend
+from vector_index_support import (
+    ALICE,
+    BOB,
+    TableEmbedder,
+    bulk_add,
+    clustered,
+    exact_ranking,
+    provider_for,
+    searched,
+)
 
-DIMENSION = 16
-ALICE = Scope("acme", user_id="alice")
-BOB = Scope("acme", user_id="bob")
 SESSION = Scope("acme", user_id="alice", session_id="s1")
 CAROL = Scope("globex", user_id="alice")
 SCOPES = (ALICE, BOB, SESSION)
-VECTOR_ONLY = RankingConfig(modes=("vector",))
 INDEX_BACKENDS = ("memory", "sqlite", "postgres")
-
-
-class TableEmbedder:
-    """Each text's vector from a table the test fills (clustered data, chosen ties)."""
-
-    def __init__(self, dimension: int = DIMENSION) -> None:
-        self.identity = EmbedderIdentity("table", "t1", dimension)
-        self.table: dict[str, np.ndarray] = {}
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self.table[text].tolist() for text in texts]
-
-    async def close(self) -> None:
-        return None
-
-
-def clustered(rng: np.random.Generator, count: int, clusters: int, dimension: int = DIMENSION,
-              spread: float = 0.35, duplicates: int = 0) -> np.ndarray:
-    """Unit vectors around ``clusters`` random centres; the last ``duplicates`` repeat
-    earlier rows exactly (ties that only the id can break)."""
-    centres = rng.standard_normal((clusters, dimension))
-    rows = centres[rng.integers(0, clusters, count)] + spread * rng.standard_normal(
-        (count, dimension))
-    for i in range(max(0, count - duplicates), count):
-        rows[i] = rows[int(rng.integers(0, max(1, count - duplicates)))]
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
-
-
-def provider_for(backend: str, directory: Path, clock: ManualClock, embedder: TableEmbedder,
-                 **config: Any) -> NativeMemoryProvider:
-    config.setdefault("vector_index_min_vectors", 0)
-    provider = build_native_provider(config_for(backend, directory, **config), clock)
-    provider.configure_indexing(IndexingSettings(mode=IndexingMode.SYNC, embedder=embedder,
-                                                 ranking=VECTOR_ONLY))
-    return provider
-
-
-async def bulk_add(provider: NativeMemoryProvider, embedder: TableEmbedder,
-                   records: Sequence[tuple[Scope, str, np.ndarray]], clock: ManualClock,
-                   **fields: Any) -> list[MemoryRecord]:
-    """Records written as a sync-indexing add writes them, in one transaction (fast)."""
-    from governed_memory.ids import new_id, new_revision
-    from governed_memory.records import IndexState, MemoryVersion, VersionOperation, content_hash
-
-    stored: list[MemoryRecord] = []
-    now = clock.now()
-
-    async def unit(tx: Any) -> None:  # one unit of work: one trip to storage
-        versions = []
-        for scope, text, vector in records:
-            embedder.table[text] = vector
-            record = MemoryRecord(
-                id=new_id(), scope=scope, scope_hash=scope.scope_hash, content=text,
-                memory_type=fields.get("memory_type", MemoryType.NOTE), version=1,
-                revision=new_revision(), content_hash=content_hash(text),
-                status=RecordStatus.ACTIVE, created_at=now, updated_at=now,
-                index_state=IndexState.INDEXED, metadata=fields.get("metadata", {}))
-            versions.append(MemoryVersion(record, VersionOperation.ADD, now, "op"))
-            stored.append(record)
-        bulk = getattr(tx.records, "insert_new", None)
-        if bulk is not None:  # PostgreSQL: the same rows by COPY (tested to equal adds)
-            await bulk(versions)
-        else:
-            for version in versions:
-                await tx.records.insert(version.record)
-                await tx.versions.append(version)
-        for version, (_, _, vector) in zip(versions, records, strict=True):
-            record = version.record
-            await tx.vectors.put(StoredVector(  # the port's own write: the log sees it
-                record_id=record.id, scope_hash=record.scope_hash, version=1,
-                content_hash=record.content_hash, identity=embedder.identity,
-                vector=encode(vector.tolist(), embedder.identity), created_at=now))
-
-    await provider.backend.run_write(unit)
-    return stored
-
-
-async def exact_ranking(provider: NativeMemoryProvider, embedder: TableEmbedder,
-                        request: SearchRequest, now: float) -> list[tuple[str, float]]:
-    """What exact search returns: cosine_ranking over every vector passing the filters
-    (read through the port's exact path), positive scores, the fused top ``limit``."""
-    from governed_memory_native.port import SearchQuery, VectorQuery
-
-    query = encode(embedder.table[request.query].tolist(), embedder.identity)
-    filters = SearchQuery(
-        scope_hashes=tuple(dict.fromkeys(s.scope_hash for s in request.scopes)), tokens=(),
-        now=now, limit=retrieval.pool_size(request.limit), memory_types=request.memory_types,
-        metadata_filter=dict(request.metadata_filter), valid_at=now)
-    async with provider.backend.reading() as tx:
-        rows = await tx.vectors.candidates(VectorQuery(filters, embedder.identity))
-    ranked = cosine_ranking(query, rows, embedder.identity.dimension, filters.limit)
-    return [(record_id, score) for record_id, score in ranked if score > 0][: request.limit]
-
-
-async def searched(provider: NativeMemoryProvider, request: SearchRequest,
-                   clock: ManualClock) -> list[tuple[str, float]]:
-    result = await provider.search(request, make_ctx(clock))
-    found = []
-    for hit in result.hits:
-        (signal,) = [s for s in hit.explanation.signals if s.name == retrieval.VECTOR]
-        assert hit.explanation.tie_break == "score desc, id asc"
-        found.append((hit.record.id, signal.value))
-    return found
 
 
 @pytest.fixture(params=INDEX_BACKENDS)
@@ -266,25 +165,21 @@ async def _differential(backend: str, directory: Path, plan: dict[str, Any]) -> 
         await provider.close()
 
 
-@settings(max_examples=30, deadline=None)
-@given(scenarios)
-def test_index_ranks_exactly_like_exact_search(plan: dict[str, Any]) -> None:
+def test_index_ranks_exactly_like_exact_search(index_backend: str) -> None:
     """Random clustered stores, filters, multi-scope searches and writes after the
-    indexes were built: the indexed search equals exact search, ids, scores and order."""
-    for backend in ("memory", "sqlite"):
+    indexes were built: the indexed search equals exact search, ids, scores and order.
+    PostgreSQL runs fewer examples: each pays a schema and a server round trip per
+    statement; the log's concurrency has its own property in
+    ``test_native_vector_index_postgres``."""
+    require_backend(index_backend)
+
+    @examples(index_backend, memory=30, sqlite=30, postgres=8)
+    @given(scenarios)
+    def ranks_exactly(plan: dict[str, Any]) -> None:
         with tempfile.TemporaryDirectory() as directory:
-            asyncio.run(_differential(backend, Path(directory), plan))
+            asyncio.run(_differential(index_backend, Path(directory), plan))
 
-
-@settings(max_examples=8, deadline=None)
-@given(scenarios)
-def test_index_ranks_exactly_like_exact_search_on_postgres(plan: dict[str, Any]) -> None:
-    """The same property on PostgreSQL (fewer examples: each pays a schema and a server
-    round trip per statement; the log's concurrency has its own property in
-    ``test_native_vector_index_postgres``)."""
-    require_postgres()
-    with tempfile.TemporaryDirectory() as directory:
-        asyncio.run(_differential("postgres", Path(directory), plan))
+    ranks_exactly()
 
 
 async def test_recall_at_10_on_a_large_clustered_scope(index_backend: str, engine: str,

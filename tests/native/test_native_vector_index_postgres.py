@@ -37,7 +37,7 @@ from postgres_support import (
     require_postgres,
     require_postgres_package,
 )
-from test_native_vector_index import (
+from vector_index_support import (
     ALICE,
     BOB,
     TableEmbedder,
@@ -51,10 +51,10 @@ from test_native_vector_index import (
 require_postgres_package()
 
 import psycopg  # noqa: E402
-from governed_memory_native import postgres_schema  # noqa: E402
-from governed_memory_native.postgres_backend import PostgresBackend  # noqa: E402
-from governed_memory_native.postgres_transaction import PostgresTransaction  # noqa: E402
-from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP  # noqa: E402
+from governed_memory_native.postgres import schema as postgres_schema  # noqa: E402
+from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
+from governed_memory_native.postgres.transaction import PostgresTransaction  # noqa: E402
+from governed_memory_native.sqlite.schema import VECTOR_LOG_KEEP  # noqa: E402
 
 
 def _sql(schema: str, query: str, *params: Any) -> list[tuple[Any, ...]]:

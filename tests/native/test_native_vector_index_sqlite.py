@@ -18,11 +18,11 @@ import pytest
 from governed_memory.clock import ManualClock
 from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
-from governed_memory_native import memory_repositories as memory_repositories_module
-from governed_memory_native.sqlite_schema import VECTOR_LOG_KEEP
+from governed_memory_native.memory import repositories as memory_repositories_module
+from governed_memory_native.sqlite.schema import VECTOR_LOG_KEEP
 from native_support import make_ctx, note
 from postgres_support import POSTGRES_DSN
-from test_native_vector_index import (
+from vector_index_support import (
     ALICE,
     BOB,
     TableEmbedder,
