@@ -294,6 +294,13 @@ class Ledger:
             (record_id, scope_hash)).fetchone()
         return None if row is None else LedgerRow(record_from_json(row[0]), row[1], bool(row[2]))
 
+    def record_anywhere(self, record_id: str) -> LedgerRow | None:
+        """The record with that id in whatever scope holds it (erasing a user's records
+        whose namespace row is missing); every read for a caller names the scope."""
+        row = self.db.execute("SELECT body, mem0_id, stray FROM records WHERE id = ?",
+                              (record_id,)).fetchone()
+        return None if row is None else LedgerRow(record_from_json(row[0]), row[1], bool(row[2]))
+
     def record_by_key(self, scope_hash: str, key: str) -> LedgerRow | None:
         row = self.db.execute(
             "SELECT body, mem0_id, stray FROM records WHERE scope_hash = ? AND key = ? "

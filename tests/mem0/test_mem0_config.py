@@ -15,6 +15,7 @@ from governed_memory.errors import (
 )
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.plugins import PluginManager
+from governed_memory.usage import UsageMeter
 from governed_memory_mem0 import build_mem0_provider
 from governed_memory_mem0.config import parse_config
 from mem0_support import API_KEY_ENV, local_config, platform_config, wire_server
@@ -50,7 +51,8 @@ def test_capabilities_are_declared_honestly(tmp_path: Path) -> None:
     assert declared.durable and not declared.transactional and not declared.multi_process
     assert declared.vector_search and not declared.lexical_search
     assert not declared.review and not declared.dedup
-    assert declared.usage and provider.usage_meter is provider  # counted in the ledger
+    meter = provider.usage_meter  # counted in the ledger, by its own object
+    assert declared.usage and isinstance(meter, UsageMeter) and meter is not provider
     volatile = build_mem0_provider(local_config(
         tmp_path, ledger_path=":memory:",
         vector_store={"provider": "qdrant", "path": ":memory:"}), ManualClock())

@@ -385,7 +385,7 @@ async def test_a_write_mem0_took_before_a_crash_is_recovered_on_start(
     clock = ManualClock()
     crashed = build_mem0_provider(config, clock)
     async with GovernedMemoryManager(crashed, clock=clock) as manager:
-        monkeypatch.setattr(crashed, "_commit_new", _die_before_the_ledger)
+        monkeypatch.setattr(crashed._writes, "_commit_new", _die_before_the_ledger)
         with pytest.raises(GovernedError):
             await manager.add(ADMIN, ALICE_SCOPE, "taken by mem0, not yet recorded",
                               idempotency_key="crash-1")
@@ -428,7 +428,7 @@ async def test_a_soft_delete_mem0_took_before_a_crash_is_recorded(
     crashed = build_mem0_provider(config, clock)
     async with GovernedMemoryManager(crashed, clock=clock) as manager:
         record = await manager.add(ADMIN, ALICE_SCOPE, "soon deleted")
-        monkeypatch.setattr(crashed, "_commit_intent", _die_before_the_ledger)
+        monkeypatch.setattr(crashed._reconciler, "commit", _die_before_the_ledger)
         with pytest.raises(GovernedError):
             await manager.delete(ADMIN, ALICE_SCOPE, record.id, idempotency_key="del-1")
     restarted = build_mem0_provider(config, clock)
