@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TypeVar, Unpack, cast
+from typing import Any, TypeVar, cast
 
 import attrs
 from opentelemetry.metrics import MeterProvider
@@ -54,7 +54,7 @@ from governed_memory.principal import Principal
 from governed_memory.provider import MemoryProvider
 from governed_memory.rates import RateWindows, default_rate_windows
 from governed_memory.request import Request, Summary
-from governed_memory.settings import GovernanceSettings, SettingsFields
+from governed_memory.settings import GovernanceSettings
 from governed_memory.usage import Usage, UsageMeter, UsageProbe, UsageQuery
 
 log = logging.getLogger(__name__)
@@ -70,11 +70,9 @@ _SEQUENCE = {"requested": 0, "scope_violation": 1, "rejected": 2, "failed": 3,
 
 
 class ActivityPort:
-    """Runs one request through governance against one provider.
-
-    ``settings`` are the profile's (:class:`GovernanceSettings`); they may also be given
-    field by field (``profile=…``, ``timeout_s=…``), as ports were built before them.
-    """
+    """Runs one request through governance against one provider, as ``settings`` (the
+    profile's :class:`GovernanceSettings`; a manager's without a profile by default)
+    say."""
 
     def __init__(
         self,
@@ -88,14 +86,13 @@ class ActivityPort:
         provider_revision: str = "unknown",
         meter_provider: MeterProvider | None = None,
         rate_windows: RateWindows | None = None,
-        **fields: Unpack[SettingsFields],
     ) -> None:
         self._provider = provider
         self.policies = policies
         self.events = events
         self.clock = clock
         self.tracer = tracer
-        self.settings = attrs.evolve(settings or GovernanceSettings(), **fields)
+        self.settings = settings or GovernanceSettings()
         self.provider_revision = provider_revision
         self._provider_name = str(getattr(provider, "name", type(provider).__name__))
         self._capabilities: Any = None
@@ -122,19 +119,13 @@ class ActivityPort:
 
     @property
     def profile(self) -> ProfileRef:
+        """The profile its events and spans name (``settings.profile``)."""
         return self.settings.profile
 
     @property
     def timeout_s(self) -> float | None:
+        """The deadline of each operation (``settings.timeout_s``)."""
         return self.settings.timeout_s
-
-    @property
-    def content_hashes_in_events(self) -> bool:
-        return self.settings.content_hashes_in_events
-
-    @property
-    def capture_content(self) -> bool:
-        return self.settings.capture_content
 
     def _declares(self, capability: str) -> bool:
         if self._capabilities is None:

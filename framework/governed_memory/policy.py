@@ -23,7 +23,6 @@ from governed_memory.operations import STORE_OPERATIONS, Operation, OperationKin
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.rates import RateWindows
 from governed_memory.request import Request
-from governed_memory.requests import AddRequest, DeleteUserRequest
 from governed_memory.usage import UsageProbe
 
 log = logging.getLogger(__name__)
@@ -160,10 +159,13 @@ def authorize_scope(principal: Principal, request: Request[Any]) -> str | None:
         if getattr(request, "tenant_id", None) != principal.tenant_id:
             return "tenant mismatch"
         return None
-    if isinstance(request, DeleteUserRequest):
-        if request.tenant_id != principal.tenant_id:
+    subject = request.named_subject()
+    if subject is not None:
+        # Names a user instead of a scope (an erasure across their tenant).
+        tenant_id, user_id = subject
+        if tenant_id != principal.tenant_id:
             return "tenant mismatch"
-        if principal.user_id is not None and request.user_id != principal.user_id:
+        if principal.user_id is not None and user_id != principal.user_id:
             return "principal is bound to another user"
         return None
     scopes = request.target_scopes()
@@ -238,7 +240,7 @@ class PolicyEngine:
                 outcomes.append(PolicyOutcome(SCOPE_RULE_NAME, Effect.DENY,
                                               f"transformed request: {again}"))
                 effect = Effect.DENY
-        if effect is Effect.REVIEW and not isinstance(request, AddRequest):
+        if effect is Effect.REVIEW and not request.reviewable:
             outcomes.append(PolicyOutcome("review", Effect.DENY,
                                           f"review is only possible for new records, "
                                           f"not {request.operation.value}"))
@@ -265,9 +267,7 @@ def _transform_problem(before: Request[Any], after: object) -> str | None:
         s.scope_hash for s in before.target_scopes()
     ]:
         return "changed the scope"
-    if isinstance(before, DeleteUserRequest) and isinstance(after, DeleteUserRequest) and (
-        (after.tenant_id, after.user_id) != (before.tenant_id, before.user_id)
-    ):
+    if after.named_subject() != before.named_subject():
         return "changed the data subject"
     return None
 

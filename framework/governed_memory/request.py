@@ -3,13 +3,14 @@
 The activity port runs any :class:`Request` the same way (validate, announce, decide, call,
 check, announce the outcome) without knowing which operation it is: the request itself
 says which scopes it targets, which tenant and data subjects its events name, how it is
-fingerprinted for idempotency, what governance sets on it, what of it a trace may carry,
-how it is sent to its target (``send``: the typed dispatch, one method per request
-class), how what came back is checked against the scopes that were allowed (``check``)
-and what an event may say about it (``summarize``, which a provider storing its own
-committed event uses too). That is what lets ``execute(request: Request[T]) -> T`` be
-typed end to end, and what lets a new operation (a tier's, a store-wide one) join
-governance without a branch in the port.
+fingerprinted for idempotency, what governance sets on it (and whether a policy may
+hold it for review), what of it a trace may carry, how it is sent to its target
+(``send``: the typed dispatch, one method per request class), how what came back is
+checked against the scopes that were allowed (``check``) and what an event may say
+about it (``summarize``, which a provider storing its own committed event uses too).
+That is what lets ``execute(request: Request[T]) -> T`` be typed end to end, and what
+lets a new operation (a tier's, a store-wide one) join governance without a branch in
+the port or in the policy engine's fixed rules.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ class Request(Generic[ResultT]):
     """Fields added after stored idempotency entries may have fingerprinted this kind of
     request: left out of the fingerprint while unset, so that the retry of a request
     sent before the field existed still matches its first attempt."""
+    reviewable: ClassVar[bool] = False
+    """Whether a policy may hold it for review (``Effect.REVIEW``): only a new record can
+    wait for a reviewer (as ``pending_review``), so the policy engine denies any other
+    operation a policy would review."""
 
     def target_scopes(self) -> tuple[Scope, ...]:
         """Every exact scope the operation reads or writes (empty for store-wide ones
@@ -104,17 +109,18 @@ class Request(Generic[ResultT]):
 
     def subjects(self) -> tuple[str, ...]:
         """The data subjects it concerns (``events.subject_hash``): each user among its
-        scopes, or, with no scope, the user it names by ``tenant_id`` and ``user_id``
-        (an erasure of a user)."""
-        scopes = self.event_scopes()
-        if scopes:
-            return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
-                                       for scope in scopes if scope.user_id is not None))
-        tenant_id = getattr(self, "tenant_id", None)
-        user_id = getattr(self, "user_id", None)
-        if isinstance(tenant_id, str) and isinstance(user_id, str):
-            return (subject_hash(tenant_id, user_id),)
-        return ()
+        scopes. A request that names a user by id instead (an erasure of a user) says
+        so itself (:func:`user_subjects`)."""
+        return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
+                                   for scope in self.event_scopes()
+                                   if scope.user_id is not None))
+
+    def named_subject(self) -> tuple[str, str] | None:
+        """The user, as ``(tenant_id, user_id)``, it names in place of any scope (an
+        erasure of one user in every scope of their tenant): the scope rule authorizes
+        it by that tenant and user, and no policy may change them. ``None`` for a
+        request that names its scopes."""
+        return None
 
     def validate(self) -> None:
         """Check every limit and type; raises ``MemoryValidationError`` naming the field."""
@@ -174,9 +180,18 @@ class Request(Generic[ResultT]):
     def summarize(cls, result: ResultT) -> Summary:
         """What an outcome event may say about ``result`` as the caller gets it: the one
         derivation behind ``check``'s summary and, for a write, the committed event a
-        provider stores (``requests.committed_summary``). A result that checks itself
+        provider stores (``committed_summary``). A result that checks itself
         summarizes itself in ``audit`` instead."""
         raise TypeError(f"no summary of a {type(result).__name__} result")
+
+
+def user_subjects(tenant_id: object, user_id: object) -> tuple[str, ...]:
+    """The data subject a request names by ids rather than by a scope, as its events
+    name it; none while the ids are not even strings (a request that failed validation
+    is evented too)."""
+    if isinstance(tenant_id, str) and isinstance(user_id, str):
+        return (subject_hash(tenant_id, user_id),)
+    return ()
 
 
 def wrong_result(request: Request[Any], result: object) -> Checked[Any]:

@@ -11,8 +11,6 @@ lets a request apply what concerns it (:meth:`governed_memory.request.Request.go
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import attrs
 
 from governed_memory.dedup import DedupMode
@@ -77,14 +75,3 @@ class GovernanceSettings:
             settings, profile=profile or settings.profile, timeout_s=timeout_s,
             fail_closed=settings.fail_closed if fail_closed is None else fail_closed)
 
-
-class SettingsFields(TypedDict, total=False):
-    """The port's settings given one by one, as ports were built before
-    :class:`GovernanceSettings` existed (each key is the field of the same name)."""
-
-    profile: ProfileRef
-    timeout_s: float | None
-    content_hashes_in_events: bool
-    capture_content: bool
-    dedup: DedupMode
-    dedup_threshold: float

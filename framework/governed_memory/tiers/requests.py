@@ -16,7 +16,7 @@ from governed_memory.errors import MemoryValidationError
 from governed_memory.limits import MAX_INT64, check_identifier, check_int, is_real
 from governed_memory.operations import Operation
 from governed_memory.records import _frozen_mapping
-from governed_memory.request import Request
+from governed_memory.request import Request, user_subjects
 from governed_memory.scope import Scope
 from governed_memory.tiers.results import (
     Cleared,
@@ -243,6 +243,11 @@ class EraseUserTurnsRequest(_TierRequest[Cleared]):
             return (Scope(self.tenant_id, user_id=self.user_id),)
         except MemoryValidationError:
             return ()
+
+    def subjects(self) -> tuple[str, ...]:
+        # The user it names, even when its ids are too malformed for a scope: the
+        # event of a rejected erasure still says whom it concerned.
+        return user_subjects(self.tenant_id, self.user_id)
 
     def validate(self) -> None:
         check_identifier(self.tenant_id, "tenant_id")
