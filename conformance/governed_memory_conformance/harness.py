@@ -18,6 +18,7 @@ from governed_memory.operation_context import OperationContext
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.provider import MemoryProvider
 from governed_memory.records import DeleteResult, MemoryRecord, MemoryVersion, Page, SearchResult
+from governed_memory.request import Request
 from governed_memory.requests import (
     AddRequest,
     DeleteRequest,
@@ -32,6 +33,7 @@ from governed_memory.scope import Scope
 from governed_memory_conformance.scopes import HOME, SUITE_SCOPES
 
 E = TypeVar("E", bound=BaseException)
+T = TypeVar("T")
 
 MAX_PAGES: Final = 10_000
 """A list walk longer than this is a cursor that never ends, not a big scope."""
@@ -79,23 +81,34 @@ class Harness:
 
     # -- operations -----------------------------------------------------------------
 
+    async def send(self, request: Request[T], ctx: OperationContext | None = None) -> T:
+        """Send ``request`` to the provider as the activity port does: validated first,
+        because a provider is only ever handed a request the port has validated and
+        may trust it (a request over a limit raises ``MemoryValidationError`` here,
+        before the provider sees it). The port also refuses what only its clock can
+        (``validate_at``: an expiry already past for a new record); the suite leaves
+        that out, so it can still hand a provider the zero values (``expires_at=0.0``)
+        a policy's transformation could produce and check they are stored as given."""
+        ctx = ctx or self.ctx(request.tenant(HOME.tenant_id))
+        request.validate()
+        return await request.send(self.provider, ctx)
+
     async def add(self, content: str = "the user likes green tea", scope: Scope = HOME,
                   **fields: Any) -> MemoryRecord:
         request = AddRequest(scope=scope, content=content, **fields)
-        return await self.provider.add(request, self.ctx(scope.tenant_id))
+        return await self.send(request, self.ctx(scope.tenant_id))
 
     async def get(self, record_id: str, scope: Scope = HOME) -> MemoryRecord:
         request = GetRequest(scope=scope, record_id=record_id)
-        return await self.provider.get(request, self.ctx(scope.tenant_id))
+        return await self.send(request, self.ctx(scope.tenant_id))
 
     async def get_key(self, key: str, scope: Scope = HOME) -> MemoryRecord:
-        return await self.provider.get(GetRequest(scope=scope, key=key),
-                                       self.ctx(scope.tenant_id))
+        return await self.send(GetRequest(scope=scope, key=key), self.ctx(scope.tenant_id))
 
     async def page(self, scope: Scope = HOME, limit: int = 20, cursor: str | None = None,
                    **fields: Any) -> Page[MemoryRecord]:
         request = ListRequest(scope=scope, limit=limit, cursor=cursor, **fields)
-        return await self.provider.list(request, self.ctx(scope.tenant_id))
+        return await self.send(request, self.ctx(scope.tenant_id))
 
     async def list_all(self, scope: Scope = HOME, limit: int = 100,
                        **fields: Any) -> list[MemoryRecord]:
@@ -119,15 +132,15 @@ class Harness:
     async def search(self, query: str, scopes: tuple[Scope, ...] = (HOME,), limit: int = 10,
                      **fields: Any) -> SearchResult:
         request = SearchRequest(scopes=scopes, query=query, limit=limit, **fields)
-        return await self.provider.search(request, self.ctx(scopes[0].tenant_id))
+        return await self.send(request, self.ctx(scopes[0].tenant_id))
 
     async def update(self, record_id: str, scope: Scope = HOME, **fields: Any) -> MemoryRecord:
         request = UpdateRequest(scope=scope, record_id=record_id, **fields)
-        return await self.provider.update(request, self.ctx(scope.tenant_id))
+        return await self.send(request, self.ctx(scope.tenant_id))
 
     async def delete(self, record_id: str, scope: Scope = HOME, **fields: Any) -> DeleteResult:
         request = DeleteRequest(scope=scope, record_id=record_id, **fields)
-        return await self.provider.delete(request, self.ctx(scope.tenant_id))
+        return await self.send(request, self.ctx(scope.tenant_id))
 
     async def remove(self, record_id: str, scope: Scope = HOME) -> DeleteResult:
         """Delete the way the provider supports: soft if declared, else hard."""
@@ -136,7 +149,7 @@ class Harness:
 
     async def history(self, record_id: str, scope: Scope = HOME) -> tuple[MemoryVersion, ...]:
         request = HistoryRequest(scope=scope, record_id=record_id)
-        return await self.provider.history(request, self.ctx(scope.tenant_id))
+        return await self.send(request, self.ctx(scope.tenant_id))
 
     # -- observations -----------------------------------------------------------------
 

@@ -183,29 +183,24 @@ class Mem0MemoryProvider(NoOptionalFeatures):
     # -- writes ---------------------------------------------------------------------
 
     async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord:
-        request.validate()
         self._store.require_open()
         return await self._store.locked(self._writes.add, request, ctx)
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
-        request.validate()
         self._store.require_open()
         return await self._store.locked(self._writes.update, request, ctx)
 
     async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
-        request.validate()
         self._store.require_open()
         return await self._store.locked(self._writes.delete, request, ctx)
 
     # -- reads ----------------------------------------------------------------------
 
     async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord:
-        request.validate()
         self._store.require_open()
         return await self._store.locked(self._reads.get, request, ctx)
 
     async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]:
-        request.validate()
         self._store.require_open()
         sh = request.scope.scope_hash
         after = (decode_cursor(request.cursor, "list", sh)
@@ -216,7 +211,6 @@ class Mem0MemoryProvider(NoOptionalFeatures):
         return Page(items=items, next_cursor=cursor)
 
     async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
-        request.validate()
         self._store.require_open()
         if request.ranking is not None:
             raise MemoryCapabilityUnsupportedError(
@@ -228,21 +222,18 @@ class Mem0MemoryProvider(NoOptionalFeatures):
 
     async def history(self, request: HistoryRequest,
                       ctx: OperationContext) -> tuple[MemoryVersion, ...]:
-        request.validate()
         self._store.require_open()
         return await self._store.locked(self._reads.history, request, ctx)
 
     # -- maintenance ----------------------------------------------------------------
 
     async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int:
-        request.validate()
         self._store.require_open()
         erased = await self._store.locked(self._erasure.scope, request.scope.scope_hash)
         return erased.records
 
     async def delete_user(self, request: DeleteUserRequest,
                           ctx: OperationContext) -> ErasureReceipt:
-        request.validate()
         self._store.require_open()
         erased = await self._store.locked(self._erasure.user, request.tenant_id,
                                           request.user_id)
@@ -258,7 +249,6 @@ class Mem0MemoryProvider(NoOptionalFeatures):
 
     async def purge_expired(self, request: PurgeExpiredRequest,
                             ctx: OperationContext) -> CleanupPage:
-        request.validate()
         self._store.require_open()
         sh = request.scope.scope_hash
         after = (decode_cursor(request.after, "purge", sh, field="after")

@@ -37,7 +37,6 @@ class NativeErasure:
         self._clock = clock
 
     async def delete_all(self, request: DeleteAllRequest, ctx: OperationContext) -> int:
-        request.validate()
         self._units.require_open()
         scope_hash = request.scope.scope_hash
 
@@ -53,7 +52,6 @@ class NativeErasure:
     async def delete_user(
         self, request: DeleteUserRequest, ctx: OperationContext
     ) -> ErasureReceipt:
-        request.validate()
         self._units.require_open()
         await self._replay.flush_snapshots()  # queued snapshots naming the user are erased too
 
@@ -119,7 +117,6 @@ class NativeErasure:
         expiry is a new write, and purging is what keeps the idempotency table bounded
         for expiring data.
         """
-        request.validate()
         self._units.require_open()
         scope_hash = request.scope.scope_hash
         after = (decode_cursor(request.after, "purge", scope_hash, field="after")

@@ -254,7 +254,6 @@ class NativeMemoryProvider:
         return await self._erasure.purge_expired(request, ctx)
 
     async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord:
-        request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
         record_id, key = request.record_id, request.key
@@ -271,7 +270,6 @@ class NativeMemoryProvider:
         return self._units.owned(found)
 
     async def list(self, request: ListRequest, ctx: OperationContext) -> Page[MemoryRecord]:
-        request.validate()
         self._require_open()
         scope_hash = request.scope.scope_hash
         return await self._units.id_page(
@@ -282,7 +280,6 @@ class NativeMemoryProvider:
     async def history(
         self, request: HistoryRequest, ctx: OperationContext
     ) -> tuple[MemoryVersion, ...]:
-        request.validate()
         self._require_open()
 
         async def unit(tx: ReadTransaction) -> Sequence[MemoryVersion]:

@@ -121,7 +121,6 @@ class NativeReplay:
 
     async def replay_snapshot(self, request: ReplayRequest,
                               ctx: OperationContext) -> ReplayResult:
-        request.validate()
         self._units.require_open()
         tenant_id = request.scopes[0].tenant_id
         await self._stored(request.snapshot_id, tenant_id)  # lost or missing: say so

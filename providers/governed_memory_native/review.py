@@ -10,8 +10,6 @@ from __future__ import annotations
 import attrs
 from governed_memory.ids import new_revision
 from governed_memory.operation_context import OperationContext
-from governed_memory.provider_kit import check_fingerprint
-from governed_memory.provider_kit import idempotency_fingerprint as fingerprint
 from governed_memory.records import (
     DeleteResult,
     MemoryRecord,
@@ -21,7 +19,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import ApproveRequest, ListPendingRequest, RejectRequest
 
-from governed_memory_native.storage.port import IdempotencyEntry, WriteTransaction
+from governed_memory_native.storage.port import WriteTransaction
 from governed_memory_native.units import Units, commit_version, pending_record
 
 
@@ -34,7 +32,6 @@ class NativeReview:
     async def list_pending(self, request: ListPendingRequest,
                            ctx: OperationContext) -> Page[MemoryRecord]:
         """The review queue of one scope: records held as ``pending_review``."""
-        request.validate()
         self._units.require_open()
         scope_hash = request.scope.scope_hash
         return await self._units.id_page(
@@ -43,7 +40,6 @@ class NativeReview:
 
     async def approve(self, request: ApproveRequest, ctx: OperationContext) -> MemoryRecord:
         """A pending record becomes active as a new version (history says ``approve``)."""
-        request.validate()
         units = self._units
         units.require_open()
         scope_hash = request.scope.scope_hash
@@ -67,26 +63,17 @@ class NativeReview:
         """A pending record is erased with its history: it was never accepted. Its
         idempotency entries stay as tombstones, so a late retry of the add that wrote it
         is refused instead of writing it again."""
-        request.validate()
         self._units.require_open()
         scope_hash = request.scope.scope_hash
 
         async def unit(tx: WriteTransaction) -> DeleteResult:
-            if request.idempotency_key is not None:
-                entry = await tx.idempotency.get(scope_hash, request.operation.value,
-                                                 request.idempotency_key)
-                if entry is not None:
-                    check_fingerprint(entry, fingerprint(ctx, request))
-                    return DeleteResult(entry.record_id, scope_hash, hard=True)
+            replay = await self._units.replayed_removal(tx, scope_hash, request, ctx)
+            if replay is not None:
+                return replay
             current = await pending_record(tx, scope_hash, request, ctx)
             await tx.erasure.erase([current.id], tombstone_idempotency=True)
-            if request.idempotency_key is not None:
-                await tx.idempotency.put(IdempotencyEntry(
-                    scope_hash=scope_hash, operation=request.operation.value,
-                    key=request.idempotency_key, fingerprint=fingerprint(ctx, request),
-                    record_id=current.id, tenant_id=request.scope.tenant_id,
-                    user_id=request.scope.user_id, created_at=ctx.now, hard=True,
-                ))
-            return DeleteResult(current.id, scope_hash, hard=True)
+            result = DeleteResult(current.id, scope_hash, hard=True)
+            await self._units.remember_removal(tx, request, result, ctx)
+            return result
 
         return await self._units.write(ctx, unit, request.scope.tenant_id)

@@ -85,7 +85,6 @@ class NativeSearch:
         alone (the score is the BM25 score); otherwise :mod:`search.fusion` fuses the
         signals. The search is then stored as a retrieval snapshot for ``replay``.
         """
-        request.validate()
         self._units.require_open()
         ranking = self._indexer.ranking_for(request)
         tokens = query_tokens(request.query)

@@ -32,13 +32,20 @@ from governed_memory.provider_kit import (
 )
 from governed_memory.provider_kit import idempotency_fingerprint as fingerprint
 from governed_memory.records import (
+    DeleteResult,
     MemoryRecord,
     MemoryVersion,
     Page,
     RecordStatus,
     VersionOperation,
 )
-from governed_memory.requests import AddRequest, ApproveRequest, RejectRequest, UpdateRequest
+from governed_memory.requests import (
+    AddRequest,
+    ApproveRequest,
+    DeleteRequest,
+    RejectRequest,
+    UpdateRequest,
+)
 from governed_memory.scope import Scope
 
 from governed_memory_native.event_outbox import NativeEventOutbox
@@ -54,6 +61,9 @@ T = TypeVar("T")
 
 KeyedWrite = AddRequest | UpdateRequest | ApproveRequest
 """The writes whose idempotent retry returns the record the first one produced."""
+
+KeyedRemoval = DeleteRequest | RejectRequest
+"""The writes whose idempotent retry returns the removal the first one reported."""
 
 
 class Units:
@@ -161,6 +171,33 @@ class Units:
             key=request.idempotency_key, fingerprint=fingerprint(ctx, request),
             record_id=record.id, tenant_id=scope.tenant_id, user_id=scope.user_id,
             created_at=ctx.now, version=record.version, revision=record.revision,
+        ))
+
+    async def replayed_removal(self, tx: WriteTransaction, scope_hash: str,
+                               request: KeyedRemoval, ctx: OperationContext,
+                               ) -> DeleteResult | None:
+        """What an earlier identical delete or rejection reported, or ``None``."""
+        if request.idempotency_key is None:
+            return None
+        entry = await tx.idempotency.get(scope_hash, request.operation.value,
+                                         request.idempotency_key)
+        if entry is None:
+            return None
+        check_fingerprint(entry, fingerprint(ctx, request))
+        return DeleteResult(entry.record_id, scope_hash, entry.hard, entry.version,
+                            entry.revision)
+
+    async def remember_removal(self, tx: WriteTransaction, request: KeyedRemoval,
+                               result: DeleteResult, ctx: OperationContext) -> None:
+        """Store what a keyed delete or rejection reported, so its retry gets it back."""
+        if request.idempotency_key is None:
+            return
+        await tx.idempotency.put(IdempotencyEntry(
+            scope_hash=result.scope_hash, operation=request.operation.value,
+            key=request.idempotency_key, fingerprint=fingerprint(ctx, request),
+            record_id=result.record_id, tenant_id=request.scope.tenant_id,
+            user_id=request.scope.user_id, created_at=ctx.now,
+            version=result.version, revision=result.revision, hard=result.hard,
         ))
 
 

@@ -15,7 +15,6 @@ from governed_memory.limits import check_metadata_budget
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider_kit import (
     apply_update,
-    check_fingerprint,
     check_key_holder,
     check_revision,
     erased_key_holder,
@@ -23,7 +22,6 @@ from governed_memory.provider_kit import (
     raise_missing,
     stamped_provenance,
 )
-from governed_memory.provider_kit import idempotency_fingerprint as fingerprint
 from governed_memory.records import (
     DeleteResult,
     IndexState,
@@ -37,7 +35,7 @@ from governed_memory.requests import AddRequest, DedupMode, DeleteRequest, Updat
 
 from governed_memory_native.search.indexer import Indexer
 from governed_memory_native.searching import NativeSearch
-from governed_memory_native.storage.port import IdempotencyEntry, WriteTransaction
+from governed_memory_native.storage.port import WriteTransaction
 from governed_memory_native.units import Units, commit_version, require_in_scope
 
 
@@ -50,7 +48,6 @@ class RecordWrites:
         self._search = search
 
     async def add(self, request: AddRequest, ctx: OperationContext) -> MemoryRecord:
-        request.validate()
         self._units.require_open()
         scope = request.scope
         digest = content_hash(request.content)
@@ -113,7 +110,6 @@ class RecordWrites:
         return self._units.owned(found)
 
     async def update(self, request: UpdateRequest, ctx: OperationContext) -> MemoryRecord:
-        request.validate()
         self._units.require_open()
         scope_hash = request.scope.scope_hash
         prepared = await self._indexer.prepare(request.content)  # outside the write lock
@@ -143,18 +139,13 @@ class RecordWrites:
         return self._units.owned(await self._units.write(ctx, unit, request.scope.tenant_id))
 
     async def delete(self, request: DeleteRequest, ctx: OperationContext) -> DeleteResult:
-        request.validate()
         self._units.require_open()
         scope_hash = request.scope.scope_hash
 
         async def unit(tx: WriteTransaction) -> DeleteResult:
-            if request.idempotency_key is not None:
-                entry = await tx.idempotency.get(scope_hash, request.operation.value,
-                                             request.idempotency_key)
-                if entry is not None:
-                    check_fingerprint(entry, fingerprint(ctx, request))
-                    return DeleteResult(entry.record_id, scope_hash, entry.hard,
-                                        entry.version, entry.revision)
+            replay = await self._units.replayed_removal(tx, scope_hash, request, ctx)
+            if replay is not None:
+                return replay
             current = await tx.records.get(scope_hash, request.record_id)
             # A tombstone or an expired record stays erasable (a hard delete removes it for
             # good), but a soft delete treats both as gone, exactly like update does.
@@ -177,14 +168,7 @@ class RecordWrites:
                 await self._indexer.after_soft_delete(tx, tombstone, ctx.now)
                 result = DeleteResult(current.id, scope_hash, hard=False,
                                       version=tombstone.version, revision=tombstone.revision)
-            if request.idempotency_key is not None:
-                await tx.idempotency.put(IdempotencyEntry(
-                    scope_hash=scope_hash, operation=request.operation.value,
-                    key=request.idempotency_key, fingerprint=fingerprint(ctx, request),
-                    record_id=result.record_id, tenant_id=request.scope.tenant_id,
-                    user_id=request.scope.user_id, created_at=ctx.now,
-                    version=result.version, revision=result.revision, hard=result.hard,
-                ))
+            await self._units.remember_removal(tx, request, result, ctx)
             return result
 
         return await self._units.write(ctx, unit, request.scope.tenant_id)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from governed_memory import Principal, Scope
 from governed_memory.clock import ManualClock
 from governed_memory.operation_context import OperationContext
+from governed_memory.request import Request
 from governed_memory.requests import AddRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from hypothesis import settings
@@ -21,6 +22,8 @@ SQL_BACKENDS = ("sqlite", "postgres")
 what the memory backend returns."""
 _operations = itertools.count(1)
 
+
+T = TypeVar("T")
 
 def make_ctx(clock: ManualClock, tenant_id: str = "acme") -> OperationContext:
     return OperationContext(
@@ -65,3 +68,14 @@ TENANT_SCOPE = Scope(tenant_id="acme")
 def note(content: str = "the user likes green tea", scope: Scope = USER_SCOPE,
          **fields: Any) -> AddRequest:
     return AddRequest(scope=scope, content=content, **fields)
+
+
+async def through_port(provider: NativeMemoryProvider, request: Request[T],
+                       ctx: OperationContext) -> T:
+    """Send ``request`` the way the activity port does: validated first (``validate``,
+    then ``validate_at`` the operation's time). A provider trusts what it is handed, so a
+    request the port refuses must never reach it; these tests send invalid requests
+    this way and check that storage is untouched."""
+    request.validate()
+    request.validate_at(ctx.now)
+    return await request.send(provider, ctx)

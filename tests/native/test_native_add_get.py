@@ -18,7 +18,15 @@ from governed_memory.limits import MAX_METADATA_PROVENANCE_BYTES
 from governed_memory.records import IndexState, content_hash
 from governed_memory.requests import GetRequest, ListRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
-from native_support import OTHER_TENANT, OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
+from native_support import (
+    OTHER_TENANT,
+    OTHER_USER,
+    TENANT_SCOPE,
+    USER_SCOPE,
+    make_ctx,
+    note,
+    through_port,
+)
 
 
 async def test_add_builds_a_complete_first_version(provider: NativeMemoryProvider,
@@ -142,22 +150,23 @@ async def test_invalid_add_is_rejected_before_storage(provider: NativeMemoryProv
                                                       clock: ManualClock) -> None:
     ctx = make_ctx(clock)
     with pytest.raises(MemoryValidationError):
-        await provider.add(note("x" * (64 * 1024 + 1)), ctx)
+        await through_port(provider, note("x" * (64 * 1024 + 1)), ctx)
     with pytest.raises(MemoryValidationError):
-        await provider.add(note(status=RecordStatus.DELETED), ctx)
+        await through_port(provider, note(status=RecordStatus.DELETED), ctx)
     with pytest.raises(MemoryValidationError):
-        await provider.get(GetRequest(scope=USER_SCOPE), ctx)
+        await through_port(provider, GetRequest(scope=USER_SCOPE), ctx)
+    assert (await provider.list(ListRequest(scope=USER_SCOPE), ctx)).items == ()
 
 
 async def test_non_finite_times_are_refused_without_writing(provider: NativeMemoryProvider,
                                                             clock: ManualClock) -> None:
     ctx = make_ctx(clock)
     with pytest.raises(MemoryValidationError):
-        await provider.add(note(expires_at=float("inf")), ctx)
+        await through_port(provider, note(expires_at=float("inf")), ctx)
     page = await provider.list(ListRequest(scope=USER_SCOPE), ctx)
     assert page.items == ()
     with pytest.raises(MemoryValidationError):
-        await provider.add(note(expires_at=float("inf"), idempotency_key="i"), ctx)
+        await through_port(provider, note(expires_at=float("inf"), idempotency_key="i"), ctx)
     assert (await provider.list(ListRequest(scope=USER_SCOPE), ctx)).items == ()
 
 

@@ -25,7 +25,7 @@ from governed_memory_native import NativeMemoryProvider
 from governed_memory_native.memory.repositories import MemoryIdempotency, MemoryVersions
 from governed_memory_native.sql.idempotency import SqlIdempotency
 from governed_memory_native.sql.versions import SqlVersions
-from native_support import USER_SCOPE, make_ctx, note
+from native_support import USER_SCOPE, make_ctx, note, through_port
 
 
 async def _snapshot(provider: NativeMemoryProvider,
@@ -44,13 +44,13 @@ async def test_rejected_writes_change_nothing(provider: NativeMemoryProvider,
     record = await provider.add(note("green tea", key="k", idempotency_key="i"), ctx)
     before = await _snapshot(provider, clock)
     rejected = [
-        provider.add(note("x" * (64 * 1024 + 1)), ctx),
+        through_port(provider, note("x" * (64 * 1024 + 1)), ctx),
         provider.add(note("coffee", key="k"), ctx),
         provider.add(note("coffee", idempotency_key="i"), ctx),
         provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
                                       expected_revision="stale", content="coffee"), ctx),
-        provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
-                                      importance=2.0), ctx),
+        through_port(provider, UpdateRequest(scope=USER_SCOPE, record_id=record.id,
+                                             importance=2.0), ctx),
         provider.delete(DeleteRequest(scope=USER_SCOPE, record_id=record.id,
                                       expected_revision="stale"), ctx),
     ]

@@ -35,7 +35,7 @@ from governed_memory.requests import (
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from killed_writer import kill_writers, records_and_event_ids
-from native_support import USER_SCOPE, build, config_for, make_ctx, note
+from native_support import USER_SCOPE, build, config_for, make_ctx, note, through_port
 from outbox_support import outbox_ctx
 from sqlite_support import cancel_on_statement, in_transaction
 
@@ -128,7 +128,8 @@ async def test_rejected_writes_store_no_event(provider: NativeMemoryProvider,
         (provider.approve(ApproveRequest(scope=USER_SCOPE, record_id=record.id), outbox_ctx(clock,
                                                                                             "approve")),
          MemoryConflictError),
-        (provider.add(note("x" * (64 * 1024 + 1)), outbox_ctx(clock)), MemoryValidationError),
+        (through_port(provider, note("x" * (64 * 1024 + 1)), outbox_ctx(clock)),
+         MemoryValidationError),
     ]
     for call, error in refused:
         with pytest.raises(error):

@@ -8,7 +8,7 @@ from governed_memory.clock import ManualClock
 from governed_memory.cursor import encode_cursor
 from governed_memory.requests import DeleteRequest, ListRequest
 from governed_memory_native import NativeMemoryProvider
-from native_support import OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
+from native_support import OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note, through_port
 
 
 async def _all_ids(provider: NativeMemoryProvider, clock: ManualClock, limit: int) -> list[str]:
@@ -103,4 +103,5 @@ async def test_bad_or_foreign_cursor_is_a_validation_error(
 async def test_page_size_is_bounded(provider: NativeMemoryProvider, clock: ManualClock,
                                     limit: int) -> None:
     with pytest.raises(MemoryValidationError):
-        await provider.list(ListRequest(scope=USER_SCOPE, limit=limit), make_ctx(clock))
+        await through_port(provider, ListRequest(scope=USER_SCOPE, limit=limit),
+                           make_ctx(clock))

@@ -7,7 +7,15 @@ from governed_memory import MemoryType, MemoryValidationError, RecordStatus, Sco
 from governed_memory.clock import ManualClock
 from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider
-from native_support import OTHER_TENANT, OTHER_USER, TENANT_SCOPE, USER_SCOPE, make_ctx, note
+from native_support import (
+    OTHER_TENANT,
+    OTHER_USER,
+    TENANT_SCOPE,
+    USER_SCOPE,
+    make_ctx,
+    note,
+    through_port,
+)
 
 
 def search(query: str, *scopes: Scope, **options: object) -> SearchRequest:
@@ -183,8 +191,8 @@ async def test_search_validates_its_request(provider: NativeMemoryProvider,
                                             clock: ManualClock) -> None:
     ctx = make_ctx(clock)
     with pytest.raises(MemoryValidationError):
-        await provider.search(SearchRequest(scopes=(), query="tea"), ctx)
+        await through_port(provider, SearchRequest(scopes=(), query="tea"), ctx)
     with pytest.raises(MemoryValidationError):
-        await provider.search(search("tea", USER_SCOPE, OTHER_TENANT), ctx)
+        await through_port(provider, search("tea", USER_SCOPE, OTHER_TENANT), ctx)
     with pytest.raises(MemoryValidationError):
-        await provider.search(search("tea", metadata_filter={"a": [1]}), ctx)
+        await through_port(provider, search("tea", metadata_filter={"a": [1]}), ctx)

@@ -21,7 +21,7 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider
-from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
+from native_support import OTHER_USER, USER_SCOPE, make_ctx, note, through_port
 
 MISSING_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
@@ -59,8 +59,9 @@ async def test_update_sets_and_clears_expiry(provider: NativeMemoryProvider,
                                                   clear_expires_at=True), ctx)
     assert cleared.expires_at is None and cleared.version == 3
     with pytest.raises(MemoryValidationError):
-        await provider.update(UpdateRequest(scope=USER_SCOPE, record_id=record.id,
-                                            expires_at=later, clear_expires_at=True), ctx)
+        await through_port(provider, UpdateRequest(scope=USER_SCOPE, record_id=record.id,
+                                                   expires_at=later,
+                                                   clear_expires_at=True), ctx)
 
 
 async def test_update_with_stale_revision_conflicts(provider: NativeMemoryProvider,

@@ -147,7 +147,7 @@ class CrudTests(ConformanceBase):
         added = await h.add("present", key="k")
         for request in (GetRequest(scope=HOME), GetRequest(scope=HOME, record_id=added.id,
                                                            key="k")):
-            await expect_error(MemoryValidationError, h.provider.get(request, h.ctx()),
+            await expect_error(MemoryValidationError, h.send(request, h.ctx()),
                                f"get with record_id={request.record_id!r}, key={request.key!r}")
 
     @scenario

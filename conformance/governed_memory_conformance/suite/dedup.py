@@ -46,7 +46,7 @@ async def dedup_add(h: Harness, content: str, scope: Scope = HOME,
     """An add as governance sends it under ``[write] dedup``: the record, and the notes
     the provider left on the operation."""
     ctx = h.ctx(scope.tenant_id)
-    record = await h.provider.add(AddRequest(scope=scope, content=content, dedup=mode,
+    record = await h.send(AddRequest(scope=scope, content=content, dedup=mode,
                                              **fields), ctx)
     return record, list(ctx.notes.lines)
 

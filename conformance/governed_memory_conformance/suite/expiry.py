@@ -18,7 +18,7 @@ async def purge_all(h: Harness, scope: Scope, limit: int) -> list[CleanupPage]:
     after: str | None = None
     while True:
         request = PurgeExpiredRequest(scope=scope, limit=limit, after=after)
-        page = await h.provider.purge_expired(request, h.ctx(scope.tenant_id))
+        page = await h.send(request, h.ctx(scope.tenant_id))
         assert 0 <= page.deleted <= limit, (
             f"one purge page of limit {limit} deleted {page.deleted} records")
         pages.append(page)

@@ -58,7 +58,7 @@ async def _expire_and_purge(h: Harness, record: MemoryRecord) -> None:
     await _expire(h, record)
     after: str | None = None
     while True:
-        page = await h.provider.purge_expired(
+        page = await h.send(
             PurgeExpiredRequest(scope=record.scope, limit=100, after=after), h.ctx())
         if page.next_cursor is None:
             return
@@ -66,20 +66,20 @@ async def _expire_and_purge(h: Harness, record: MemoryRecord) -> None:
 
 
 async def _delete_all(h: Harness, record: MemoryRecord) -> None:
-    await h.provider.delete_all(DeleteAllRequest(scope=record.scope), h.ctx())
+    await h.send(DeleteAllRequest(scope=record.scope), h.ctx())
 
 
 async def _delete_user(h: Harness, record: MemoryRecord) -> None:
     user_id = record.scope.user_id
     assert user_id is not None
-    await h.provider.delete_user(
+    await h.send(
         DeleteUserRequest(tenant_id=record.scope.tenant_id, user_id=user_id), h.ctx())
 
 
 async def _reject(h: Harness, record: MemoryRecord) -> None:
     review = h.provider.review
     assert review is not None, "the provider declares review but its review accessor is None"
-    await review.reject(RejectRequest(scope=record.scope, record_id=record.id), h.ctx())
+    await h.send(RejectRequest(scope=record.scope, record_id=record.id), h.ctx())
 
 
 REMOVALS: Final[tuple[tuple[str, tuple[str, ...], Scope, Removal, bool], ...]] = (

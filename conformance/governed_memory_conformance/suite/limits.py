@@ -64,18 +64,18 @@ class Oversize:
 
 def _add(**fields: Any) -> Callable[[Harness, MemoryRecord], Awaitable[object]]:
     fields.setdefault("content", "within limits")
-    return lambda h, _: h.provider.add(AddRequest(scope=HOME, **fields), h.ctx())
+    return lambda h, _: h.send(AddRequest(scope=HOME, **fields), h.ctx())
 
 
 def _update(**fields: Any) -> Callable[[Harness, MemoryRecord], Awaitable[object]]:
-    return lambda h, seed: h.provider.update(
+    return lambda h, seed: h.send(
         UpdateRequest(scope=HOME, record_id=seed.id, **fields), h.ctx())
 
 
 def _search(**fields: Any) -> Callable[[Harness, MemoryRecord], Awaitable[object]]:
     fields.setdefault("scopes", (HOME,))
     fields.setdefault("query", "seed")
-    return lambda h, _: h.provider.search(SearchRequest(**fields), h.ctx())
+    return lambda h, _: h.send(SearchRequest(**fields), h.ctx())
 
 
 OVERSIZE: Final = (
@@ -104,19 +104,19 @@ OVERSIZE: Final = (
     Oversize("update_metadata_over_16KiB", _update(metadata=_over_metadata_budget())),
     Oversize("update_idempotency_key_over_256_bytes",
              _update(content="x", idempotency_key="i" * (MAX_IDEMPOTENCY_KEY_BYTES + 1))),
-    Oversize("list_limit_0", lambda h, _: h.provider.list(ListRequest(scope=HOME, limit=0),
+    Oversize("list_limit_0", lambda h, _: h.send(ListRequest(scope=HOME, limit=0),
                                                           h.ctx())),
     Oversize("list_limit_101",
-             lambda h, _: h.provider.list(ListRequest(scope=HOME, limit=101), h.ctx())),
+             lambda h, _: h.send(ListRequest(scope=HOME, limit=101), h.ctx())),
     Oversize("search_query_over_4KiB", _search(query="q" * (MAX_QUERY_BYTES + 1)),
              ("lexical_search",)),
     Oversize("search_limit_101", _search(limit=101), ("lexical_search",)),
     Oversize("search_over_17_scopes",
              _search(scopes=tuple(Scope(TENANT, run_id=f"r{n}") for n in range(17))),
              ("lexical_search",)),
-    Oversize("purge_limit_0", lambda h, _: h.provider.purge_expired(
+    Oversize("purge_limit_0", lambda h, _: h.send(
         PurgeExpiredRequest(scope=HOME, limit=0), h.ctx()), ("purge_expired",)),
-    Oversize("purge_limit_101", lambda h, _: h.provider.purge_expired(
+    Oversize("purge_limit_101", lambda h, _: h.send(
         PurgeExpiredRequest(scope=HOME, limit=101), h.ctx()), ("purge_expired",)),
 )
 

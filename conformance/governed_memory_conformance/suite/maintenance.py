@@ -39,7 +39,7 @@ NOT_ALICE_HERE = (
 
 
 async def delete_user(h: Harness, tenant_id: str, user_id: str) -> int:
-    receipt = await h.provider.delete_user(DeleteUserRequest(tenant_id=tenant_id, user_id=user_id),
+    receipt = await h.send(DeleteUserRequest(tenant_id=tenant_id, user_id=user_id),
                                            h.ctx(tenant_id))
     assert (receipt.tenant_id, receipt.user_id) == (tenant_id, user_id)
     assert receipt.verify(), "the erasure receipt's hash does not cover its fields"
@@ -56,7 +56,7 @@ class MaintenanceTests(ConformanceBase):
         survivors = [await h.add(f"survivor in {scope}", scope=scope, key="k")
                      for scope in (PARENT, SIBLING, CHILD, ELSEWHERE, SAME_VALUE_OTHER_DIMENSION)]
         h.advance(5)
-        count = await h.provider.delete_all(DeleteAllRequest(scope=HOME), h.ctx())
+        count = await h.send(DeleteAllRequest(scope=HOME), h.ctx())
         assert count == len(doomed), (
             f"delete_all reported {count}; the scope held {len(doomed)} live and expired records")
         assert await h.ids() == [], "delete_all left records in the scope"
@@ -66,7 +66,7 @@ class MaintenanceTests(ConformanceBase):
                                    "history of a record erased by delete_all")
         for record in survivors:
             assert not await h.is_invisible(record), f"delete_all erased a record of {record.scope}"
-        again = await h.provider.delete_all(DeleteAllRequest(scope=HOME), h.ctx())
+        again = await h.send(DeleteAllRequest(scope=HOME), h.ctx())
         assert again == 0, "delete_all of an empty scope must count nothing"
         assert (await h.add("fresh start", key="k")).key == "k", "an erased key is free"
 
@@ -138,7 +138,7 @@ class MaintenanceTests(ConformanceBase):
                                    (TENANT, "al%"), ("%", "alice")):
             request = DeleteUserRequest(tenant_id=tenant_id, user_id=user_id)
             await expect_error(MemoryValidationError,
-                               h.provider.delete_user(request, h.ctx()),
+                               h.send(request, h.ctx()),
                                f"delete_user(tenant_id={tenant_id!r}, user_id={user_id!r})")
         for record in kept:
             assert not await h.is_invisible(record), "a refused erasure erased something"

@@ -17,7 +17,7 @@ async def purge_scope(h: Harness) -> None:
     """Run ``purge_expired`` over ``HOME`` to the end of its cursor."""
     after: str | None = None
     while True:
-        page = await h.provider.purge_expired(
+        page = await h.send(
             PurgeExpiredRequest(scope=HOME, limit=100, after=after), h.ctx())
         if page.next_cursor is None:
             return
@@ -219,7 +219,7 @@ class PaginationTests(ConformanceBase):
         if h.capabilities.purge_expired:
             request = PurgeExpiredRequest(scope=HOME, limit=10, after=cursor)
             await expect_error(MemoryValidationError,
-                               h.provider.purge_expired(request, h.ctx()),
+                               h.send(request, h.ctx()),
                                "purge_expired with a list cursor as `after`")
 
     @scenario
@@ -229,5 +229,5 @@ class PaginationTests(ConformanceBase):
         preference = await h.add("a preference", memory_type=MemoryType.PREFERENCE)
         request = ListRequest(scope=HOME, limit=10,
                               memory_types=(MemoryType.FACT, MemoryType.PREFERENCE))
-        page = await h.provider.list(request, h.ctx())
+        page = await h.send(request, h.ctx())
         assert [record.id for record in page.items] == sorted([fact.id, preference.id])

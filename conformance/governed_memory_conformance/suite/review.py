@@ -29,7 +29,7 @@ async def approve(h: Harness, record_id: str, scope: Scope = HOME,
     request = ApproveRequest(scope=scope, record_id=record_id,
                              expected_revision=expected_revision,
                              idempotency_key=idempotency_key)
-    return await reviewer(h).approve(request, h.ctx(scope.tenant_id))
+    return await h.send(request, h.ctx(scope.tenant_id))
 
 
 async def reject(h: Harness, record_id: str, scope: Scope = HOME,
@@ -38,12 +38,12 @@ async def reject(h: Harness, record_id: str, scope: Scope = HOME,
     request = RejectRequest(scope=scope, record_id=record_id,
                             expected_revision=expected_revision,
                             idempotency_key=idempotency_key)
-    return await reviewer(h).reject(request, h.ctx(scope.tenant_id))
+    return await h.send(request, h.ctx(scope.tenant_id))
 
 
 async def pending_page(h: Harness, scope: Scope = HOME, limit: int = 100,
                        cursor: str | None = None) -> tuple[list[str], str | None]:
-    page = await reviewer(h).list_pending(ListPendingRequest(scope=scope, limit=limit,
+    page = await h.send(ListPendingRequest(scope=scope, limit=limit,
                                                              cursor=cursor),
                                           h.ctx(scope.tenant_id))
     return [record.id for record in page.items], page.next_cursor

@@ -88,7 +88,7 @@ class ScopeRevisionTests(ConformanceBase):
     async def test_delete_all_advances_its_scope(self, h: Harness) -> None:
         await h.add("one of many")
         before = await _state(h)
-        await h.provider.delete_all(DeleteAllRequest(scope=HOME), h.ctx())
+        await h.send(DeleteAllRequest(scope=HOME), h.ctx())
         assert (await _state(h)).revisions[0] > before.revisions[0]
 
     @requires("scope_revisions", "purge_expired")
@@ -97,7 +97,7 @@ class ScopeRevisionTests(ConformanceBase):
         await h.add("fleeting", expires_at=h.clock.now() + 5)
         h.advance(5)
         before = await _state(h)
-        page = await h.provider.purge_expired(PurgeExpiredRequest(scope=HOME, limit=10),
+        page = await h.send(PurgeExpiredRequest(scope=HOME, limit=10),
                                               h.ctx())
         assert page.deleted == 1
         assert (await _state(h)).revisions[0] > before.revisions[0]
@@ -111,7 +111,7 @@ class ScopeRevisionTests(ConformanceBase):
         other = await _reader(h).read(ELSEWHERE.tenant_id, [ELSEWHERE.scope_hash],
                                       h.clock.now())
         before = await _state(h)
-        await h.provider.delete_user(DeleteUserRequest(tenant_id=TENANT, user_id="alice"),
+        await h.send(DeleteUserRequest(tenant_id=TENANT, user_id="alice"),
                                      h.ctx())
         after = await _state(h)
         assert after.revisions[-1] > before.revisions[-1], "delete_user left the epoch"

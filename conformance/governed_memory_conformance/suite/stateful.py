@@ -242,7 +242,7 @@ class ProviderMachine(RuleBasedStateMachine):
         deleted, after = 0, None
         for _ in range(1_000):
             request = PurgeExpiredRequest(scope=SCOPES[scope], limit=2, after=after)
-            page = self.run(self.h.provider.purge_expired(request, self.h.ctx()))
+            page = self.run(self.h.send(request, self.h.ctx()))
             assert 0 <= page.deleted <= 2
             deleted += page.deleted
             after = page.next_cursor
@@ -257,7 +257,7 @@ class ProviderMachine(RuleBasedStateMachine):
         if not self.caps.delete_all:
             return
         low, high = self.model.delete_all_bounds(scope)
-        count = self.run(self.h.provider.delete_all(DeleteAllRequest(scope=SCOPES[scope]),
+        count = self.run(self.h.send(DeleteAllRequest(scope=SCOPES[scope]),
                                                     self.h.ctx()))
         assert low <= count <= high, f"delete_all counted {count}; the model expects {low}..{high}"
         self.model.erased_scope(scope)

@@ -56,7 +56,6 @@ from governed_memory.cache.store import CacheStore
 from governed_memory.cache.timed_store import TimedStore
 from governed_memory.capabilities import HealthStatus
 from governed_memory.clock import Clock, SystemClock
-from governed_memory.errors import MemoryValidationError
 from governed_memory.events import EventBus
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider
@@ -241,10 +240,7 @@ class CachedMemoryProvider(ForwardedFeatures, WriteForwarding, ReviewForwarding,
     async def search(self, request: SearchRequest, ctx: OperationContext) -> SearchResult:
         if not is_cacheable(request):
             return await self._inner.search(request, ctx)
-        try:
-            request.validate()
-        except MemoryValidationError:
-            return await self._inner.search(request, ctx)  # the provider refuses it
+        # The port validated the request (a provider is never handed one it did not).
         return await self._searches.search(request, ctx, provider_revision=self.provider_revision,
                                            revisions=self._scope_revisions)
 

@@ -28,6 +28,7 @@ from governed_memory_native.memory.repositories import (
     MemoryVersions,
 )
 from governed_memory_native.memory.state import Journal, State
+from governed_memory_native.storage.drive import drive
 from governed_memory_native.storage.port import (
     ReadTransaction,
     UnitsFromTransactions,
@@ -107,7 +108,7 @@ class MemoryBackend(UnitsFromTransactions):
         if point or reader is None:
             return await super().run_read(body, point=point)
         async with self.reading() as tx:
-            future = asyncio.get_running_loop().run_in_executor(reader, _drive, body(tx))
+            future = asyncio.get_running_loop().run_in_executor(reader, drive, body(tx))
             return await _settled(future)
 
     async def check(self) -> str:
@@ -139,19 +140,6 @@ class MemoryBackend(UnitsFromTransactions):
     def _require_open(self) -> None:
         if not self._open:
             raise MemoryUnavailableError("the memory backend is not open")
-
-
-def _drive(awaitable: Awaitable[T]) -> T:
-    """Run a unit that awaits nothing but this backend's (never suspending) transaction
-    methods to its end, on the calling thread."""
-    steps = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    steps.close()
-    raise RuntimeError("a storage unit of work awaited something other than its "
-                       "transaction; compute it before the unit starts")
 
 
 async def _settled(future: asyncio.Future[T]) -> T:

@@ -52,7 +52,6 @@ from collections.abc import (
     Awaitable,
     Callable,
     Collection,
-    Generator,
     Mapping,
 )
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +71,7 @@ from governed_memory_native.sqlite.connection import connect, current_version, m
 from governed_memory_native.sqlite.errors import logger, translated
 from governed_memory_native.sqlite.schema import LATEST_VERSION
 from governed_memory_native.sqlite.transaction import SqliteTransaction, UnitCancelled
+from governed_memory_native.storage.drive import drive
 from governed_memory_native.storage.port import ReadTransaction, WriteTransaction
 
 T = TypeVar("T")
@@ -288,8 +288,8 @@ class SqliteBackend:
             conn.execute("BEGIN IMMEDIATE")
         tx = SqliteTransaction(conn, cancel=cancel, delta_max=self._delta_max)
         try:
-            result = _drive(body(tx))
-            _drive(tx.seal())
+            result = drive(body(tx))
+            drive(tx.seal())
             tx.check_cancel()
             with translated("commit"):
                 conn.execute("COMMIT")
@@ -345,7 +345,7 @@ class SqliteBackend:
         with translated("read"):
             conn.execute("BEGIN")
         try:
-            result = _drive(body(SqliteTransaction(conn, cancel=cancel)))
+            result = drive(body(SqliteTransaction(conn, cancel=cancel)))
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -459,18 +459,6 @@ class SqliteBackend:
         if executor is None:
             raise MemoryUnavailableError("the sqlite backend is not open")
         return executor
-
-
-def _drive(awaitable: Awaitable[T]) -> T:
-    """Run a coroutine that awaits nothing but synchronous statements to its end, here."""
-    steps: Generator[Any, None, T] = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    steps.close()
-    raise RuntimeError("a storage unit of work awaited something other than its "
-                       "transaction; compute it before the unit starts")
 
 
 async def _settled(future: Awaitable[T], cancel: threading.Event) -> T:
