@@ -71,10 +71,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import recall
 import recall_data
 import recall_wiki
-from governed_memory_native.search import bm25, tokens
-from governed_memory_native.search import cosine as vectors
-from governed_memory_native.search import fusion as retrieval
-from governed_memory_native.search import lexical as lexical_topk
+from governed_memory_native.retrieval import bm25, tokens
+from governed_memory_native.retrieval import cosine as vectors
+from governed_memory_native.retrieval import fusion as retrieval
+from governed_memory_native.retrieval import lexical as lexical_topk
 
 RESULTS = Path(__file__).parent / "results"
 CACHE = Path("/tmp/governed-memory-analysis")

@@ -38,7 +38,7 @@ from governed_memory.clock import SystemClock
 from governed_memory_native import build_native_provider
 from governed_memory_native.postgres.migrating import MIGRATIONS_TABLE
 from governed_memory_native.postgres.schema import LATEST_VERSION as POSTGRES_LATEST
-from governed_memory_native.search.tokens import ANALYZER
+from governed_memory_native.retrieval.tokens import ANALYZER
 from governed_memory_native.sqlite.schema import LATEST_VERSION as SQLITE_LATEST
 
 REBUILD = {"sqlite": SQLITE_LATEST, "postgres": POSTGRES_LATEST}

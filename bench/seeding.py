@@ -115,7 +115,7 @@ def settle(config: dict[str, Any]) -> None:
 async def vectors_for(embedder: Any, versions: Sequence[MemoryVersion],
                       now: float) -> list[Any]:
     """The vectors a sync-indexing add stores for these records."""
-    from governed_memory_native.search.cosine import encode
+    from governed_memory_native.retrieval.cosine import encode
     from governed_memory_native.storage.port import StoredVector
 
     records = [version.record for version in versions]

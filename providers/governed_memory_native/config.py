@@ -59,7 +59,7 @@ class IndexingConfig:
     what a search pays for what writes saved. ``0`` indexes every write directly."""
     ranking_processes: int | None = None
     """SQLite and PostgreSQL: worker processes that rank lexical searches
-    (:mod:`search.ranking.pool`), started once a search examines enough records to be worth
+    (:mod:`retrieval.ranking.pool`), started once a search examines enough records to be worth
     moving. ``None`` ("auto"): two on a machine of two cores or more, none on one;
     ``0``: every search ranks in the provider's process."""
 

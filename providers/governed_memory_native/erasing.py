@@ -20,7 +20,7 @@ from governed_memory.records import CleanupPage, ErasureReceipt
 from governed_memory.requests import DeleteAllRequest, DeleteUserRequest, PurgeExpiredRequest
 
 from governed_memory_native.replaying import NativeReplay
-from governed_memory_native.search.snapshots import tombstone
+from governed_memory_native.retrieval.snapshots import tombstone
 from governed_memory_native.storage.port import Removal, WriteTransaction
 from governed_memory_native.units import Units
 

@@ -11,7 +11,7 @@ that keeps its rules:
 - :mod:`searching`: search; :mod:`replaying`: retrieval snapshots and replay;
 - :mod:`erasing`: a scope, a user, or what expired;
 - :mod:`event_outbox`: committed events until the sinks acknowledge them;
-- :mod:`search.indexer`: vectors, the indexing outbox and its worker.
+- :mod:`retrieval.indexer`: vectors, the indexing outbox and its worker.
 """
 
 from __future__ import annotations
@@ -71,13 +71,13 @@ from governed_memory_native.config import IndexingConfig
 from governed_memory_native.erasing import NativeErasure
 from governed_memory_native.event_outbox import NativeEventOutbox
 from governed_memory_native.replaying import NativeReplay
+from governed_memory_native.retrieval.indexer import Indexer, NativeIndexing
+from governed_memory_native.retrieval.merger import LexicalMerger
+from governed_memory_native.retrieval.numeric import require_numpy
+from governed_memory_native.retrieval.ranking.pool import RankingPool, default_processes
+from governed_memory_native.retrieval.vector_engines import faiss_module
+from governed_memory_native.retrieval.vector_index import VectorIndexes
 from governed_memory_native.review import NativeReview
-from governed_memory_native.search.indexer import Indexer, NativeIndexing
-from governed_memory_native.search.merger import LexicalMerger
-from governed_memory_native.search.numeric import require_numpy
-from governed_memory_native.search.ranking.pool import RankingPool, default_processes
-from governed_memory_native.search.vector_engines import faiss_module
-from governed_memory_native.search.vector_index import VectorIndexes
 from governed_memory_native.searching import NativeSearch
 from governed_memory_native.storage.copies import detach_version
 from governed_memory_native.storage.port import ReadTransaction, StorageBackend

@@ -26,9 +26,9 @@ from governed_memory.replay import (
 from governed_memory.requests import SearchRequest
 
 from governed_memory_native.config import IndexingConfig
-from governed_memory_native.search import fusion
-from governed_memory_native.search.indexer import Indexer
-from governed_memory_native.search.snapshots import (
+from governed_memory_native.retrieval import fusion
+from governed_memory_native.retrieval.indexer import Indexer
+from governed_memory_native.retrieval.snapshots import (
     PendingSnapshot,
     SnapshotWriter,
     batched_snapshot_id,

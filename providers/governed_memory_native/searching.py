@@ -20,17 +20,17 @@ from governed_memory.requests import SearchRequest
 
 from governed_memory_native.config import IndexingConfig
 from governed_memory_native.replaying import NativeReplay
-from governed_memory_native.search import fusion
-from governed_memory_native.search.cosine import cosine_ranking
-from governed_memory_native.search.indexer import Indexer
-from governed_memory_native.search.ranking.pool import (
+from governed_memory_native.retrieval import fusion
+from governed_memory_native.retrieval.cosine import cosine_ranking
+from governed_memory_native.retrieval.indexer import Indexer
+from governed_memory_native.retrieval.ranking.pool import (
     WAKE_CANDIDATES,
     RankableBackend,
     RankingPool,
     RemotePage,
 )
-from governed_memory_native.search.tokens import query_tokens
-from governed_memory_native.search.vector_index import REFRESH_S, VectorIndexes
+from governed_memory_native.retrieval.tokens import query_tokens
+from governed_memory_native.retrieval.vector_index import REFRESH_S, VectorIndexes
 from governed_memory_native.storage.port import ReadTransaction, SearchQuery, VectorQuery
 from governed_memory_native.units import Units
 
@@ -46,10 +46,10 @@ class NativeSearch:
         self._backend = units.backend
         self._indexer = indexer
         self._replay = replay
-        # Vector candidates of large scopes (see search.vector_index); in process memory.
+        # Vector candidates of large scopes (see retrieval.vector_index); in process memory.
         self.vector_indexes = VectorIndexes(config)
         self._refresher: asyncio.Task[None] | None = None
-        # Lexical searches ranked in worker processes (see search.ranking.pool), from
+        # Lexical searches ranked in worker processes (see retrieval.ranking.pool), from
         # start to close where the backend's store can be opened by another process.
         self.ranking: RankingPool | None = None
         self._searching = 0
@@ -82,7 +82,7 @@ class NativeSearch:
         Every filter (scopes, status, expiry, validity at ``ctx.now``, types, entities,
         metadata) is applied by the backend before any candidate is ranked. A profile
         with only the lexical mode and no recency or importance weight ranks by BM25
-        alone (the score is the BM25 score); otherwise :mod:`search.fusion` fuses the
+        alone (the score is the BM25 score); otherwise :mod:`retrieval.fusion` fuses the
         signals. The search is then stored as a retrieval snapshot for ``replay``.
         """
         self._units.require_open()

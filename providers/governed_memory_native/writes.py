@@ -33,7 +33,7 @@ from governed_memory.records import (
 )
 from governed_memory.requests import AddRequest, DedupMode, DeleteRequest, UpdateRequest
 
-from governed_memory_native.search.indexer import Indexer
+from governed_memory_native.retrieval.indexer import Indexer
 from governed_memory_native.searching import NativeSearch
 from governed_memory_native.storage.port import WriteTransaction
 from governed_memory_native.units import Units, commit_version, require_in_scope

@@ -30,7 +30,7 @@ import pytest
 from governed_memory import GovernedMemoryManager, Permission, Principal
 from governed_memory.sync import SyncMemoryManager
 from governed_memory_langgraph import GovernedStore, NamespaceMapping, NamespaceRule
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.tokens import words
 from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.store.base import BaseStore, Item, SearchItem

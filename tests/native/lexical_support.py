@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.tokens import words
 
 
 @attrs.frozen

@@ -24,8 +24,8 @@ from governed_memory.clock import ManualClock
 from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.postgres import schema as postgres_schema
-from governed_memory_native.search import tokens
-from governed_memory_native.search.tokens import ANALYZER, index_text, query_tokens, words
+from governed_memory_native.retrieval import tokens
+from governed_memory_native.retrieval.tokens import ANALYZER, index_text, query_tokens, words
 from governed_memory_native.sqlite import connection as sqlite_setup
 from governed_memory_native.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 from lexical_support import check_sqlite_index, table_counts

@@ -30,7 +30,7 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.tokens import words
 from lexical_support import check_sqlite_index, table_counts
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
 

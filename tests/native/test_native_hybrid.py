@@ -15,7 +15,7 @@ from governed_memory.records import MemoryRecord
 from governed_memory.requests import DeleteRequest, SearchRequest, UpdateRequest
 from governed_memory.scope import Scope
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.search import fusion as retrieval
+from governed_memory_native.retrieval import fusion as retrieval
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st

@@ -41,8 +41,8 @@ from governed_memory.records import (
 from governed_memory.requests import SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.memory.state import passes_filters
-from governed_memory_native.search.bm25 import Document, score_documents
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.bm25 import Document, score_documents
+from governed_memory_native.retrieval.tokens import words
 from governed_memory_native.storage.port import SearchQuery
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -21,7 +21,7 @@ from governed_memory.indexing import IndexJob, JobAction, JobState
 from governed_memory.requests import DeleteRequest, DeleteUserRequest, SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider, parse_config
 from governed_memory_native.config import POSTGRES_DSN_ENV, BackendKind
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.tokens import words
 from native_support import OTHER_USER, USER_SCOPE, make_ctx, note
 from postgres_support import (
     POSTGRES_DSN,

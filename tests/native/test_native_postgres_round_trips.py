@@ -31,8 +31,8 @@ require_postgres_package()
 from governed_memory_native.postgres import schema as postgres_schema  # noqa: E402
 from governed_memory_native.postgres.backend import PostgresBackend  # noqa: E402
 from governed_memory_native.postgres.migrating import MIGRATIONS_TABLE  # noqa: E402
-from governed_memory_native.search import lexical as lexical_topk  # noqa: E402
-from governed_memory_native.search.tokens import query_tokens  # noqa: E402
+from governed_memory_native.retrieval import lexical as lexical_topk  # noqa: E402
+from governed_memory_native.retrieval.tokens import query_tokens  # noqa: E402
 from governed_memory_native.storage.values import SearchQuery  # noqa: E402
 
 

@@ -22,8 +22,8 @@ from governed_memory.records import IndexState, MemoryRecord, RecordStatus, cont
 from governed_memory.requests import SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
 from governed_memory_native.config import parse_indexing_config
-from governed_memory_native.search.ranking.pool import RankingPool, RemotePage
-from governed_memory_native.search.ranking.wire import query_fields, query_from_fields
+from governed_memory_native.retrieval.ranking.pool import RankingPool, RemotePage
+from governed_memory_native.retrieval.ranking.wire import query_fields, query_from_fields
 from governed_memory_native.storage.port import SearchQuery
 from indexing_support import ControlledEmbedder
 from native_support import USER_SCOPE, config_for, make_ctx, note
@@ -242,7 +242,7 @@ def test_ranking_processes_must_be_auto_or_a_small_count(value: object) -> None:
 
 def test_auto_leaves_the_cores_to_several_service_workers(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from governed_memory_native.search.ranking.pool import SERVICE_WORKERS_ENV, default_processes
+    from governed_memory_native.retrieval.ranking.pool import SERVICE_WORKERS_ENV, default_processes
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     monkeypatch.delenv(SERVICE_WORKERS_ENV, raising=False)

@@ -40,8 +40,8 @@ from governed_memory_native.config import (
     DEFAULT_LEXICAL_DELTA_MAX,
     parse_indexing_config,
 )
-from governed_memory_native.search.bm25 import Document, score_documents
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.bm25 import Document, score_documents
+from governed_memory_native.retrieval.tokens import words
 from governed_memory_native.sqlite.backend import SqliteBackend
 from governed_memory_native.sqlite.lexical import _statistics_sql
 from governed_memory_native.sqlite.transaction import SqliteTransaction

@@ -10,7 +10,7 @@ import pytest
 from governed_memory.clock import ManualClock
 from governed_memory.requests import SearchRequest
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.tokens import words
 from governed_memory_native.sqlite.connection import register_functions
 from governed_memory_native.sqlite.schema import MIGRATIONS
 from hypothesis import given, settings

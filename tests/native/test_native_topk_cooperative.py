@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from governed_memory_native.search.lexical import SLICE, OneTermAtATime, Statistics, top_k
+from governed_memory_native.retrieval.lexical import SLICE, OneTermAtATime, Statistics, top_k
 
 DOCS = 6 * SLICE
 

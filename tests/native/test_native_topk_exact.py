@@ -8,8 +8,8 @@ import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from governed_memory_native.search.bm25 import Document, score_documents
-from governed_memory_native.search.lexical import OneTermAtATime, Statistics, first_reads, top_k
+from governed_memory_native.retrieval.bm25 import Document, score_documents
+from governed_memory_native.retrieval.lexical import OneTermAtATime, Statistics, first_reads, top_k
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

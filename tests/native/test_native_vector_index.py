@@ -35,8 +35,8 @@ from governed_memory.requests import (
 from governed_memory.scope import Scope
 from governed_memory_native import NativeMemoryProvider
 from governed_memory_native.config import parse_indexing_config
-from governed_memory_native.search import vector_index as vector_index_module
-from governed_memory_native.search.vector_engines import NumpyEngine, faiss_module
+from governed_memory_native.retrieval import vector_index as vector_index_module
+from governed_memory_native.retrieval.vector_engines import NumpyEngine, faiss_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_support import examples, make_ctx, note, require_backend

@@ -30,8 +30,8 @@ from governed_memory.records import (
 from governed_memory.requests import SearchRequest
 from governed_memory.scope import Scope
 from governed_memory_native import NativeMemoryProvider, build_native_provider
-from governed_memory_native.search import fusion
-from governed_memory_native.search.cosine import cosine_ranking, encode
+from governed_memory_native.retrieval import fusion
+from governed_memory_native.retrieval.cosine import cosine_ranking, encode
 from governed_memory_native.storage.port import SearchQuery, StoredVector, VectorQuery
 from native_support import config_for, make_ctx
 

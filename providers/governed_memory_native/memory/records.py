@@ -3,7 +3,7 @@
 A record's row and its place in its scope's :class:`~memory.state.ScopeLexicon` change
 together, through the transaction's journal, as the SQL backends' inserts carry their
 ``lexical_*`` rows; a lexical search then ranks over those lexicons with
-:mod:`search.lexical`, exactly as it does over the SQL tables. Erasure
+:mod:`retrieval.lexical`, exactly as it does over the SQL tables. Erasure
 (:mod:`memory.repositories`) takes records out through :meth:`MemoryRecords.unindex`
 and :meth:`MemoryRecords.release_key`.
 """
@@ -23,7 +23,7 @@ from governed_memory_native.memory.state import (
     State,
     passes_filters,
 )
-from governed_memory_native.search.lexical import (
+from governed_memory_native.retrieval.lexical import (
     ExpiredDocument,
     OneTermAtATime,
     Statistics,

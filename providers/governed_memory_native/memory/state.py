@@ -22,8 +22,8 @@ from governed_memory.indexing import IndexJob
 from governed_memory.provider_kit import metadata_matches
 from governed_memory.records import MemoryRecord, MemoryVersion, RecordStatus
 
-from governed_memory_native.search.bm25 import Document
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.bm25 import Document
+from governed_memory_native.retrieval.tokens import words
 from governed_memory_native.storage.values import (
     IdempotencyEntry,
     Removal,
@@ -37,7 +37,7 @@ from governed_memory_native.storage.values import (
 class Row:
     record: MemoryRecord
     document: Document | None
-    """The lexical index entry: only an active record has one (see :mod:`search.bm25`)."""
+    """The lexical index entry: only an active record has one (see :mod:`retrieval.bm25`)."""
 
     @classmethod
     def of(cls, record: MemoryRecord) -> Row:

@@ -116,7 +116,7 @@ from governed_memory_native.postgres.transaction import (
     Row,
     WriterLock,
 )
-from governed_memory_native.search.ranking.wire import store_spec
+from governed_memory_native.retrieval.ranking.wire import store_spec
 from governed_memory_native.storage.port import (
     ReadTransaction,
     UnitsFromTransactions,
@@ -169,7 +169,7 @@ class PostgresBackend(UnitsFromTransactions):
                             event_outbox=True)
 
     def ranking_store(self) -> Mapping[str, Any]:
-        """This schema, for a ranking worker (:mod:`search.ranking.pool`) to read in a session
+        """This schema, for a ranking worker (:mod:`retrieval.ranking.pool`) to read in a session
         of its own (the dsn travels on the worker's stdin, never its command line)."""
         return store_spec(backend=self.name, busy_timeout_ms=self._busy_timeout_ms,
                           dsn=self._dsn, schema=self._schema)

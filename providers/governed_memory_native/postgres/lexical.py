@@ -2,7 +2,7 @@
 
 It scores exactly as the other backends do: the ``lexical_*`` tables hold each scope's
 statistics and the shared tokenizer's words, kept on every write by the record statements
-(:mod:`postgres.statements`), and :mod:`search.lexical` ranks over them, reading postings
+(:mod:`postgres.statements`), and :mod:`retrieval.lexical` ranks over them, reading postings
 by ``(scope, term)`` through the primary key; PostgreSQL's own text search plays no part
 (see :class:`PostgresLexicalSearch`). What is PostgreSQL's own here is the round trips: a
 search's statistics arrive with its first postings, and a probe brings the next read
@@ -16,7 +16,7 @@ from typing import Final
 
 from governed_memory_native.postgres.dialect import PostgresDialect
 from governed_memory_native.postgres.filters import filter_clause, needs_records
-from governed_memory_native.search.lexical import (
+from governed_memory_native.retrieval.lexical import (
     COMMON_SHARE,
     READ_TOGETHER,
     ExpiredDocument,
@@ -73,7 +73,7 @@ _PREFETCH_TERMS: Final = "ARRAY(SELECT term FROM wanted_terms)"
 
 class PostgresLexicalSearch(SqlLexicalSearch):
     """PostgreSQL's own text search is not used for ranking: its parsers and
-    dictionaries split and stem words differently from :mod:`search.tokens`, and ``ts_rank`` is
+    dictionaries split and stem words differently from :mod:`retrieval.tokens`, and ``ts_rank`` is
     not BM25, so neither matches nor scores would equal the other backends'."""
 
     __slots__ = ("_tx",)

@@ -20,7 +20,7 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 
 from governed_memory_native.postgres.rows import decode_text
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.tokens import words
 
 PAGE: Final = 2_000
 """Records read per round trip."""

@@ -22,7 +22,7 @@ from governed_memory_native.postgres.migrating import MIGRATIONS_TABLE as MIGRAT
 from governed_memory_native.postgres.migrating import apply_migrations
 from governed_memory_native.postgres.migrating import current_version as current_version
 from governed_memory_native.postgres.trail import schema as trail_schema
-from governed_memory_native.search import tokens
+from governed_memory_native.retrieval import tokens
 from governed_memory_native.sqlite.schema import VECTOR_LOG_KEEP
 from governed_memory_native.storage.migrations import Migration
 

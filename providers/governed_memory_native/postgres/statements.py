@@ -30,7 +30,7 @@ from governed_memory_native.postgres.rows import (
     record_from_row,
     record_params,
 )
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.tokens import words
 from governed_memory_native.sql.dialect import Params, chunks, unique
 from governed_memory_native.sql.erasure import SqlErasure
 from governed_memory_native.sql.jobs import SqlIndexJobs

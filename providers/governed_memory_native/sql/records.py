@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Final
 import attrs
 from governed_memory.records import MemoryRecord, MemoryType
 
-from governed_memory_native.search.lexical import PostingsSource, Statistics, top_k
+from governed_memory_native.retrieval.lexical import PostingsSource, Statistics, top_k
 from governed_memory_native.sql.dialect import SqlDialect, chunks, unique
 from governed_memory_native.sql.rows import SELECT_RECORD
 from governed_memory_native.storage.values import ScoredRecord, SearchPage, SearchQuery

@@ -65,7 +65,7 @@ from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableEr
 from governed_memory.records import MemoryRecord
 
 from governed_memory_native.config import DEFAULT_LEXICAL_DELTA_MAX
-from governed_memory_native.search.ranking.wire import store_spec
+from governed_memory_native.retrieval.ranking.wire import store_spec
 from governed_memory_native.sql.rows import record_from_row
 from governed_memory_native.sqlite.connection import connect, current_version, migrate
 from governed_memory_native.sqlite.errors import logger, translated
@@ -147,7 +147,7 @@ class SqliteBackend:
                             event_outbox=True)
 
     def ranking_store(self) -> Mapping[str, Any]:
-        """This file, for a ranking worker (:mod:`search.ranking.pool`) to open read-only."""
+        """This file, for a ranking worker (:mod:`retrieval.ranking.pool`) to open read-only."""
         return store_spec(backend=self.name, busy_timeout_ms=self._busy_timeout_ms,
                           path=str(self._path))
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from governed_memory.errors import MemoryConfigurationError
 
-from governed_memory_native.search.bm25 import idf
-from governed_memory_native.search.tokens import index_text, word_count
+from governed_memory_native.retrieval.bm25 import idf
+from governed_memory_native.retrieval.tokens import index_text, word_count
 from governed_memory_native.sqlite.errors import translated
 from governed_memory_native.sqlite.schema import LATEST_VERSION, MIGRATIONS
 from governed_memory_native.storage.migrations import pending

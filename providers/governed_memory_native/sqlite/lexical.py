@@ -13,7 +13,7 @@ writes one ``lexical_tombstones`` row instead of deleting its postings and decre
 its words. A search adds the delta and subtracts the tombstones of the scopes it reads,
 so statistics, scores and ``candidates`` stay exactly the memory backend's. When a
 scope's delta and tombstones reach ``lexical_delta_max`` rows, a merge
-(:mod:`search.merger`, a background write unit) moves them into the main index at once,
+(:mod:`retrieval.merger`, a background write unit) moves them into the main index at once,
 where many records share each page. A full delta that waits for its merge takes no more
 rows: writes to that scope then index into the main tables directly, so a search never
 reads more than the bound, whether a merger runs or not.
@@ -32,7 +32,7 @@ What every statement here keeps true:
   in its own transaction (the words of erased content are content).
 
 Only SQLite keeps a delta: the memory and PostgreSQL backends index eagerly, and all three
-rank alike because :mod:`search.lexical` sees the same statistics and postings from each.
+rank alike because :mod:`retrieval.lexical` sees the same statistics and postings from each.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any, Final, Protocol, cast
 
 from governed_memory.records import MemoryRecord, RecordStatus
 
-from governed_memory_native.search.lexical import ExpiredDocument, OneTermAtATime, Statistics
+from governed_memory_native.retrieval.lexical import ExpiredDocument, OneTermAtATime, Statistics
 from governed_memory_native.storage.port import SearchQuery
 
 _CHUNK: Final = 500

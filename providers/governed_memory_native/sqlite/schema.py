@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from governed_memory_native.search import tokens
+from governed_memory_native.retrieval import tokens
 from governed_memory_native.storage.migrations import Migration
 
 VECTOR_LOG_KEEP: Final = 10_000

@@ -14,8 +14,8 @@ from typing import Any, Final
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.records import MemoryRecord
 
-from governed_memory_native.search.lexical import PostingsSource
-from governed_memory_native.search.tokens import words
+from governed_memory_native.retrieval.lexical import PostingsSource
+from governed_memory_native.retrieval.tokens import words
 from governed_memory_native.sql.dialect import Params, chunks, unique
 from governed_memory_native.sql.erasure import SqlErasure
 from governed_memory_native.sql.records import VISIBLE, SqlLexicalSearch, SqlRecords

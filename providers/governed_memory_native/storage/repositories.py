@@ -255,7 +255,7 @@ class VectorChangeLog(Protocol):
 
     Every change to a stored vector (a put, a removal, an erasure, a cascade) bumps its
     (identity, scope)'s sequence by one and logs the record id in the same transaction,
-    so an in-process index catches up on exactly what changed (:mod:`search.vector_index`). The
+    so an in-process index catches up on exactly what changed (:mod:`retrieval.vector_index`). The
     log is kept by storage itself (SQL triggers), so every writer, in any process, feeds
     it; a search reads one row per searched scope to see whether anything changed.
     """

@@ -44,7 +44,7 @@ from typing import Final, Generic, Protocol, TypeVar
 
 import attrs
 
-from governed_memory_native.search.bm25 import (
+from governed_memory_native.retrieval.bm25 import (
     K1,
     UPPER_SATURATION,
     B,

@@ -1,5 +1,5 @@
-"""What a ranking worker (:mod:`search.ranking.worker`) and its pool
-(:mod:`search.ranking.pool`) say to each other over the worker's stdin and stdout.
+"""What a ranking worker (:mod:`retrieval.ranking.worker`) and its pool
+(:mod:`retrieval.ranking.pool`) say to each other over the worker's stdin and stdout.
 
 Each message is a 4-byte big-endian length, then that many bytes of :mod:`marshal`
 data: plain tuples, lists, dicts, strings, bytes, numbers and ``None`` (what a search's

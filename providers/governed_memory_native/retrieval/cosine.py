@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 from governed_memory.embedding import EmbedderIdentity
 from governed_memory.errors import MemoryUnavailableError
 
-from governed_memory_native.search.numeric import deferred
+from governed_memory_native.retrieval.numeric import deferred
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,7 +62,7 @@ def cosine_ranking(query: bytes, candidates: Sequence[tuple[str, bytes]],
     Each score is a function of its own row alone: ``einsum`` runs the same loop over
     every row, whereas a BLAS matrix product picks kernels by the number of rows, so a
     vector could score a last bit differently in a set of 1 than in a set of 3. Every
-    backend, and a vector index's shortlist (see :mod:`search.vector_index`), passes a
+    backend, and a vector index's shortlist (see :mod:`retrieval.vector_index`), passes a
     different set of candidates for the same record: they must all score it alike.
     """
     if not candidates or limit <= 0:

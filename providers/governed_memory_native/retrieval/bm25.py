@@ -1,7 +1,7 @@
 """Okapi BM25, written once and used by every backend.
 
 Every backend scores with these functions on statistics taken from the same corpus, and
-:mod:`search.lexical` (the one top-k search all backends run) calls them with the same
+:mod:`retrieval.lexical` (the one top-k search all backends run) calls them with the same
 operations in the same order; that is what makes memory, SQLite and PostgreSQL return
 identical scores (not merely close ones), so ties break the same way too.
 
@@ -99,7 +99,7 @@ def score_documents(
 
     The exhaustive reference: ``corpus`` is the whole collection the statistics come
     from; documents that match no term are absent from the result rather than scored
-    zero. :mod:`search.lexical` must return exactly the best of these.
+    zero. :mod:`retrieval.lexical` must return exactly the best of these.
     """
     if not corpus or not terms:
         return {}

@@ -4,7 +4,7 @@ vector change log; small scopes, and backends without the log, are searched exac
 Why it is built this way:
 
 - **Candidates only.** An index (one per embedder identity and scope, see
-  :mod:`search.vector_engines`) proposes record ids in order of its approximate score; storage
+  :mod:`retrieval.vector_engines`) proposes record ids in order of its approximate score; storage
   then applies every hard filter to them (scope, status, expiry, validity, types,
   entities, metadata, visibility, current content hash) and returns their stored
   vectors, which :func:`vectors.cosine_ranking` scores exactly. So a record of another
@@ -48,9 +48,9 @@ import attrs
 from governed_memory.embedding import EmbedderIdentity
 
 from governed_memory_native.config import IndexingConfig
-from governed_memory_native.search.cosine import decode
-from governed_memory_native.search.numeric import deferred
-from governed_memory_native.search.vector_engines import (
+from governed_memory_native.retrieval.cosine import decode
+from governed_memory_native.retrieval.numeric import deferred
+from governed_memory_native.retrieval.vector_engines import (
     SCORE_ERROR,
     VectorEngine,
     engine_name,
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 else:
     np = deferred(globals())
 
-log = logging.getLogger("governed_memory_native.search.vector_index")
+log = logging.getLogger("governed_memory_native.retrieval.vector_index")
 
 T = TypeVar("T")
 

@@ -1,9 +1,9 @@
 """A ranking worker: a process of its own that runs lexical searches on the store its
-provider has open, for :mod:`search.ranking.pool`. Started as
-``python -m governed_memory_native.search.ranking.worker``; it reads requests on stdin and
-answers on stdout (:mod:`search.ranking.wire`), one search at a time, until stdin closes.
+provider has open, for :mod:`retrieval.ranking.pool`. Started as
+``python -m governed_memory_native.retrieval.ranking.worker``; it reads requests on stdin and
+answers on stdout (:mod:`retrieval.ranking.wire`), one search at a time, until stdin closes.
 
-Why a process: a lexical search ranks in Python (:mod:`search.lexical`), and Python code
+Why a process: a lexical search ranks in Python (:mod:`retrieval.lexical`), and Python code
 holds the interpreter's lock whatever thread runs it, so searches on the provider's
 threads neither run beside each other nor leave the event loop alone. A worker has a
 lock of its own: on two cores, two workers rank two searches at once while the provider's
@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from governed_memory_native.search.ranking import wire
-from governed_memory_native.search.ranking.wire import ROW_COLUMNS
+from governed_memory_native.retrieval.ranking import wire
+from governed_memory_native.retrieval.ranking.wire import ROW_COLUMNS
 from governed_memory_native.sql.records import RankedRows
 from governed_memory_native.storage.values import SearchQuery
 

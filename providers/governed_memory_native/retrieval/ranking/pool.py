@@ -2,7 +2,7 @@
 interpreter lock nor holds it against the event loop.
 
 Why (measured, ``bench/scale.py``'s ``readers`` and ``hybrid`` sections,
-``docs/retrieval.md``): the one exact top-k (:mod:`search.lexical`) is Python, and Python
+``docs/retrieval.md``): the one exact top-k (:mod:`retrieval.lexical`) is Python, and Python
 holds the interpreter's lock on whatever thread it runs. On SQLite, eight concurrent
 searches on the reader threads were *slower* together than one after another (the
 threads hand the lock back and forth at every row), and a thread ranking delayed the
@@ -11,8 +11,8 @@ batched requests; bounds that prune common words) shortens each search but canno
 two run at once; no native code ranks exactly as the other backends do. A process has
 a lock of its own.
 
-How: :class:`RankingPool` starts ``processes`` workers (:mod:`search.ranking.worker`, a fresh
-interpreter each: ``python -m governed_memory_native.search.ranking.worker``, never a fork of
+How: :class:`RankingPool` starts ``processes`` workers (:mod:`retrieval.ranking.worker`, a fresh
+interpreter each: ``python -m governed_memory_native.retrieval.ranking.worker``, never a fork of
 a threaded process nor a re-import of the application's main module) the first time a
 search in the provider's own process examined :data:`WAKE_CANDIDATES` records or more;
 small stores never start one. Each worker opens the provider's store read-only; a
@@ -44,8 +44,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 import attrs
 from governed_memory.records import MemoryRecord
 
-from governed_memory_native.search.ranking import wire
-from governed_memory_native.search.ranking.wire import ROW_COLUMNS
+from governed_memory_native.retrieval.ranking import wire
+from governed_memory_native.retrieval.ranking.wire import ROW_COLUMNS
 from governed_memory_native.storage.values import ScoredRecord, SearchPage, SearchQuery
 
 logger = logging.getLogger("governed_memory_native.ranking")
@@ -210,7 +210,7 @@ class RankingPool:
 
     async def _spawn(self, store: Mapping[str, Any]) -> _Worker:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "governed_memory_native.search.ranking.worker",
+            sys.executable, "-m", "governed_memory_native.retrieval.ranking.worker",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL)
         worker = _Worker(process)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from governed_memory.errors import MemoryStorageError
 
-from governed_memory_native.search.numeric import deferred
+from governed_memory_native.retrieval.numeric import deferred
 
 if TYPE_CHECKING:
     import numpy as np
