@@ -20,7 +20,7 @@ import attrs
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, Tracer
 
-from governed_memory import telemetry as tm
+import governed_memory.telemetry as tm
 from governed_memory.clock import Clock
 from governed_memory.errors import (
     REFUSALS,

@@ -25,6 +25,7 @@ import attrs
 import pluggy
 
 import governed_memory.hookspecs as hookspecs
+import governed_memory.plugin_discovery as plugin_discovery
 from governed_memory.errors import MemoryConfigurationError
 
 if TYPE_CHECKING:
@@ -204,8 +205,6 @@ class PluginManager:
     def _load_entry_points(self) -> None:
         """Register every ``governed_memory`` entry point not blocked, the first of a
         name winning (see :mod:`governed_memory.plugin_discovery`)."""
-        from governed_memory import plugin_discovery
-
         found = plugin_discovery.entry_points(hookspecs.ENTRY_POINT_GROUP)
         if found is None:  # a path entry only importlib.metadata can read
             self._pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)

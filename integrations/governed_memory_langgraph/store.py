@@ -60,7 +60,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from governed_memory_langgraph import filters
+import governed_memory_langgraph.filters as filters
 from governed_memory_langgraph.items import (
     FORMAT,
     INDEXED,

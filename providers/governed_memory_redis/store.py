@@ -42,7 +42,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from governed_memory_redis import scripts
+import governed_memory_redis.scripts as scripts
 from governed_memory_redis.config import RedisStoreConfig, parse_redis_config
 
 ERASE_BATCH = 256
