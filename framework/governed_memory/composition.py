@@ -21,8 +21,10 @@ from opentelemetry.metrics import MeterProvider
 from governed_memory.clock import Clock
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventBus, EventSink
+from governed_memory.language_models import LanguageModel
 from governed_memory.plugins import PluginManager
 from governed_memory.policy import MemoryPolicy
+from governed_memory.profile_models import build_language_model
 from governed_memory.profiles.build import (
     build_components,
     build_rate_windows,
@@ -53,6 +55,8 @@ class Composition:
     """Where the quotas policy counts write rates (``[quotas] rate_store``): the
     provider's own windows, a registered store's (closed with the manager) or this
     process's."""
+    language_model: LanguageModel | None = None
+    """The model ``[stores.language_model]`` names (for ``remember``), if any."""
 
     def attach(self, events: EventBus) -> None:
         """Point the cache's events at the manager's bus (built after the cache), so a
@@ -105,7 +109,8 @@ def compose_profile(profile: ProfileSource, *, plugins: PluginManager,
     provider = wrap_with_fallback(provider, spec, plugins, clock)
     return Composition(spec, provider, tuple(parts.policies),
                        parts.policy_configuration, chosen,
-                       rate_windows=build_rate_windows(provider, spec, plugins))
+                       rate_windows=build_rate_windows(provider, spec, plugins),
+                       language_model=build_language_model(spec, plugins))
 
 
 def resolve_pack(pack: str, use: str,

@@ -28,6 +28,7 @@ from governed_memory.composition import compose_profile, provider_from_plugins, 
 from governed_memory.errors import MemoryValidationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.governed_calls import build_request as build_request
+from governed_memory.language_models import LanguageModel
 from governed_memory.lifetime import ManagerLifetime
 from governed_memory.memory_operations import MemoryOperations
 from governed_memory.operation_context import ProfileRef
@@ -73,6 +74,7 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         maintenance_interval_s: float | None = None,
         rate_windows: RateWindows | None = None,
         settings: GovernanceSettings | None = None,
+        language_model: LanguageModel | None = None,
     ) -> None:
         """``settings`` is how governance runs each operation (``from_profile`` passes
         ``GovernanceSettings.from_profile(spec)``); without it, it is built from
@@ -86,7 +88,9 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         background at that period; without it, run ``governed-memory worker`` or
         ``maintain``. ``rate_windows`` is where write-rate limits are counted
         (``governed_memory.rates``; default: the provider's own windows, else this
-        process's); windows other than the provider's own are closed with the manager."""
+        process's); windows other than the provider's own are closed with the manager.
+        ``language_model`` is the model :meth:`remember` reads conversations with
+        (``from_profile``: the profile's ``[stores.language_model]``)."""
         if maintenance_interval_s is not None and not maintenance_interval_s > 0:
             raise MemoryValidationError("maintenance_interval_s must be positive",
                                         field="maintenance_interval_s")
@@ -101,6 +105,8 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         self.profile_spec = profile_spec
         """The profile this manager was built from (``from_profile``), if any."""
         self.domain_pack: ResolvedPack | None = None
+        self.language_model = language_model
+        """The model :meth:`remember` uses, if any (assignable)."""
         """The domain pack and use that selected the profile (``from_pack``), if any."""
         self.activity = ActivityPort(
             provider, policies=self.policy_engine, events=self.events, clock=self.clock,
@@ -137,6 +143,7 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         maintenance_interval_s: float | None = None,
         rate_windows: RateWindows | None = None,
         settings: GovernanceSettings | None = None,
+        language_model: LanguageModel | None = None,
     ) -> GovernedMemoryManager:
         """Build over a provider registered by a plugin (``native``, …) by name; every
         other argument is the constructor's."""
@@ -148,7 +155,7 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
                    meter_provider=meter_provider, fail_closed=fail_closed,
                    outbox_interval_s=outbox_interval_s,
                    maintenance_interval_s=maintenance_interval_s, rate_windows=rate_windows,
-                   settings=settings)
+                   settings=settings, language_model=language_model)
 
     @classmethod
     def from_profile(
@@ -197,7 +204,7 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
                       policy_configuration=parts.policy_configuration,
                       meter_provider=meter_provider, outbox_interval_s=outbox_interval_s,
                       maintenance_interval_s=maintenance_interval_s,
-                      rate_windows=parts.rate_windows)
+                      rate_windows=parts.rate_windows, language_model=parts.language_model)
         parts.attach(manager.events)
         return manager
 
@@ -336,6 +343,7 @@ class BoundMemory:
 
     add = bind_scope(GovernedMemoryManager.add)
     add_many = bind_scope(GovernedMemoryManager.add_many)
+    remember = bind_scope(GovernedMemoryManager.remember)
     get = bind_scope(GovernedMemoryManager.get)
     lookup = bind_scope(GovernedMemoryManager.lookup)
     list = bind_scope(GovernedMemoryManager.list)

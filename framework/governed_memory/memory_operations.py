@@ -15,8 +15,10 @@ from typing import Any
 
 from governed_memory.arguments import member, memory_type_tuple, optional_member, string_tuple
 from governed_memory.batch import MAX_BATCH_ITEMS, AddItem, BatchAddResult, ItemOutcome
+from governed_memory.clock import Clock
 from governed_memory.errors import GovernedMemoryError, MemoryValidationError
 from governed_memory.governed_calls import GovernedCalls
+from governed_memory.language_models import LanguageModel
 from governed_memory.lookup import LookupRequest
 from governed_memory.operations import Operation
 from governed_memory.principal import Principal
@@ -33,6 +35,13 @@ from governed_memory.records import (
     Provenance,
     SearchResult,
     Visibility,
+)
+from governed_memory.remembering import (
+    DEFAULT_CONFIDENCE_FLOOR,
+    DEFAULT_WINDOW,
+    Message,
+    RememberResult,
+    remember_messages,
 )
 from governed_memory.replay import ReplayResult, replay_through
 from governed_memory.requests import (
@@ -58,6 +67,10 @@ class MemoryOperations(GovernedCalls):
 
     profile_spec: MemoryProfileSpec | None
     """The profile searches take their defaults and bounds from, if any."""
+    language_model: LanguageModel | None
+    """The model ``remember`` reads conversations with (the profile's
+    ``[stores.language_model]``, or the manager's ``language_model=``), if any."""
+    clock: Clock
 
     async def add(
         self,
@@ -136,6 +149,24 @@ class MemoryOperations(GovernedCalls):
         except ExceptionGroup as failed:
             raise failed.exceptions[0] from None
         return BatchAddResult(outcomes=tuple(task.result() for task in tasks))
+
+    async def remember(self, principal: Principal, scope: Scope,
+                       messages: Iterable[Message | Mapping[str, Any]], *,
+                       window: int = DEFAULT_WINDOW,
+                       confidence_floor: float = DEFAULT_CONFIDENCE_FLOOR) -> RememberResult:
+        """Memories from a conversation (``role``/``content`` messages, each with an
+        optional ``turn_id``), each fact decided against what ``scope`` holds: added,
+        updated, superseded, unchanged, held for review or refused, every write a
+        governed ``add`` or ``update`` idempotent on its source turns
+        (``governed_memory.remembering``). Needs the manager's language model
+        (``MemoryConfigurationError`` without one); one model call per ``window``
+        messages, and one more when a fact has stored memories close to it. A fact the
+        model is less sure of than ``confidence_floor`` has the source type
+        ``inferred``, which a profile may hold for review."""
+        await self._ready()
+        return await remember_messages(self, principal, scope, messages,
+                                       model=self.language_model, window=window,
+                                       confidence_floor=confidence_floor)
 
     async def get(self, principal: Principal, scope: Scope, record_id: str | None = None, *,
                   key: str | None = None) -> MemoryRecord:

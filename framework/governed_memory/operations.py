@@ -23,6 +23,10 @@ class OperationKind(enum.StrEnum):
     MAINTENANCE = "maintenance"
     """Store-wide housekeeping (retention of retrieval snapshots): the maintenance
     worker's ``memory.maintenance.*`` events. It changes no memory."""
+    AUDIT = "audit"
+    """Reading the audit trail (``governed_memory.audit_requests``): an auditor's query,
+    subject report, verification and proofs, with ``memory.audit.*`` events. It reads
+    no memory."""
 
 
 @attrs.frozen(slots=True)
@@ -72,6 +76,11 @@ class Operation(enum.StrEnum):
     RETRY_INDEX_JOBS = "retry_index_jobs"
     REINDEX = "reindex"
     PURGE_SNAPSHOTS = "purge_snapshots"
+    # Reading the audit trail (governed_memory.audit_requests): an auditor's.
+    AUDIT_QUERY = "audit_query"
+    AUDIT_REPORT = "audit_report"
+    AUDIT_VERIFY = "audit_verify"
+    AUDIT_PROVE = "audit_prove"
 
     @property
     def info(self) -> _OperationInfo:
@@ -124,6 +133,12 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.REINDEX: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
     Operation.PURGE_SNAPSHOTS: _OperationInfo(OperationKind.MAINTENANCE, Permission.ADMIN,
                                               "delete_memory"),
+    Operation.AUDIT_QUERY: _OperationInfo(OperationKind.AUDIT, Permission.AUDIT, "audit_query"),
+    Operation.AUDIT_REPORT: _OperationInfo(OperationKind.AUDIT, Permission.AUDIT,
+                                           "audit_report"),
+    Operation.AUDIT_VERIFY: _OperationInfo(OperationKind.AUDIT, Permission.AUDIT,
+                                           "audit_verify"),
+    Operation.AUDIT_PROVE: _OperationInfo(OperationKind.AUDIT, Permission.AUDIT, "audit_prove"),
 }
 
 STORE_OPERATIONS: frozenset[Operation] = frozenset(
@@ -137,6 +152,12 @@ MAINTENANCE: frozenset[Operation] = frozenset(
 )
 """Erasure and cleanup. Profiles that forbid ordinary writes (read-only) still allow
 these: a legal erasure obligation outranks a configuration choice."""
+
+AUDIT_OPERATIONS: frozenset[Operation] = frozenset(
+    {Operation.AUDIT_QUERY, Operation.AUDIT_REPORT, Operation.AUDIT_VERIFY,
+     Operation.AUDIT_PROVE})
+"""Reading the audit trail, with ``audit:read``: the whole tenant's events, which no
+memory permission reaches."""
 
 REVIEW_DECISIONS: frozenset[Operation] = frozenset({Operation.APPROVE, Operation.REJECT})
 

@@ -19,7 +19,12 @@ import attrs
 
 from governed_memory.canonical import canonical_json
 from governed_memory.errors import MemoryScopeError
-from governed_memory.operations import STORE_OPERATIONS, Operation, OperationKind
+from governed_memory.operations import (
+    AUDIT_OPERATIONS,
+    STORE_OPERATIONS,
+    Operation,
+    OperationKind,
+)
 from governed_memory.principal import Permission, Principal, PrincipalKind
 from governed_memory.rates import RateWindows
 from governed_memory.request import Request
@@ -138,7 +143,8 @@ def authorize_scope(principal: Principal, request: Request[Any]) -> str | None:
     """The fixed rule. Returns the reason for a denial, or ``None`` when allowed.
 
     - the principal's tenant must be the tenant of every scope touched;
-    - the principal needs the operation's permission (``memory:admin`` implies all);
+    - the principal needs the operation's permission (``memory:admin`` implies every
+      ``memory:`` one; ``audit:read`` is implied by none);
     - a principal bound to a user (every user principal; an agent or service acting
       for a user) may only touch that user's scopes, or read shared scopes with no
       user; writing a shared scope takes ``memory:admin``.
@@ -158,6 +164,13 @@ def authorize_scope(principal: Principal, request: Request[Any]) -> str | None:
         # snapshot's scopes like any read.
         if getattr(request, "tenant_id", None) != principal.tenant_id:
             return "tenant mismatch"
+        return None
+    if operation in AUDIT_OPERATIONS:
+        # A whole tenant's trail: read by an auditor of that tenant bound to no user.
+        if getattr(request, "tenant_id", None) != principal.tenant_id:
+            return "tenant mismatch"
+        if principal.user_id is not None:
+            return "the audit trail is read by an auditor bound to no user"
         return None
     subject = request.named_subject()
     if subject is not None:

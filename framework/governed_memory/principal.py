@@ -24,6 +24,10 @@ class Permission(enum.StrEnum):
     """Approve or reject memories held for review; kept apart from ``memory:write`` so
     that whoever writes a memory under review cannot also wave it through."""
     ADMIN = "memory:admin"
+    AUDIT = "audit:read"
+    """Read the audit trail (``governed_memory.audit_requests``): an auditor's, granted
+    on its own and implied by no memory permission, ``memory:admin`` included, so that
+    whoever runs the memories cannot also read back what the trail says about them."""
 
 
 def _permissions(values: object) -> frozenset[Permission]:
@@ -51,5 +55,8 @@ class Principal:
             check_identifier(self.user_id, "principal.user_id")
 
     def has(self, permission: Permission) -> bool:
-        """``memory:admin`` implies every other permission."""
-        return permission in self.permissions or Permission.ADMIN in self.permissions
+        """``memory:admin`` implies every other ``memory:`` permission; ``audit:read`` is
+        implied by none."""
+        if permission in self.permissions:
+            return True
+        return permission is not Permission.AUDIT and Permission.ADMIN in self.permissions

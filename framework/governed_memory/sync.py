@@ -164,6 +164,7 @@ class SyncMemoryManager:
     deliver_events = blocking(GovernedMemoryManager.deliver_events)
     add = blocking(GovernedMemoryManager.add)
     add_many = blocking(GovernedMemoryManager.add_many)
+    remember = blocking(GovernedMemoryManager.remember)
     get = blocking(GovernedMemoryManager.get)
     lookup = blocking(GovernedMemoryManager.lookup)
     list = blocking(GovernedMemoryManager.list)
@@ -210,6 +211,7 @@ class SyncBoundMemory:
 
     add = blocking(BoundMemory.add)
     add_many = blocking(BoundMemory.add_many)
+    remember = blocking(BoundMemory.remember)
     get = blocking(BoundMemory.get)
     lookup = blocking(BoundMemory.lookup)
     list = blocking(BoundMemory.list)

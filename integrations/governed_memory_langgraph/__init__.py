@@ -6,13 +6,17 @@
 - :class:`NamespaceMapping` / :class:`NamespaceRule`: which scope a namespace lives in;
 - :class:`GovernedRetriever`: a LangChain retriever over governed search;
 - :func:`memory_tools`: ``remember``, ``recall`` and ``forget`` tools for tool-calling
-  agents.
+  agents;
+- :func:`conversation_tool`: ``remember_conversation``, the run's conversation turned
+  into memories by the manager's ``remember`` (:func:`messages_from_langchain` for a
+  node that does it without the model asking).
 
 See docs/langgraph.md.
 """
 
 from __future__ import annotations
 
+from governed_memory_langgraph.conversation import conversation_tool, messages_from_langchain
 from governed_memory_langgraph.items import record_key
 from governed_memory_langgraph.namespaces import (
     DEFAULT_MAPPING,
@@ -34,6 +38,8 @@ __all__ = [
     "Placement",
     "PrincipalNotBoundError",
     "PrincipalSource",
+    "conversation_tool",
     "memory_tools",
+    "messages_from_langchain",
     "record_key",
 ]

@@ -33,6 +33,7 @@ from governed_memory import (
     SearchResult,
 )
 from governed_memory.errors import MemoryConfigurationError
+from governed_memory.remembering import Message, RememberResult
 from governed_memory.sync import SyncMemoryManager
 
 __all__ = ["AsyncPort", "BlockingPort", "MemoryPort", "Runner", "run_blocking"]
@@ -66,6 +67,10 @@ class MemoryPort(Protocol):
     async def search(self, principal: Principal, scopes: Sequence[Scope], query: str, *,
                      limit: int | None, metadata_filter: Mapping[str, Any],
                      memory_types: Sequence[MemoryType | str] = ()) -> SearchResult: ...
+
+    async def remember(self, principal: Principal, scope: Scope,
+                       messages: Sequence[Message], *, window: int,
+                       confidence_floor: float) -> RememberResult: ...
 
 
 class AsyncPort:
@@ -115,6 +120,12 @@ class AsyncPort:
                                           metadata_filter=metadata_filter,
                                           memory_types=memory_types)
 
+    async def remember(self, principal: Principal, scope: Scope,
+                       messages: Sequence[Message], *, window: int,
+                       confidence_floor: float) -> RememberResult:
+        return await self._manager.remember(principal, scope, messages, window=window,
+                                            confidence_floor=confidence_floor)
+
 
 class BlockingPort:
     """The sync facade: each coroutine calls one blocking method and never suspends."""
@@ -162,6 +173,12 @@ class BlockingPort:
         return self._manager.search(principal, list(scopes), query, limit=limit,
                                     metadata_filter=metadata_filter,
                                     memory_types=memory_types)
+
+    async def remember(self, principal: Principal, scope: Scope,
+                       messages: Sequence[Message], *, window: int,
+                       confidence_floor: float) -> RememberResult:
+        return self._manager.remember(principal, scope, messages, window=window,
+                                      confidence_floor=confidence_floor)
 
 
 def run_blocking(operation: Coroutine[Any, Any, R]) -> R:

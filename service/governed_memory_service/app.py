@@ -24,6 +24,7 @@ from governed_memory_service.openapi import openapi_document
 from governed_memory_service.problems import PROBLEM_JSON, TYPE_PREFIX
 from governed_memory_service.readiness import RETRY_AFTER_S, readiness
 from governed_memory_service.routes import ENDPOINTS, MemoryRoutes
+from governed_memory_service.tier_calls import context_over
 from governed_memory_service.tracing import TraceContextMiddleware
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
@@ -48,14 +49,7 @@ def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     built_here = tiers is None
-    if tiers is None:
-        tiers = MemoryTiers.from_manager(manager)
-    elif tiers.long_term_or_none is not manager:
-        raise ValueError("the tiers' long-term tier must be the app's manager")
-    if builder is None:
-        builder = MemoryContextBuilder(tiers)
-    elif builder.tiers is not tiers:
-        raise ValueError("the context builder must build over the app's tiers")
+    tiers, builder = context_over(manager, tiers, builder)
     handlers = MemoryRoutes(manager, authenticator, max_body_bytes, tiers=tiers,
                             builder=builder)
     document = openapi_document()
@@ -108,7 +102,8 @@ def create_app(manager: GovernedMemoryManager, authenticator: Authenticator, *,
             yield
 
     # MCP (streamable HTTP) at /mcp, authenticated like the routes: see mcp_http.
-    mcp = McpEndpoint(manager, authenticator, max_body_bytes=max_body_bytes)
+    mcp = McpEndpoint(manager, authenticator, max_body_bytes=max_body_bytes, tiers=tiers,
+                      builder=builder)
     return Starlette(routes=routes, lifespan=mcp.around(lifespan),
                      middleware=[Middleware(TraceContextMiddleware), mcp.middleware()],
                      exception_handlers={HTTPException: http_problem})

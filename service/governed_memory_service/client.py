@@ -100,6 +100,7 @@ class AsyncMemoryClient:
                                         json=call.body, headers=dict(call.headers))
 
     add = _awaited(Calls.add)
+    remember = _awaited(Calls.remember)
     get = _awaited(Calls.get)
     list = _awaited(Calls.list)
     search = _awaited(Calls.search)
@@ -121,6 +122,12 @@ class AsyncMemoryClient:
     update_working_state = _awaited(Calls.update_working_state)
     clear_working = _awaited(Calls.clear_working)
     build_context = _awaited(Calls.build_context)
+    audit_query = _awaited(Calls.audit_query)
+    audit_summary = _awaited(Calls.audit_summary)
+    audit_report = _awaited(Calls.audit_report)
+    audit_verify = _awaited(Calls.audit_verify)
+    audit_prove = _awaited(Calls.audit_prove)
+    audit_consistency = _awaited(Calls.audit_consistency)
 
 
 class MemoryClient:
@@ -150,6 +157,7 @@ class MemoryClient:
                                   json=call.body, headers=dict(call.headers))
 
     add = _blocking(Calls.add)
+    remember = _blocking(Calls.remember)
     get = _blocking(Calls.get)
     list = _blocking(Calls.list)
     search = _blocking(Calls.search)
@@ -171,3 +179,9 @@ class MemoryClient:
     update_working_state = _blocking(Calls.update_working_state)
     clear_working = _blocking(Calls.clear_working)
     build_context = _blocking(Calls.build_context)
+    audit_query = _blocking(Calls.audit_query)
+    audit_summary = _blocking(Calls.audit_summary)
+    audit_report = _blocking(Calls.audit_report)
+    audit_verify = _blocking(Calls.audit_verify)
+    audit_prove = _blocking(Calls.audit_prove)
+    audit_consistency = _blocking(Calls.audit_consistency)

@@ -32,10 +32,26 @@ from governed_memory import (
     SearchResult,
     Visibility,
 )
+from governed_memory.audit_requests import (
+    DEFAULT_EVENTS,
+    AuditEvents,
+    AuditFilter,
+    AuditSummary,
+    ConsistencyAnswer,
+    InclusionAnswer,
+    SubjectAudit,
+    TrailCheck,
+)
 from governed_memory.converter import structure, unstructure
 from governed_memory.errors import GovernedMemoryError, MemoryValidationError
 from governed_memory.ranking_options import RankingOptions
 from governed_memory.records import CleanupPage
+from governed_memory.remembering import (
+    DEFAULT_CONFIDENCE_FLOOR,
+    DEFAULT_WINDOW,
+    Message,
+    RememberResult,
+)
 from governed_memory.replay import ReplayResult
 from governed_memory.tiers import Turn, TurnDraft, WorkingState
 from governed_memory.turncontext import MemoryContext
@@ -197,6 +213,22 @@ class Calls:
                        occurred_at=occurred_at)
         return Call(method="POST", path=_base(scope), params=tuple(_scope_params(scope)),
                     body=_body(body), headers=_write_headers(idempotency_key))
+
+    @staticmethod
+    @replies(RememberResult)
+    def remember(scope: Scope, messages: Iterable[Message | Mapping[str, Any]], *,
+                 window: int = DEFAULT_WINDOW,
+                 confidence_floor: float = DEFAULT_CONFIDENCE_FLOOR) -> Call:
+        """``POST .../memories/from-messages``; the server checks every message."""
+        listed = [{k: v for k, v in unstructure(m).items() if v is not None}
+                  if isinstance(m, Message) else dict(m) for m in messages]
+        body: dict[str, Any] = {"messages": listed}
+        if window != DEFAULT_WINDOW:
+            body["window"] = window
+        if confidence_floor != DEFAULT_CONFIDENCE_FLOOR:
+            body["confidence_floor"] = confidence_floor
+        return Call(method="POST", path=_base(scope) + "/from-messages",
+                    params=tuple(_scope_params(scope)), body=body)
 
     @staticmethod
     @replies(MemoryRecord)
@@ -392,6 +424,67 @@ class Calls:
         body = ContextBody(question=question, anchor_entity_ids=tuple(anchor_entity_ids))
         return Call(method="POST", path=_tenant(scope.tenant_id) + "/context",
                     params=tuple(_scope_params(scope)), body=_body(body))
+
+    # -- the audit trail (an auditor's: audit:read) -------------------------------------
+    # What governed_memory.audit_requests.GovernedAudit's methods take after the
+    # principal, each one route of audit_routes.
+
+    @staticmethod
+    @replies(AuditEvents)
+    def audit_query(tenant_id: str, *, where: AuditFilter | None = None,
+                    limit: int = DEFAULT_EVENTS, cursor: int | None = None,
+                    verify: bool = True) -> Call:
+        params = [*_audit_filter(where), ("limit", str(limit))]
+        if cursor is not None:
+            params.append(("cursor", str(cursor)))
+        return Call(method="GET", path=_tenant(tenant_id) + "/audit/events",
+                    params=(*params, *_no_verify(verify)))
+
+    @staticmethod
+    @replies(AuditSummary)
+    def audit_summary(tenant_id: str, *, where: AuditFilter | None = None,
+                      limit: int | None = None, verify: bool = True) -> Call:
+        params = [*_audit_filter(where), ("summary", "principal")]
+        if limit is not None:
+            params.append(("limit", str(limit)))
+        return Call(method="GET", path=_tenant(tenant_id) + "/audit/events",
+                    params=(*params, *_no_verify(verify)))
+
+    @staticmethod
+    @replies(SubjectAudit)
+    def audit_report(tenant_id: str, user_id: str, *, verify: bool = True) -> Call:
+        return Call(method="GET", path=_tenant(tenant_id) + "/audit/report",
+                    params=(("subject", user_id), *_no_verify(verify)))
+
+    @staticmethod
+    @replies(TrailCheck)
+    def audit_verify(tenant_id: str) -> Call:
+        return Call(method="GET", path=_tenant(tenant_id) + "/audit/verify")
+
+    @staticmethod
+    @replies(InclusionAnswer)
+    def audit_prove(tenant_id: str, event_id: str, checkpoint: str) -> Call:
+        return Call(method="POST", path=_tenant(tenant_id) + "/audit/proofs/inclusion",
+                    body={"event_id": event_id, "checkpoint": checkpoint})
+
+    @staticmethod
+    @replies(ConsistencyAnswer)
+    def audit_consistency(tenant_id: str, first: str, second: str) -> Call:
+        return Call(method="POST", path=_tenant(tenant_id) + "/audit/proofs/consistency",
+                    body={"first": first, "second": second})
+
+
+def _audit_filter(where: AuditFilter | None) -> list[tuple[str, str]]:
+    """An audit query's filters as the query string names them."""
+    if where is None:
+        return []
+    names = {"principal_id": "principal", "user_id": "subject"}
+    return [(names.get(name, name), value) for name, value in attrs.asdict(where).items()
+            if value is not None]
+
+
+def _no_verify(verify: bool) -> tuple[tuple[str, str], ...]:
+    return () if verify else (("no_verify", "true"),)
 
 
 def _error(response: httpx.Response) -> GovernedMemoryError:

@@ -35,6 +35,8 @@ from governed_memory.errors import (
     MemoryUnavailableError,
     MemoryValidationError,
 )
+from governed_memory.tiers import MemoryTiers
+from governed_memory.turncontext import MemoryContextBuilder
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -78,11 +80,13 @@ class McpEndpoint:
     the SDK's session manager inside the app's lifespan."""
 
     def __init__(self, manager: GovernedMemoryManager, authenticator: Authenticator, *,
-                 max_body_bytes: int, path: str = MCP_PATH) -> None:
+                 max_body_bytes: int, path: str = MCP_PATH, tiers: MemoryTiers | None = None,
+                 builder: MemoryContextBuilder | None = None) -> None:
         self.path = path
         self._authenticator = authenticator
         self._max_body_bytes = max_body_bytes
-        self._server = build_mcp_server(manager, request_principal)
+        self._server = build_mcp_server(manager, request_principal, tiers=tiers,
+                                        builder=builder)
         self._sessions: StreamableHTTPSessionManager | None = None
 
     @contextlib.asynccontextmanager

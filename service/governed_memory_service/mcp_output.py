@@ -23,6 +23,7 @@ from typing import Any
 
 from governed_memory import MemoryRecord
 from governed_memory.errors import GovernedMemoryError
+from governed_memory.remembering import RememberResult
 from governed_memory.turncontext.render import escape, render_block
 from mcp.types import CallToolResult, TextContent
 
@@ -61,6 +62,20 @@ def record_result(record: MemoryRecord, *, action: str) -> CallToolResult:
         "scope": record.scope.dimensions()}
     if record.key is not None:
         summary["key"] = record.key
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(summary))],
+                          structured_content=summary)
+
+
+def decisions_result(result: RememberResult) -> CallToolResult:
+    """What ``remember`` decided for each fact: ids, decisions and reasons, never the
+    facts' content (the model wrote them; it does not need them echoed)."""
+    decisions = [{key: value for key, value in (
+        ("decision", d.decision.value), ("record_id", d.record_id),
+        ("previous_id", d.previous_id), ("reason", d.reason),
+        ("error_code", d.error_code), ("source_turn_ids", list(d.source_turn_ids)))
+        if value is not None} for d in result.decisions]
+    summary: dict[str, Any] = {"remembered": decisions, "model": result.model,
+                               "model_calls": result.model_calls}
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(summary))],
                           structured_content=summary)
 

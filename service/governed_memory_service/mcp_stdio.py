@@ -34,11 +34,15 @@ DEFAULT_PERMISSIONS = (Permission.READ, Permission.WRITE, Permission.DELETE)
 
 
 async def _run(profile: str, db: Path | None, principal: Principal) -> None:
+    from governed_memory.tiers import MemoryTiers
+
     from governed_memory_service.mcp_tools import build_mcp_server
 
     manager = build_manager(profile, db)
-    server = build_mcp_server(manager, lambda ctx: principal)
-    async with manager:
+    # The tiers the profile declares; entering them starts the manager and their stores.
+    tiers = MemoryTiers.from_manager(manager)
+    server = build_mcp_server(manager, lambda ctx: principal, tiers=tiers)
+    async with tiers:
         await server.run_stdio_async()
 
 

@@ -14,6 +14,7 @@ import attrs
 from governed_memory import __version__
 from governed_memory.limits import MAX_INT64
 
+from governed_memory_service.audit_routes import AUDIT_QUERY_DESCRIPTIONS
 from governed_memory_service.routes import ENDPOINTS, Endpoint
 
 __all__ = ["OPERATIONAL_PATHS", "openapi_document", "schema_of"]
@@ -35,6 +36,7 @@ _QUERY_DESCRIPTIONS = {
     "after_seq": ("integer", "only the turns after this sequence number"),
     "user_id": ("string", "scope dimension user_id; without it, a credential bound to a "
                           "user means that user (one bound to none: no user_id)"),
+    **AUDIT_QUERY_DESCRIPTIONS,
 }
 
 

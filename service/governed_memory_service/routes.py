@@ -21,6 +21,7 @@ from governed_memory.turncontext import MemoryContextBuilder
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from governed_memory_service.audit_routes import AUDIT_ENDPOINTS, AuditRoutes
 from governed_memory_service.authentication import Authenticator
 from governed_memory_service.bodies import (
     AddBody,
@@ -46,6 +47,7 @@ from governed_memory_service.http_input import (
 )
 from governed_memory_service.problems import PROBLEM_JSON, problem_for
 from governed_memory_service.readiness import RETRY_AFTER_S
+from governed_memory_service.remember_routes import REMEMBER_ENDPOINTS, RememberRoutes
 from governed_memory_service.tier_routes import TIER_ENDPOINTS, TierRoutes
 
 __all__ = ["ENDPOINTS", "LONG_TERM_ENDPOINTS", "Endpoint", "MemoryRoutes", "problem_response"]
@@ -104,8 +106,10 @@ LONG_TERM_ENDPOINTS: tuple[Endpoint, ...] = (
              summary="Replay a past search by its snapshot_id (the credential's tenant)"),
 )
 
-ENDPOINTS: tuple[Endpoint, ...] = LONG_TERM_ENDPOINTS + TIER_ENDPOINTS
-"""Every route the app mounts, long-term memories first, then the tiers."""
+ENDPOINTS: tuple[Endpoint, ...] = (LONG_TERM_ENDPOINTS + REMEMBER_ENDPOINTS + TIER_ENDPOINTS
+                                   + AUDIT_ENDPOINTS)
+"""Every route the app mounts, long-term memories first, then the tiers, then the
+auditor's (``audit_routes``)."""
 
 _QUERY: dict[str, tuple[str, ...]] = {e.operation_id: e.query for e in ENDPOINTS}
 """The query parameters each operation takes, looked up once per request."""
@@ -129,7 +133,7 @@ def problem_response(error: GovernedMemoryError) -> Response:
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 
-class MemoryRoutes(TierRoutes):
+class MemoryRoutes(TierRoutes, AuditRoutes, RememberRoutes):
     """The handlers, bound to one manager (and the tiers and context builder over it),
     authenticator and body limit."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from governed_memory import Principal
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryCapabilityUnsupportedError
 from governed_memory.tiers import MemoryTiers, TurnDraft
 from governed_memory.turncontext import MemoryContextBuilder
 from starlette.requests import Request
@@ -27,6 +26,7 @@ from governed_memory_service.http_input import (
     read_json,
     scope_of,
 )
+from governed_memory_service.tier_calls import conversation, read_turns, working
 
 __all__ = ["TIER_ENDPOINTS", "TierRoutes"]
 
@@ -68,18 +68,10 @@ class TierRoutes:
     max_body_bytes: int
 
     def _turns(self) -> MemoryTiers:
-        if not self.tiers.has_turns:
-            raise MemoryCapabilityUnsupportedError(
-                "this server has no conversation tier (the profile declares no "
-                "[stores.turns])")
-        return self.tiers
+        return conversation(self.tiers)  # shared with the MCP tools: tier_calls
 
     def _working(self) -> MemoryTiers:
-        if not self.tiers.has_working:
-            raise MemoryCapabilityUnsupportedError(
-                "this server has no working-state tier (the profile declares no "
-                "[stores.working_state])")
-        return self.tiers
+        return working(self.tiers)
 
     async def append_turn(self, request: Request, principal: Principal) -> Response:
         scope = scope_of(request, query_values(request, _QUERY["append_turn"]), principal)
@@ -93,12 +85,8 @@ class TierRoutes:
     async def recent_turns(self, request: Request, principal: Principal) -> Response:
         values = query_values(request, _QUERY["recent_turns"])
         scope = scope_of(request, values, principal)
-        limit, after = integer(values, "limit"), integer(values, "after_seq")
-        if after is None:
-            turns = await self._turns().recent(principal, scope, limit=limit)
-        else:
-            turns = await self._turns().turns_after(principal, scope, after,
-                                                 limit=50 if limit is None else limit)
+        turns = await read_turns(self.tiers, principal, scope, limit=integer(values, "limit"),
+                                 after_seq=integer(values, "after_seq"))
         return JSONResponse({"turns": unstructure(turns)})
 
     async def clear_turns(self, request: Request, principal: Principal) -> Response:

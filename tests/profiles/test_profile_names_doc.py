@@ -13,7 +13,8 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "domain-packs.md").read_te
 
 
 def test_the_operations_table_is_the_operations() -> None:
-    rows = re.findall(r"^\| `([a-z_]+)` \| ([a-z]+) \| `(memory:[a-z]+)` \|$", DOC, re.M)
+    rows = re.findall(r"^\| `([a-z_]+)` \| ([a-z]+) \| `((?:memory|audit):[a-z]+)` \|$", DOC,
+                      re.M)
     assert rows == [(o.value, o.kind.value, o.permission.value) for o in Operation]
 
 
@@ -22,4 +23,5 @@ def test_the_memory_types_and_permissions_are_listed() -> None:
     types_line = section[section.index("Memory types"):section.index("Permissions:")]
     assert re.findall(r"`([a-z]+)`", types_line.split(":", 1)[1]) == [t.value for t in MemoryType]
     permissions = section[section.index("Permissions:"):section.index("Operations")]
-    assert set(re.findall(r"`(memory:[a-z]+)`", permissions)) == {p.value for p in Permission}
+    assert set(re.findall(r"`((?:memory|audit):[a-z]+)`", permissions)) == {
+        p.value for p in Permission}

@@ -19,7 +19,8 @@ from governed_memory_service import AsyncMemoryClient, MemoryClient
 IN_PROCESS: dict[str, Callable[..., Any]] = {
     **{name: getattr(GovernedMemoryManager, name) for name in (
         "add", "list", "search", "update", "delete", "history", "delete_all",
-        "delete_user", "purge_expired", "list_pending", "approve", "reject", "replay")},
+        "delete_user", "purge_expired", "list_pending", "approve", "reject", "replay",
+        "remember")},
     **{name: getattr(MemoryTiers, name) for name in (
         "append", "recent", "turns_after", "working_state", "clear_working")},
     "update_working_state": MemoryTiers.update,

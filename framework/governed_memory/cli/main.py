@@ -40,6 +40,10 @@ COMMANDS: dict[str, LazyCommand] = {
              ("history", "history", "Every version of a memory, oldest first."),
              ("replay", "replay", "Replay a stored retrieval snapshot: what that search "
                                   "returned, at its versions.")),
+    **_table("remember", ("remember", "remember", "Form memories from a conversation "
+                                                  "transcript (JSON): each fact added, "
+                                                  "updated, superseded, unchanged, held for "
+                                                  "review or refused.")),
     **_table("erasure",
              ("delete-user", "delete_user", "Erase a user in every scope of the tenant and "
                                             "print the erasure receipt."),

@@ -214,7 +214,8 @@ def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> No
             raise _problem(spec, "fallback.provider", str(exc)) from None
     build_policies(spec, plugins)
     for name, registry in (("turns", plugins.turn_stores),
-                           ("working_state", plugins.working_state_stores)):
+                           ("working_state", plugins.working_state_stores),
+                           ("language_model", plugins.language_models)):
         store = spec.stores.get(name)
         if store is not None:
             try:

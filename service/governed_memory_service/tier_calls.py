@@ -1,0 +1,71 @@
+"""The tier calls the REST routes and the MCP tools both make, written once.
+
+Both surfaces reach the conversation and working-state tiers and the per-turn context
+through one ``MemoryTiers`` and one ``MemoryContextBuilder`` over the service's manager,
+so each call is governed like a memory operation, as the caller's principal. What is
+the service's own choice lives here, so REST and MCP cannot drift apart: a tier the
+profile does not declare is the library's capability error (REST's ``501``, MCP's
+``capability_unsupported`` tool error), never an empty answer that would look like no
+data; reading turns is the newest window, or the page after a sequence number; and the
+tiers and builder a server uses are the ones over its manager.
+"""
+
+from __future__ import annotations
+
+from governed_memory import GovernedMemoryManager, Principal, Scope
+from governed_memory.errors import MemoryCapabilityUnsupportedError
+from governed_memory.tiers import MemoryTiers, Turn
+from governed_memory.turncontext import MemoryContextBuilder
+
+__all__ = ["AFTER_PAGE", "context_over", "conversation", "read_turns", "working"]
+
+AFTER_PAGE = 50
+"""How many turns a read after a sequence number returns when it names no limit."""
+
+
+def conversation(tiers: MemoryTiers) -> MemoryTiers:
+    """``tiers``, when they have a conversation tier."""
+    if not tiers.has_turns:
+        raise MemoryCapabilityUnsupportedError(
+            "this server has no conversation tier (the profile declares no "
+            "[stores.turns])")
+    return tiers
+
+
+def working(tiers: MemoryTiers) -> MemoryTiers:
+    """``tiers``, when they have a working-state tier."""
+    if not tiers.has_working:
+        raise MemoryCapabilityUnsupportedError(
+            "this server has no working-state tier (the profile declares no "
+            "[stores.working_state])")
+    return tiers
+
+
+async def read_turns(tiers: MemoryTiers, principal: Principal, scope: Scope, *,
+                     limit: int | None, after_seq: int | None) -> tuple[Turn, ...]:
+    """The session's newest turns (``limit``, else the tiers' recent limit), oldest
+    first; with ``after_seq``, up to ``limit`` (else :data:`AFTER_PAGE`) turns after
+    that sequence number."""
+    if after_seq is None:
+        return await conversation(tiers).recent(principal, scope, limit=limit)
+    return await conversation(tiers).turns_after(
+        principal, scope, after_seq, limit=AFTER_PAGE if limit is None else limit)
+
+
+def context_over(manager: GovernedMemoryManager, tiers: MemoryTiers | None,
+                 builder: MemoryContextBuilder | None,
+                 ) -> tuple[MemoryTiers, MemoryContextBuilder]:
+    """The tiers and the context builder a server over ``manager`` uses: the ones
+    given, checked to be over ``manager`` (a ``ValueError`` otherwise); ``tiers``
+    default to the ones the manager's profile declares (``MemoryTiers.from_manager``:
+    their stores are the caller's to start), ``builder`` to one over the tiers with the
+    profile's ``[context]`` budgets and no language model."""
+    if tiers is None:
+        tiers = MemoryTiers.from_manager(manager)
+    elif tiers.long_term_or_none is not manager:
+        raise ValueError("the tiers' long-term tier must be the app's manager")
+    if builder is None:
+        builder = MemoryContextBuilder(tiers)
+    elif builder.tiers is not tiers:
+        raise ValueError("the context builder must build over the app's tiers")
+    return tiers, builder
