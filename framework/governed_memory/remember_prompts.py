@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
-from governed_memory.limits import MAX_CONTENT_BYTES
 from governed_memory.records import MemoryType
+from governed_memory.turncontext.facts import fact_content
 from governed_memory.turncontext.render import escape
 
 __all__ = [
@@ -179,15 +179,11 @@ def _unit(value: object) -> float | None:
     return min(1.0, max(0.0, float(value)))
 
 
-def _candidate(item: object, window: int) -> CandidateFact | None:
-    if not isinstance(item, Mapping):
+def _candidate(raw: object, window: int) -> CandidateFact | None:
+    found = fact_content(raw)
+    if found is None:
         return None
-    content = item.get("content")
-    if not isinstance(content, str) or not content.strip():
-        return None
-    content = " ".join(content.split())
-    if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
-        return None
+    item, content = found
     importance = _unit(item.get("importance"))
     if importance is None:
         return None

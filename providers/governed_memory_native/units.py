@@ -144,13 +144,9 @@ class Units:
                               request: KeyedWrite, ctx: OperationContext,
                               ) -> MemoryRecord | None:
         """The first result of an earlier identical write, or ``None`` if this one is new."""
-        if request.idempotency_key is None:
-            return None
-        entry = await tx.idempotency.get(scope_hash, request.operation.value,
-                                         request.idempotency_key)
+        entry = await _earlier(tx, scope_hash, request, ctx)
         if entry is None:
             return None
-        check_fingerprint(entry, fingerprint(ctx, request))
         snapshot = (await tx.versions.get(entry.record_id, entry.version)
                     if entry.version is not None and not entry.erased else None)
         if snapshot is None:
@@ -177,13 +173,9 @@ class Units:
                                request: KeyedRemoval, ctx: OperationContext,
                                ) -> DeleteResult | None:
         """What an earlier identical delete or rejection reported, or ``None``."""
-        if request.idempotency_key is None:
-            return None
-        entry = await tx.idempotency.get(scope_hash, request.operation.value,
-                                         request.idempotency_key)
+        entry = await _earlier(tx, scope_hash, request, ctx)
         if entry is None:
             return None
-        check_fingerprint(entry, fingerprint(ctx, request))
         return DeleteResult(entry.record_id, scope_hash, entry.hard, entry.version,
                             entry.revision)
 
@@ -200,6 +192,18 @@ class Units:
             version=result.version, revision=result.revision, hard=result.hard,
         ))
 
+
+async def _earlier(tx: WriteTransaction, scope_hash: str, request: KeyedWrite | KeyedRemoval,
+                   ctx: OperationContext) -> IdempotencyEntry | None:
+    """The entry an earlier write under this request's idempotency key left, checked to
+    be the same request (a different one under the key is a conflict), or ``None``."""
+    if request.idempotency_key is None:
+        return None
+    entry = await tx.idempotency.get(scope_hash, request.operation.value,
+                                     request.idempotency_key)
+    if entry is not None:
+        check_fingerprint(entry, fingerprint(ctx, request))
+    return entry
 
 async def pending_record(tx: WriteTransaction, scope_hash: str,
                          request: ApproveRequest | RejectRequest,

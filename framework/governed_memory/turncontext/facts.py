@@ -42,7 +42,10 @@ def parse_facts(answer: Mapping[str, Any]) -> list[ProposedFact]:
     return facts
 
 
-def _parse(item: object) -> ProposedFact | None:
+def fact_content(item: object) -> tuple[Mapping[str, Any], str] | None:
+    """A fact a model proposed and its content, white space folded; ``None`` for what
+    is not a fact (not an object, no text, over the content limit). Shared by every
+    reader of a model's facts (extraction, ``remember``), so none accepts more."""
     if not isinstance(item, Mapping):
         return None
     content = item.get("content")
@@ -51,6 +54,14 @@ def _parse(item: object) -> ProposedFact | None:
     content = " ".join(content.split())
     if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
         return None
+    return item, content
+
+
+def _parse(raw: object) -> ProposedFact | None:
+    found = fact_content(raw)
+    if found is None:
+        return None
+    item, content = found
     importance = item.get("importance")
     if (isinstance(importance, bool) or not isinstance(importance, int | float)
             or not math.isfinite(importance)):
