@@ -39,7 +39,7 @@ MAX_PAGES: Final = 10_000
 """A list walk longer than this is a cursor that never ends, not a big scope."""
 
 
-async def expect_error(kind: type[E], call: Awaitable[object], doing: str) -> E:
+async def expect_error(kind: type[E], call: Awaitable[Any], doing: str) -> E:
     """Await ``call`` and insist it raises ``kind``; the failure says what was attempted."""
     try:
         result = await call
