@@ -175,3 +175,12 @@ def check_metadata_budget(metadata: Mapping[str, Any], provenance: Mapping[str, 
             f"{MAX_METADATA_PROVENANCE_BYTES}",
             field="metadata",
         )
+
+
+def clip_query(query: str) -> str:
+    """A query within :data:`MAX_QUERY_BYTES`, cut on a character boundary (a search
+    built from stored or model text, which may be longer than a caller may ask)."""
+    data = query.encode("utf-8")
+    if len(data) <= MAX_QUERY_BYTES:
+        return query
+    return data[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore")

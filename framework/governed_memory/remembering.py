@@ -24,8 +24,12 @@ Review. A fact's provenance ``source_type`` is the least trusted of its messages
 (``tool`` for a tool result, or what the message declares, such as ``web``), else
 ``inferred`` when the model's confidence is under the floor, else ``conversation``; a
 profile listing that type in ``[write] review_source_types`` holds the new memory for a
-reviewer. A fact of a reviewed type never changes a stored memory in place: it is added
-(held) with ``supersedes`` naming the one it would replace, which stays as it is.
+reviewer. Only a fact of source type ``conversation`` changes a stored memory in place
+(an update carries no provenance, so no policy could see another source): any other is
+added, with ``supersedes`` naming the one it replaces, where review and every policy see
+its source; held, it leaves the stored memory as it is. Before the model reads anything,
+the scope is read once through the port, so a principal refused there sends nothing to
+the model.
 
 Idempotency. Every write's idempotency key is derived from the window's turn ids, the
 fact's hash and what the write does, and a memory ``remember`` adds has a record ``key``
@@ -66,7 +70,7 @@ from governed_memory.errors import (
 )
 from governed_memory.governed_calls import build_request
 from governed_memory.language_models import JsonObject, LanguageModel, LanguageModelError
-from governed_memory.limits import MAX_CONTENT_BYTES, MAX_QUERY_BYTES, check_identifier, check_text
+from governed_memory.limits import MAX_CONTENT_BYTES, check_identifier, check_text, clip_query
 from governed_memory.operations import Operation
 from governed_memory.pipeline import ActivityPort
 from governed_memory.principal import Principal
@@ -123,6 +127,10 @@ INFERRED: Final = "inferred"
 TOOL: Final = "tool"
 
 MODEL_SETTING: Final = "[stores.language_model]"
+
+SCOPE_PROBE_KEY: Final = "remember.scope-check"
+"""The key ``remember`` looks up (a miss) to have the scope read, governed, before the
+model sees anything."""
 NO_MODEL: Final = (
     f"remember needs a language model and this manager has none: name one in the "
     f"profile's {MODEL_SETTING} (kind = a model registered through "
@@ -187,6 +195,16 @@ class MemoryDecision:
     version: int | None = None
     previous_id: str | None = None
     error_code: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The decision as a tool answers a model: ids, decision, reason and source
+        turns, never the fact's content (the model wrote it; echoing it back would only
+        carry it further)."""
+        return {key: value for key, value in (
+            ("decision", self.decision.value), ("record_id", self.record_id),
+            ("previous_id", self.previous_id), ("reason", self.reason),
+            ("error_code", self.error_code),
+            ("source_turn_ids", list(self.source_turn_ids))) if value is not None}
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -310,6 +328,9 @@ async def remember_messages(memories: RememberingMemories, principal: Principal,
         raise MemoryConfigurationError(NO_MODEL)
     turns = await build_request(memories.activity, Operation.ADD, principal,
                                 lambda: _checked(scope, messages, window, confidence_floor))
+    # The scope is read (governed: decided, evented) before any message goes to the
+    # model, so a principal that may not touch it sends nothing to a third party.
+    await memories.lookup(principal, scope, key=SCOPE_PROBE_KEY)
     run = _Run(memories, principal, scope, model, float(confidence_floor))
     for start in range(0, len(turns), window):
         await run.window(turns[start:start + window])
@@ -350,8 +371,6 @@ class _Run:
         self.model = model
         self.identity = model_identity(model)
         self.floor = confidence_floor
-        spec = memories.profile_spec
-        self.reviewed = frozenset(spec.write.review_source_types if spec is not None else ())
         self.decisions: list[MemoryDecision] = []
         self.seen: dict[str, str | None] = {}
         """Fact hashes decided in this call, with the record that holds each."""
@@ -387,11 +406,11 @@ class _Run:
         decided: list[MemoryDecision | int] = []
         for fact in parse_candidates(answer, len(turns)):
             sources = tuple(turns[i] for i in fact.turns) or tuple(turns)
-            found = await self._settled(fact, sources, window_ids)
+            digest = fact_hash(self.scope, fact.content)
+            found = await self._settled(fact, digest, sources, window_ids)
             if found is not None:
                 decided.append(found)
             else:
-                digest = fact_hash(self.scope, fact.content)
                 decided.append(len(pending))
                 pending.append(_Pending(fact, digest, sources, await self._close(fact)))
         actions: dict[int, tuple[Action, int | None]] = {}
@@ -421,10 +440,10 @@ class _Run:
 
     # -- what the scope holds -----------------------------------------------------------
 
-    async def _settled(self, fact: CandidateFact, sources: tuple[SourceTurn, ...],
+    async def _settled(self, fact: CandidateFact, digest: str, sources: tuple[SourceTurn, ...],
                        window_ids: tuple[str, ...]) -> MemoryDecision | None:
-        """The decision for a fact the scope (or this call) already holds, else None."""
-        digest = fact_hash(self.scope, fact.content)
+        """The decision for a fact (``digest``: its hash) the scope or this call already
+        holds, else None."""
         if digest in self.seen:
             return self._decision(Decision.UNCHANGED, "stated again in this conversation",
                                   fact, sources, record_id=self.seen[digest])
@@ -439,8 +458,8 @@ class _Run:
                     or self._decision(Decision.UNCHANGED, "already remembered from these "
                                       "messages", fact, sources, record=mine))
         now = self.memories.clock.now()
-        result = await self.memories.search(self.principal, self.scope, _query(fact.content),
-                                            limit=CLOSE_PER_FACT,
+        result = await self.memories.search(self.principal, self.scope,
+                                            clip_query(fact.content), limit=CLOSE_PER_FACT,
                                             metadata_filter={FACT_HASH_KEY: digest})
         stored = next((r for r in result.records if r.is_valid_at(now)), None)
         if stored is None:
@@ -454,8 +473,8 @@ class _Run:
         """Valid memories of the scope close to the fact (its own search), for the model
         to compare it with; one with the same words makes the fact unchanged."""
         now = self.memories.clock.now()
-        result = await self.memories.search(self.principal, self.scope, _query(fact.content),
-                                            limit=CLOSE_PER_FACT,
+        result = await self.memories.search(self.principal, self.scope,
+                                            clip_query(fact.content), limit=CLOSE_PER_FACT,
                                             memory_types=RECALL_MEMORY_TYPES)
         return tuple(r for r in result.records
                      if r.is_valid_at(now) and r.superseded_by is None)
@@ -500,12 +519,15 @@ class _Run:
                                   "messages, and changed since", fact, sources,
                                   record=earlier)
         source_type = self._source_type(fact, sources)
-        reviewed = source_type in self.reviewed
         metadata: dict[str, Any] = {
             FACT_HASH_KEY: item.digest,
             "source_turn_ids": [t.turn_id for t in sources][-MAX_SOURCE_TURN_IDS:],
             "extracted_by": self.identity, "confidence": fact.confidence}
-        if action is Action.UPDATE and target is not None and not reviewed:
+        # An update carries no provenance, so no policy could see where the fact came
+        # from: only what the conversation itself stated refines a memory in place; a
+        # fact from a tool, the web or a guess supersedes it through an add, which the
+        # profile's review (and any policy keyed on the source) does see.
+        if action is Action.UPDATE and target is not None and source_type == CONVERSATION:
             metadata[MARKS_KEY] = [mark, *_marks(target)][:MAX_MARKS]
             return await self._update(item, target, metadata, window_ids)
         replaces = target if action in (Action.UPDATE, Action.SUPERSEDE) else None
@@ -635,9 +657,3 @@ def _key(window_ids: tuple[str, ...], digest: str, write: str, target: str = "")
     return "rmw1:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def _query(content: str) -> str:
-    """A search query within the limit, cut on a character boundary."""
-    data = content.encode("utf-8")
-    if len(data) <= MAX_QUERY_BYTES:
-        return content
-    return data[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore")

@@ -32,12 +32,13 @@ from governed_memory.remembering import (
 from governed_memory.sync import SyncMemoryManager
 from governed_memory.tiers.turns import Role
 from langchain_core.messages import AnyMessage, BaseMessage
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 
 from governed_memory_langgraph.access import MemoryAccess, ScopeChoice
 from governed_memory_langgraph.ports import MemoryPort
 from governed_memory_langgraph.principals import PrincipalFrom
+from governed_memory_langgraph.tools import tool_problem
 
 __all__ = ["conversation_tool", "messages_from_langchain"]
 
@@ -72,20 +73,8 @@ def messages_from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
 
 
 def _answer(result: RememberResult) -> str:
-    decisions = [{key: value for key, value in (
-        ("decision", d.decision.value), ("record_id", d.record_id),
-        ("previous_id", d.previous_id), ("reason", d.reason),
-        ("error_code", d.error_code)) if value is not None}
-        for d in result.decisions]
-    return json.dumps({"remembered": decisions}, sort_keys=True)
-
-
-def _problem(error: GovernedMemoryError) -> ToolException:
-    body: dict[str, Any] = {"code": error.code, "detail": str(error)}
-    field = getattr(error, "field", None)
-    if field is not None:
-        body["field"] = field
-    return ToolException(json.dumps(body, sort_keys=True))
+    return json.dumps({"remembered": [d.summary() for d in result.decisions]},
+                      sort_keys=True)
 
 
 def conversation_tool(
@@ -126,7 +115,7 @@ def conversation_tool(
         try:
             return access.call(operation)
         except GovernedMemoryError as exc:
-            raise _problem(exc) from exc
+            raise tool_problem(exc) from exc
 
     async def aremember_conversation(
             messages: Annotated[list[AnyMessage], InjectedState("messages")]) -> str:
@@ -134,7 +123,7 @@ def conversation_tool(
         try:
             return await access.acall(operation)
         except GovernedMemoryError as exc:
-            raise _problem(exc) from exc
+            raise tool_problem(exc) from exc
 
     return StructuredTool.from_function(
         remember_conversation, aremember_conversation, name=name, handle_tool_error=True,

@@ -38,14 +38,15 @@ from governed_memory_langgraph.access import MemoryAccess, ScopeChoice, ScopesCh
 from governed_memory_langgraph.ports import MemoryPort, R
 from governed_memory_langgraph.principals import PrincipalFrom, run_origin
 
-__all__ = ["NO_MEMORIES", "memory_tools"]
+__all__ = ["NO_MEMORIES", "memory_tools", "tool_problem"]
 
 NO_MEMORIES = "No memories matched. (Nothing is stored here for this query.)"
 
 Kind = Literal["fact", "preference", "decision", "episode", "summary", "note"]
 
 
-def _problem(error: GovernedMemoryError) -> ToolException:
+def tool_problem(error: GovernedMemoryError) -> ToolException:
+    """A library refusal as the tool error a model reads: its code, detail and field."""
     body: dict[str, Any] = {"code": error.code, "detail": str(error)}
     field = getattr(error, "field", None)
     if field is not None:
@@ -80,7 +81,7 @@ class _Tools:
         try:
             return self.access.call(lambda port: step(port, principal))
         except GovernedMemoryError as exc:
-            raise _problem(exc) from exc
+            raise tool_problem(exc) from exc
 
     async def _async(self, step: Callable[[MemoryPort, Principal], Coroutine[Any, Any, R]]
                      ) -> R:
@@ -88,7 +89,7 @@ class _Tools:
         try:
             return await self.access.acall(lambda port: step(port, principal))
         except GovernedMemoryError as exc:
-            raise _problem(exc) from exc
+            raise tool_problem(exc) from exc
 
     def _remember(self, content: str, kind: Kind | None
                   ) -> Callable[[MemoryPort, Principal], Coroutine[Any, Any, str]]:

@@ -69,11 +69,7 @@ def record_result(record: MemoryRecord, *, action: str) -> CallToolResult:
 def decisions_result(result: RememberResult) -> CallToolResult:
     """What ``remember`` decided for each fact: ids, decisions and reasons, never the
     facts' content (the model wrote them; it does not need them echoed)."""
-    decisions = [{key: value for key, value in (
-        ("decision", d.decision.value), ("record_id", d.record_id),
-        ("previous_id", d.previous_id), ("reason", d.reason),
-        ("error_code", d.error_code), ("source_turn_ids", list(d.source_turn_ids)))
-        if value is not None} for d in result.decisions]
+    decisions = [decision.summary() for decision in result.decisions]
     summary: dict[str, Any] = {"remembered": decisions, "model": result.model,
                                "model_calls": result.model_calls}
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(summary))],

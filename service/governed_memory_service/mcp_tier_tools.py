@@ -16,7 +16,7 @@ only for the tiers it has (the context is built whenever it has tiers at all).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any
 
 from governed_memory import Principal
 from governed_memory.tiers import MemoryTiers, ToolCall, TurnDraft
@@ -25,7 +25,7 @@ from governed_memory.tiers.requests import MAX_RECENT_TURNS, MAX_TURN_PAGE
 from governed_memory.tiers.working import MAX_WORKING_TTL_S
 from governed_memory.turncontext import MemoryContextBuilder
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from governed_memory_service.mcp_tier_output import (
@@ -41,6 +41,7 @@ from governed_memory_service.mcp_toolkit import (
     DomainPack,
     PrincipalSource,
     Project,
+    RoleName,
     Run,
     Session,
     ToolGroup,
@@ -48,10 +49,11 @@ from governed_memory_service.mcp_toolkit import (
     User,
     Workspace,
     tool_scope,
+    write_hints,
 )
 from governed_memory_service.tier_calls import AFTER_PAGE, conversation, read_turns, working
 
-__all__ = ["ROLES", "TIER_DESCRIPTIONS", "TierTools", "ToolCallArgument"]
+__all__ = ["TIER_DESCRIPTIONS", "TierTools", "ToolCallArgument"]
 
 SessionId = Annotated[str, Field(
     description="The conversation session. Its turns are kept per user, session and agent "
@@ -60,10 +62,6 @@ SessionId = Annotated[str, Field(
 RunId = Annotated[str, Field(
     description="The agent run the state belongs to; the state is kept in the exact "
                 "scope the arguments name, run included.")]
-RoleName = Literal["user", "assistant", "tool", "system"]
-ROLES: tuple[str, ...] = get_args(RoleName)
-"""Spelled out so the schema enumerates them; a test keeps them equal to
-``governed_memory.tiers.Role``."""
 
 
 class ToolCallArgument(BaseModel):
@@ -218,8 +216,7 @@ TIER_DESCRIPTIONS: dict[str, ToolSpec] = {
         "history of a session the host does not store; give `turn_id` so that a retry "
         "stores the turn once. Returns the turn's id and its sequence number (`seq`); "
         "the content is not echoed."),
-        ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                        idempotent_hint=False, open_world_hint=False)),
+        write_hints(destructive=False, idempotent=False)),
     "recent_turns": ("Recent conversation turns", (
         "Read a session's conversation history, oldest first: its newest turns, or with "
         "`after_seq` the turns after that sequence number. Each turn has its seq, "
@@ -234,8 +231,7 @@ TIER_DESCRIPTIONS: dict[str, ToolSpec] = {
         "state expires `ttl_seconds` after the last update; use `remember` for what "
         "should outlast the run. Returns the new revision and expiry; the state is not "
         "echoed."),
-        ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                        idempotent_hint=False, open_world_hint=False)),
+        write_hints(destructive=True, idempotent=False)),
     "build_context": ("Build the turn's memory context", (
         "Recall what long-term memory holds for answering one question in a session, "
         "ranked and within the server's budget: the memories of the session, the user "

@@ -10,7 +10,7 @@ hints; its methods run through :meth:`ToolGroup._governed`, so every tool acts a
 principal its transport supplies, and a library refusal becomes the same tool error
 (the REST problem document, :func:`~governed_memory_service.mcp_output.error_result`)
 whatever group the tool is in. The groups live in modules of their own and import this
-one, never each other.
+one, never each other; :mod:`mcp_tools` puts them together in one server.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from governed_memory import Principal, Scope
 from governed_memory.errors import GovernedMemoryError, MemoryValidationError
@@ -30,10 +30,12 @@ from governed_memory_service.mcp_output import error_result, internal_error_resu
 
 __all__ = [
     "READ_ONLY",
+    "ROLES",
     "Agent",
     "DomainPack",
     "PrincipalSource",
     "Project",
+    "RoleName",
     "Run",
     "Session",
     "Shared",
@@ -43,6 +45,7 @@ __all__ = [
     "Workspace",
     "epoch",
     "tool_scope",
+    "write_hints",
 ]
 
 logger = logging.getLogger("governed_memory_service.mcp")
@@ -54,6 +57,18 @@ PrincipalSource = Callable[[Context[Any, Any]], Principal]
 ToolSpec = tuple[str, str, ToolAnnotations]
 """A tool's title, its description (written for the model that picks tools) and its
 hints."""
+
+RoleName = Literal["user", "assistant", "tool", "system"]
+ROLES: tuple[str, ...] = get_args(RoleName)
+"""Spelled out so a tool's schema enumerates them (a turn's role, a conversation
+message's); a test keeps them equal to ``governed_memory.tiers.Role``."""
+
+
+def write_hints(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    """What a client may assume of a tool that writes: never read-only, never open-world."""
+    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=False)
+
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                             idempotent_hint=True, open_world_hint=False)

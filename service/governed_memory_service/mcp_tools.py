@@ -34,11 +34,12 @@ from typing import Annotated, Any, Literal, get_args
 
 from governed_memory import GovernedMemoryManager, Principal, __version__
 from governed_memory.errors import MemoryValidationError
+from governed_memory.remembering import Message
 from governed_memory.tiers import MemoryTiers
 from governed_memory.turncontext import MemoryContextBuilder
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -55,6 +56,7 @@ from governed_memory_service.mcp_toolkit import (
     DomainPack,
     PrincipalSource,
     Project,
+    RoleName,
     Run,
     Session,
     Shared,
@@ -64,8 +66,9 @@ from governed_memory_service.mcp_toolkit import (
     Workspace,
     epoch,
     tool_scope,
+    write_hints,
 )
-from governed_memory_service.tier_calls import context_over
+from governed_memory_service.tier_calls import context_over, remembering
 
 __all__ = ["DESCRIPTIONS", "MEMORY_TYPES", "MemoryTools", "PrincipalSource",
            "build_mcp_server"]
@@ -100,17 +103,11 @@ class ConversationMessage(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    role: Literal["user", "assistant", "system", "tool"]
+    role: RoleName
     content: Annotated[str, Field(description="What was said.")]
     turn_id: Annotated[str | None, Field(
         description="The message's stable id (a retry with the same ids writes nothing "
                     "twice).")] = None
-
-    def as_dict(self) -> dict[str, str]:
-        message = {"role": self.role, "content": self.content}
-        if self.turn_id is not None:
-            message["turn_id"] = self.turn_id
-        return message
 
 
 class MemoryTools(ToolGroup):
@@ -165,8 +162,9 @@ class MemoryTools(ToolGroup):
         async def run(principal: Principal) -> CallToolResult:
             scope = tool_scope(principal, workspace_id, project_id, user_id, session_id,
                                run_id, agent_id, domain_pack, shared)
-            result = await self._manager.remember(
-                principal, scope, [message.as_dict() for message in messages])
+            result = await remembering(self._manager).remember(
+                principal, scope, [Message(role=m.role, content=m.content, turn_id=m.turn_id)
+                                   for m in messages])
             return decisions_result(result)
 
         return await self._governed("remember_conversation", ctx, run)
@@ -264,16 +262,14 @@ DESCRIPTIONS: dict[str, ToolSpec] = {
         "decision worth knowing in a later conversation. Write it as a self-contained "
         "statement (\"Alice prefers dark mode\"), not a transcript. Do not store secrets "
         "or anything the user asked you not to keep. Returns the new memory's id."),
-        ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                        idempotent_hint=False, open_world_hint=False)),
+        write_hints(destructive=False, idempotent=False)),
     "remember_conversation": ("Remember a conversation", (
         "Turn a conversation into memories: the facts it states are extracted and each "
         "is decided against what is already stored (added, updated, superseded by a "
         "newer fact with the old one's history kept, unchanged for a duplicate, held "
         "for review, or refused), every write governed on its own. Give turn ids so a "
         "retried call writes nothing twice. Returns each decision with its reason."),
-        ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                        idempotent_hint=True, open_world_hint=False)),
+        write_hints(destructive=False, idempotent=True)),
     "recall": ("Recall memories", (
         "Search stored memories relevant to a query, best first. Use it before answering "
         "when something from earlier conversations could matter. Results come back as "
@@ -284,13 +280,11 @@ DESCRIPTIONS: dict[str, ToolSpec] = {
         "Correct or refine one memory in place (its history is kept): give its id and "
         "only the fields that change. Use it when the user corrects something you "
         "recalled."),
-        ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                        idempotent_hint=False, open_world_hint=False)),
+        write_hints(destructive=True, idempotent=False)),
     "forget": ("Forget a memory", (
         "Delete one memory by id, when the user asks you to forget it or it is wrong and "
         "has no correction. It stops being recalled; the audit history stays."),
-        ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                        idempotent_hint=True, open_world_hint=False)),
+        write_hints(destructive=True, idempotent=True)),
     "list_memories": ("List memories", (
         "List stored memories in a scope, one page at a time (pass the "
         "returned cursor to continue). Use it to show the user what is remembered about "

@@ -15,11 +15,9 @@ from __future__ import annotations
 import attrs
 from governed_memory import GovernedMemoryManager, Principal
 from governed_memory.converter import unstructure
-from governed_memory.errors import MemoryCapabilityUnsupportedError
 from governed_memory.remembering import (
     DEFAULT_CONFIDENCE_FLOOR,
     DEFAULT_WINDOW,
-    MODEL_SETTING,
     Message,
 )
 from starlette.requests import Request
@@ -28,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from governed_memory_service.bodies import parse_body
 from governed_memory_service.endpoint import Endpoint
 from governed_memory_service.http_input import SCOPE_PARAMS, query_values, read_json, scope_of
+from governed_memory_service.tier_calls import remembering
 
 __all__ = ["FROM_MESSAGES", "REMEMBER_ENDPOINTS", "RememberBody", "RememberRoutes"]
 
@@ -62,11 +61,7 @@ class RememberRoutes:
     async def remember(self, request: Request, principal: Principal) -> Response:
         scope = scope_of(request, query_values(request, SCOPE_PARAMS), principal)
         body = parse_body(await read_json(request, self.max_body_bytes), RememberBody)
-        if self.manager.language_model is None:
-            raise MemoryCapabilityUnsupportedError(
-                f"this server has no language model (the profile declares no "
-                f"{MODEL_SETTING})")
-        result = await self.manager.remember(principal, scope, body.messages,
+        result = await remembering(self.manager).remember(principal, scope, body.messages,
                                              window=body.window,
                                              confidence_floor=body.confidence_floor)
         return JSONResponse(unstructure(result))

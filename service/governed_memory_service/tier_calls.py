@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from governed_memory import GovernedMemoryManager, Principal, Scope
 from governed_memory.errors import MemoryCapabilityUnsupportedError
+from governed_memory.remembering import MODEL_SETTING
 from governed_memory.tiers import MemoryTiers, Turn
 from governed_memory.turncontext import MemoryContextBuilder
 
-__all__ = ["AFTER_PAGE", "context_over", "conversation", "read_turns", "working"]
+__all__ = ["AFTER_PAGE", "context_over", "conversation", "read_turns", "remembering",
+           "working"]
 
 AFTER_PAGE = 50
 """How many turns a read after a sequence number returns when it names no limit."""
@@ -41,6 +43,16 @@ def working(tiers: MemoryTiers) -> MemoryTiers:
     return tiers
 
 
+def remembering(manager: GovernedMemoryManager) -> GovernedMemoryManager:
+    """``manager``, when it has the language model ``remember`` reads with: a server
+    without one answers REST and MCP alike (capability unsupported, naming the
+    setting), not with a server fault."""
+    if manager.language_model is None:
+        raise MemoryCapabilityUnsupportedError(
+            f"this server has no language model (the profile declares no {MODEL_SETTING})")
+    return manager
+
+
 async def read_turns(tiers: MemoryTiers, principal: Principal, scope: Scope, *,
                      limit: int | None, after_seq: int | None) -> tuple[Turn, ...]:
     """The session's newest turns (``limit``, else the tiers' recent limit), oldest
@@ -61,8 +73,8 @@ def context_over(manager: GovernedMemoryManager, tiers: MemoryTiers | None,
     their stores are the caller's to start), ``builder`` to one over the tiers with the
     profile's ``[context]`` budgets and no language model."""
     if tiers is None:
-        tiers = MemoryTiers.from_manager(manager)
-    elif tiers.long_term_or_none is not manager:
+        tiers = builder.tiers if builder is not None else MemoryTiers.from_manager(manager)
+    if tiers.long_term_or_none is not manager:
         raise ValueError("the tiers' long-term tier must be the app's manager")
     if builder is None:
         builder = MemoryContextBuilder(tiers)

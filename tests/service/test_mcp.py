@@ -431,7 +431,7 @@ async def test_remember_conversation_forms_memories_once_and_names_the_setting_w
                 {"role": "assistant", "content": "Noted.", "turn_id": "t2"}]
     async with mcp_client(served.url, served.alice) as client:
         refused = await client.call_tool("remember_conversation", {"messages": messages})
-        assert error_code(refused) == "configuration"
+        assert error_code(refused) == "capability_unsupported"  # as REST answers
         assert refused.structured_content is not None
         assert "language_model" in refused.structured_content["detail"]
         served.manager.language_model = ScriptedModel(responder=_facts)

@@ -24,7 +24,7 @@ from governed_memory.tiers import InMemoryTurnStore, MemoryTiers, Role, TurnDraf
 from governed_memory.turncontext.render import CLOSE, OPEN
 from governed_memory_service.mcp_output import NO_MEMORIES
 from governed_memory_service.mcp_tier_output import INCOMPLETE, NO_TURNS, NO_WORKING_STATE
-from governed_memory_service.mcp_tier_tools import ROLES
+from governed_memory_service.mcp_toolkit import ROLES
 from governed_memory_service.mcp_tools import build_mcp_server
 from mcp import Client
 from mcp.types import CallToolResult
@@ -156,7 +156,7 @@ async def test_a_server_lists_the_tools_of_the_tiers_it_has() -> None:
             async with Client(server, cache=None) as client:
                 return {tool.name for tool in (await client.list_tools()).tools}
 
-        # Without tiers (what the transports build today): the memory tools only.
+        # A server given no tiers: the memory tools only.
         assert await names() == MEMORY_TOOLS
         # The long-term tier alone: the context, with an empty window.
         long_term_only = MemoryTiers(long_term=manager)

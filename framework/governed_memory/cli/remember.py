@@ -31,12 +31,10 @@ from governed_memory.cli.common import (
     scope_from,
     scope_options,
 )
-from governed_memory.errors import MemoryConfigurationError
 from governed_memory.remembering import (
     DEFAULT_CONFIDENCE_FLOOR,
     DEFAULT_WINDOW,
     MAX_WINDOW,
-    NO_MODEL,
     RememberResult,
 )
 
@@ -113,8 +111,7 @@ def remember(db: Path | None, transcript: str, window: int, confidence_floor: fl
     messages = read_transcript(transcript)
 
     async def work(manager: GovernedMemoryManager) -> RememberResult:
-        if manager.language_model is None:
-            raise MemoryConfigurationError(NO_MODEL)
+        # Without a model, remember refuses at once (MemoryConfigurationError: exit 7).
         return await manager.remember(operator(scope.tenant_id), scope, messages,
                                       window=window, confidence_floor=confidence_floor)
 

@@ -45,6 +45,7 @@ import attrs
 
 from governed_memory.errors import REFUSALS, GovernedMemoryError, MemoryScopeError
 from governed_memory.language_models import LanguageModel
+from governed_memory.limits import clip_query
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.policy import authorize_scope
 from governed_memory.principal import Principal
@@ -63,7 +64,6 @@ from governed_memory.turncontext.hashing import FACT_HASH_KEY, fact_hash, refere
 from governed_memory.turncontext.policy import ContextPolicy
 from governed_memory.turncontext.prompts import EXTRACT_SCHEMA, EXTRACT_SYSTEM, extract_user
 from governed_memory.turncontext.ranking import RECALL_MEMORY_TYPES, is_valid_at
-from governed_memory.turncontext.recall import clip_query
 from governed_memory.turncontext.scoping import addressable, recall_scopes
 
 EXTRACT_LEVELS = (ScopeLevel.SESSION, ScopeLevel.USER, ScopeLevel.PROJECT)

@@ -25,7 +25,7 @@ import attrs
 
 from governed_memory.clock import Clock
 from governed_memory.errors import REFUSALS, GovernedMemoryError
-from governed_memory.limits import MAX_QUERY_BYTES
+from governed_memory.limits import clip_query
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Principal
 from governed_memory.records import MemoryRecord, MemoryType
@@ -66,14 +66,6 @@ class RecallResult:
     block_tokens: int = 0
     degraded: tuple[str, ...] = ()
     candidates: int = 0
-
-
-def clip_query(query: str) -> str:
-    """A query within the search limit, cut on a character boundary."""
-    data = query.encode("utf-8")
-    if len(data) <= MAX_QUERY_BYTES:
-        return query
-    return data[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore")
 
 
 def wanted_types(values: Iterable[MemoryType | str]) -> frozenset[MemoryType]:
