@@ -15,9 +15,9 @@ What each request answers is the audit tools' own answer, from their own code
 the trail the manager's sinks write (:class:`TrailReader`: the ``postgres-trail`` store
 when one of them is one, the deployment's whole trail; else the hash-chained files of
 ``[audit] path``) and keeps an auditor to its tenant. An auditor's tenant must be the
-tenant it asks about (the scope rule checks the tenant-wide scope the request names),
-only that tenant's events come back, a proof is given only of one of them, and an
-auditor bound to a user is refused: the trail of a tenant is no user's to read.
+tenant it asks about (the fixed scope rule's branch for audit reads checks it, and
+refuses an auditor bound to a user: the trail of a tenant is no user's to read), only
+that tenant's events come back, and a proof is given only of one of them.
 
 Reading is blocking (files, or a store's synchronous reader), so it runs on a worker
 thread; as with the command line, a query or a report verifies the chain first unless
@@ -66,7 +66,7 @@ from governed_memory.errors import (
     MemoryValidationError,
 )
 from governed_memory.events import subject_hash
-from governed_memory.limits import check_identifier, check_text
+from governed_memory.limits import MAX_INT64, check_identifier, check_text
 from governed_memory.operations import Operation
 from governed_memory.pipeline import ActivityPort
 from governed_memory.principal import Principal
@@ -197,6 +197,7 @@ class TrailReader(NoOptionalFeatures):
         """``answer(trail, now)`` on a worker thread, over the trail opened for it, for
         an auditor bound to no user (``now``: the operation's clock, for times ago)."""
         if ctx.principal.user_id is not None:
+            # The scope rule refuses this first; kept, since a trail is never a user's.
             raise MemoryScopeError("scope authorization denied: the audit trail is read by "
                                    "an auditor bound to no user")
         if not self.configured:
@@ -350,9 +351,10 @@ class ConsistencyAnswer(Audited):
 class AuditRequest(Request[ResultT]):
     """Base of the audit requests: one tenant's trail, read by its auditor.
 
-    The request targets the tenant-wide scope of ``tenant_id``, which is how the fixed
-    scope rule checks the auditor's tenant; its events name no scope (the read touched
-    no memory) and the auditor's tenant."""
+    The fixed scope rule checks ``tenant_id`` against the auditor's tenant (its branch
+    for audit reads); the tenant-wide scope it targets names what a transforming policy
+    may not move. Its events name no scope (the read touched no memory) and the
+    auditor's tenant."""
 
     __slots__ = ()
 
@@ -444,22 +446,17 @@ class AuditFilter:
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class AuditQueryRequest(AuditRequest[AuditEvents]):
-    """``audit query``: the tenant's events matching ``where``, in chain order, at most
-    ``limit`` after entry ``cursor``; the chain is verified first unless ``verify`` is
-    false."""
-
-    operation: ClassVar[Operation] = Operation.AUDIT_QUERY
+class _FilteredAuditRequest(AuditRequest[R]):
+    """An audit read of the tenant's events that ``where`` selects, verified first unless
+    ``verify`` is false: what ``audit query`` and its summary share."""
 
     tenant_id: str
     where: AuditFilter = attrs.field(factory=AuditFilter)
-    limit: int = DEFAULT_EVENTS
-    cursor: int | None = None
     verify: bool = True
 
     @property
     def user_id(self) -> str | None:
-        """The data subject the query is about, if it names one (for its events)."""
+        """The data subject the read is about, if it names one (for its events)."""
         where = self.where
         return where.user_id if isinstance(where, AuditFilter) else None
 
@@ -468,13 +465,28 @@ class AuditQueryRequest(AuditRequest[AuditEvents]):
         if not isinstance(self.where, AuditFilter):
             raise MemoryValidationError("where must be an AuditFilter", field="where")
         self.where.validate()
-        _check_int(self.limit, "limit", 1, MAX_EVENTS)
-        if self.cursor is not None:
-            _check_int(self.cursor, "cursor", 0, 2**63 - 1)
         _check_bool(self.verify, "verify")
 
     def validate_at(self, now: float) -> None:
         self.where.validate_at(now)
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class AuditQueryRequest(_FilteredAuditRequest[AuditEvents]):
+    """``audit query``: the tenant's events matching ``where``, in chain order, at most
+    ``limit`` after entry ``cursor``; the chain is verified first unless ``verify`` is
+    false."""
+
+    operation: ClassVar[Operation] = Operation.AUDIT_QUERY
+
+    limit: int = DEFAULT_EVENTS
+    cursor: int | None = None
+
+    def validate(self) -> None:
+        super().validate()
+        _check_int(self.limit, "limit", 1, MAX_EVENTS)
+        if self.cursor is not None:
+            _check_int(self.cursor, "cursor", 0, MAX_INT64)
 
     async def send(self, target: TrailReader, ctx: OperationContext) -> AuditEvents:
         return await target.read(ctx, self._answer)
@@ -494,33 +506,18 @@ class AuditQueryRequest(AuditRequest[AuditEvents]):
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class AuditSummaryRequest(AuditRequest[AuditSummary]):
+class AuditSummaryRequest(_FilteredAuditRequest[AuditSummary]):
     """``audit query --summary principal``: the matching events summed up per
     principal, the most operations first, at most ``limit`` rows (totals over all)."""
 
     operation: ClassVar[Operation] = Operation.AUDIT_QUERY
 
-    tenant_id: str
-    where: AuditFilter = attrs.field(factory=AuditFilter)
     limit: int | None = None
-    verify: bool = True
-
-    @property
-    def user_id(self) -> str | None:
-        where = self.where
-        return where.user_id if isinstance(where, AuditFilter) else None
 
     def validate(self) -> None:
         super().validate()
-        if not isinstance(self.where, AuditFilter):
-            raise MemoryValidationError("where must be an AuditFilter", field="where")
-        self.where.validate()
         if self.limit is not None:
             _check_int(self.limit, "limit", 1, MAX_EVENTS)
-        _check_bool(self.verify, "verify")
-
-    def validate_at(self, now: float) -> None:
-        self.where.validate_at(now)
 
     async def send(self, target: TrailReader, ctx: OperationContext) -> AuditSummary:
         return await target.read(ctx, self._answer)

@@ -18,7 +18,7 @@ from governed_memory.events import ErasureEvidence
 from governed_memory.limits import check_identifier, check_page_size
 from governed_memory.operations import Operation
 from governed_memory.records import CleanupPage, ErasureReceipt
-from governed_memory.request import Checked, Summary, user_subjects, wrong_result
+from governed_memory.request import Checked, Summary, wrong_result
 from governed_memory.request_fields import check_optional_text
 from governed_memory.request_kinds import LongTermRequest
 from governed_memory.scope import Scope
@@ -60,12 +60,6 @@ class DeleteUserRequest(LongTermRequest[ErasureReceipt]):
 
     tenant_id: str
     user_id: str
-
-    def tenant(self, default: str) -> str:
-        return self.tenant_id
-
-    def subjects(self) -> tuple[str, ...]:
-        return user_subjects(self.tenant_id, self.user_id)
 
     def named_subject(self) -> tuple[str, str]:
         return self.tenant_id, self.user_id

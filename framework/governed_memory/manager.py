@@ -94,6 +94,12 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         if maintenance_interval_s is not None and not maintenance_interval_s > 0:
             raise MemoryValidationError("maintenance_interval_s must be positive",
                                         field="maintenance_interval_s")
+        if settings is not None and (profile is not None or fail_closed is not None
+                                     or timeout_s != DEFAULT_TIMEOUT_S):
+            # One of them would be silently ignored: the value carries all three.
+            raise MemoryValidationError(
+                "settings already carries the profile, the deadline and fail_closed: "
+                "set them in it, not beside it", field="settings")
         if settings is None:
             settings = GovernanceSettings.of(profile_spec, profile=profile,
                                              timeout_s=timeout_s, fail_closed=fail_closed)
@@ -105,9 +111,9 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         self.profile_spec = profile_spec
         """The profile this manager was built from (``from_profile``), if any."""
         self.domain_pack: ResolvedPack | None = None
+        """The domain pack and use that selected the profile (``from_pack``), if any."""
         self.language_model = language_model
         """The model :meth:`remember` uses, if any (assignable)."""
-        """The domain pack and use that selected the profile (``from_pack``), if any."""
         self.activity = ActivityPort(
             provider, policies=self.policy_engine, events=self.events, clock=self.clock,
             tracer=get_tracer(tracer_provider), settings=settings,

@@ -404,6 +404,7 @@ class ActivityPort:
             async with asyncio.timeout_at(deadline):
                 if validate:
                     request.validate()
+                    request.validate_at(ctx.now)
                 return await request.send(self._provider, ctx)
         except GovernedMemoryError:
             raise

@@ -10,8 +10,7 @@ provider.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from governed_memory.embedding import Embedder
 from governed_memory.embedding_batch import BatchingEmbedder
@@ -22,42 +21,22 @@ from governed_memory.indexing import (
     IndexingSettings,
     ranking_from_profile,
 )
+from governed_memory.profile_stores import build_store
 
 if TYPE_CHECKING:
     from governed_memory.plugins import PluginManager
-    from governed_memory.profiles.spec import MemoryProfileSpec
+from governed_memory.profiles.spec import MemoryProfileSpec
 
 __all__ = ["build_embedder", "configure_from_profile"]
 
 
 def build_embedder(spec: MemoryProfileSpec, plugins: PluginManager) -> Embedder | None:
     """The embedder the profile's ``[stores.embedder]`` names, built (not loaded)."""
-    store = spec.stores.get("embedder")
-    if store is None:
+    embedder = build_store(spec, "embedder", plugins.embedders.get, Embedder, "embedder")
+    if embedder is None:
         return None
-    try:
-        registration = plugins.embedders.get(store.kind)
-    except MemoryConfigurationError as exc:
-        raise MemoryConfigurationError(f"stores.embedder.kind: {exc}") from None
-    config = {str(k): _plain(v) for k, v in store.config.items()}
-    try:
-        embedder = registration.factory(config)
-    except MemoryConfigurationError as exc:
-        raise MemoryConfigurationError(f"stores.embedder.config: {exc}") from None
-    if not isinstance(embedder, Embedder):
-        raise MemoryConfigurationError(
-            f"stores.embedder: the factory of {store.kind!r} built no embedder")
     # Concurrent writes (add_many, a busy server) share model calls.
     return BatchingEmbedder(embedder)
-
-
-def _plain(value: Any) -> Any:
-    """A mutable copy of a frozen profile config value, as factories expect."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def configure_from_profile(provider: HasIndexing, spec: MemoryProfileSpec,

@@ -102,15 +102,21 @@ class Request(Generic[ResultT]):
         return tuple(scope for scope in self.target_scopes() if isinstance(scope, Scope))
 
     def tenant(self, default: str) -> str:
-        """The tenant its events name: its first scope's, else ``default`` (the acting
-        principal's)."""
+        """The tenant its events name: the named subject's (:meth:`named_subject`), else
+        its first scope's, else ``default`` (the acting principal's)."""
+        subject = self.named_subject()
+        if subject is not None:
+            return subject[0]
         scopes = self.event_scopes()
         return scopes[0].tenant_id if scopes else default
 
     def subjects(self) -> tuple[str, ...]:
         """The data subjects it concerns (``events.subject_hash``): each user among its
         scopes. A request that names a user by id instead (an erasure of a user) says
-        so itself (:func:`user_subjects`)."""
+        so itself (:meth:`named_subject`)."""
+        subject = self.named_subject()
+        if subject is not None:
+            return user_subjects(*subject)
         return tuple(dict.fromkeys(subject_hash(scope.tenant_id, scope.user_id)
                                    for scope in self.event_scopes()
                                    if scope.user_id is not None))

@@ -47,6 +47,12 @@ def check_record_write(record_id: object, expected_revision: str | None,
     check_optional_text(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES)
 
 
+def check_similarity(value: float, field: str = "dedup_threshold") -> None:
+    """A similarity threshold: a real number in ``(0, 1]``."""
+    if not is_real(value) or not 0 < value <= 1:
+        raise MemoryValidationError(f"{field} must be in (0, 1]", field=field)
+
+
 def check_entities(entity_ids: tuple[str, ...]) -> None:
     if len(entity_ids) > MAX_ENTITY_IDS:
         raise MemoryValidationError(

@@ -14,10 +14,9 @@ from __future__ import annotations
 import attrs
 
 from governed_memory.dedup import DedupMode
-from governed_memory.errors import MemoryValidationError
-from governed_memory.limits import is_real
 from governed_memory.operation_context import ProfileRef
 from governed_memory.profiles.spec import EventDetail, MemoryProfileSpec
+from governed_memory.request_fields import check_similarity
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -25,9 +24,7 @@ DEFAULT_TIMEOUT_S = 30.0
 def _similarity(settings: object, attribute: object, value: float) -> None:
     # Stamped on adds after their validation (``AddRequest.governed``): held to the same
     # rule here, so what governance sets is valid by construction.
-    if not is_real(value) or not 0 < value <= 1:
-        raise MemoryValidationError("dedup_threshold must be in (0, 1]",
-                                    field="dedup_threshold")
+    check_similarity(value)
 
 
 @attrs.frozen(slots=True, kw_only=True)

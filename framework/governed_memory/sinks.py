@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventSink
+from governed_memory.profile_stores import plain_config
 from governed_memory.profiles.convert import ProfileLoadError
 from governed_memory.profiles.spec import AUDIT_SINK, MemoryProfileSpec
 
@@ -101,13 +102,13 @@ def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *
                 trail[key] = str(_resolved(base, trail[key]))
         wanted.append(("audit.path", AUDIT_SINK, trail))
     for name in sorted(spec.audit.sinks):
-        config = _plain(spec.audit.sinks[name])
+        config = plain_config(spec.audit.sinks[name])
         if name == JSONL_SINK and isinstance(config.get("path"), str):
             config["path"] = str(_resolved(base, config["path"]))
         if config.get("store") == PROVIDER_STORE:
             del config["store"]
             config["provider"] = spec.provider.name
-            config["provider_config"] = {**_plain(spec.provider.config),
+            config["provider_config"] = {**plain_config(spec.provider.config),
                                          **dict(provider_config_overrides or {})}
             config.setdefault("event_detail", spec.privacy.event_detail.value)
         wanted.append((f"audit.sinks.{name}", name, config))
@@ -135,16 +136,3 @@ def build_sinks(spec: MemoryProfileSpec, plugins: PluginManager | None = None, *
 def _resolved(base: Path | None, value: str) -> Path:
     path = Path(value)
     return path if base is None or path.is_absolute() else base / path
-
-
-def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A mutable plain copy of a frozen config, as factories expect."""
-
-    def plain(item: Any) -> Any:
-        if isinstance(item, Mapping):
-            return {k: plain(v) for k, v in item.items()}
-        if isinstance(item, tuple | list):
-            return [plain(v) for v in item]
-        return item
-
-    return {str(k): plain(v) for k, v in value.items()}

@@ -38,6 +38,7 @@ from governed_memory.request_fields import (
     check_optional_text,
     check_record_id,
     check_record_write,
+    check_similarity,
     check_time,
 )
 from governed_memory.request_kinds import DeletionRequest, RecordRequest
@@ -141,10 +142,7 @@ class AddRequest(RecordRequest):
                                         field="status")
         if not isinstance(self.dedup, DedupMode):
             raise MemoryValidationError("dedup must be a DedupMode", field="dedup")
-        threshold = self.dedup_threshold
-        if not is_real(threshold) or not 0 < threshold <= 1:
-            raise MemoryValidationError("dedup_threshold must be in (0, 1]",
-                                        field="dedup_threshold")
+        check_similarity(self.dedup_threshold)
 
     def validate_at(self, now: float) -> None:
         # A new record that would already be expired is invisible to every read from the

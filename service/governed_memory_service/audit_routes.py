@@ -27,8 +27,8 @@ from governed_memory_service.bodies import parse_body
 from governed_memory_service.endpoint import Endpoint
 from governed_memory_service.http_input import boolean, integer, query_values, read_json, single
 
-__all__ = ["AUDIT_ENDPOINTS", "AUDIT_QUERY_DESCRIPTIONS", "AuditRoutes", "ConsistencyBody",
-           "InclusionBody"]
+__all__ = ["AUDIT_ENDPOINTS", "AUDIT_OPERATION_DESCRIPTIONS", "AUDIT_QUERY_DESCRIPTIONS",
+           "AuditRoutes", "ConsistencyBody", "InclusionBody"]
 
 AUDIT = "/v1/tenants/{tenant}/audit"
 FILTERS = ("principal", "subject", "scope_hash", "operation", "outcome", "since", "until")
@@ -90,6 +90,15 @@ AUDIT_QUERY_DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "no_verify": ("boolean", "true: read without verifying the chain first"),
 }
 """What the OpenAPI document says of the audit routes' query parameters."""
+
+AUDIT_OPERATION_DESCRIPTIONS: dict[tuple[str, str], tuple[str, str]] = {
+    ("audit_query", "limit"): ("integer", "events per page (1 to 1000, default 100)"),
+    ("audit_query", "cursor"): ("integer", "the previous page's next_cursor (an entry "
+                                           "sequence number)"),
+    ("audit_report", "subject"): ("string", "required: the data subject, a user id of "
+                                            "the path's tenant"),
+}
+"""Where an audit route's parameter means something else than the same name elsewhere."""
 
 _QUERY = {e.operation_id: e.query for e in AUDIT_ENDPOINTS}
 

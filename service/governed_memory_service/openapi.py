@@ -14,7 +14,10 @@ import attrs
 from governed_memory import __version__
 from governed_memory.limits import MAX_INT64
 
-from governed_memory_service.audit_routes import AUDIT_QUERY_DESCRIPTIONS
+from governed_memory_service.audit_routes import (
+    AUDIT_OPERATION_DESCRIPTIONS,
+    AUDIT_QUERY_DESCRIPTIONS,
+)
 from governed_memory_service.routes import ENDPOINTS, Endpoint
 
 __all__ = ["OPERATIONAL_PATHS", "openapi_document", "schema_of"]
@@ -86,8 +89,9 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
          "description": _PATH_DESCRIPTIONS.get(name, name)}
         for name in re.findall(r"{(\w+)}", endpoint.path)]
     for name in endpoint.query:
-        kind, description = _QUERY_DESCRIPTIONS.get(
-            name, ("string", f"scope dimension {name}"))
+        kind, description = AUDIT_OPERATION_DESCRIPTIONS.get(
+            (endpoint.operation_id, name),
+            _QUERY_DESCRIPTIONS.get(name, ("string", f"scope dimension {name}")))
         schema: dict[str, Any] = {"type": kind}
         if kind == "integer":  # ASCII digits within 64 bits; the operation bounds it further
             schema.update(minimum=0, maximum=MAX_INT64)

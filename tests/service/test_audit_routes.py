@@ -519,6 +519,10 @@ def test_the_audit_routes_are_mounted_and_described() -> None:
         assert described["operationId"] == endpoint.operation_id
         for parameter in described["parameters"]:
             assert not parameter["description"].startswith("scope dimension"), parameter
+    query = {p["name"]: p for p in paths[AUDIT_ENDPOINTS[0].path]["get"]["parameters"]}
+    # The audit read's own paging, not the memory listing's.
+    assert query["cursor"]["schema"]["type"] == "integer"
+    assert "1000" in query["limit"]["description"]
 
 
 async def _verified(audited: Audited) -> Any:

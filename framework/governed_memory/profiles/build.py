@@ -18,6 +18,7 @@ from governed_memory.events import EventBus
 from governed_memory.fallback import FallbackProvider
 from governed_memory.operation_context import ProfileRef
 from governed_memory.profile_indexing import configure_from_profile
+from governed_memory.profile_stores import plain_config
 from governed_memory.profiles.convert import ProfileLoadError
 from governed_memory.profiles.spec import RATE_STORE_PROCESS, CacheStore, MemoryProfileSpec
 from governed_memory.rates import ProcessRateWindows, RateWindows, default_rate_windows
@@ -86,7 +87,7 @@ def registered_rate_windows(spec: MemoryProfileSpec,
         registration = plugins.rate_stores.get(name)
     except MemoryConfigurationError as exc:
         raise _problem(spec, "quotas.rate_store", str(exc)) from None
-    config = _plain(spec.stores["rates"].config) if "rates" in spec.stores else {}
+    config = plain_config(spec.stores["rates"].config) if "rates" in spec.stores else {}
     try:
         windows = registration.factory(config)
     except MemoryConfigurationError as exc:
@@ -127,7 +128,7 @@ def wrap_with_fallback(provider: MemoryProvider, spec: MemoryProfileSpec,
     except MemoryConfigurationError as exc:
         raise _problem(spec, "fallback.provider", str(exc)) from None
     try:
-        fallback: MemoryProvider = registration.factory(_plain(spec.fallback.config), clock)
+        fallback: MemoryProvider = registration.factory(plain_config(spec.fallback.config), clock)
         configure_from_profile(fallback, spec, plugins)
     except MemoryConfigurationError as exc:
         raise _problem(spec, "fallback.config", str(exc)) from None
@@ -158,7 +159,7 @@ def build_provider(spec: MemoryProfileSpec, plugins: PluginManager,
         registration = plugins.providers.get(spec.provider.name)
     except MemoryConfigurationError as exc:
         raise _problem(spec, "provider.name", str(exc)) from None
-    config = {**_plain(spec.provider.config), **dict(overrides or {})}
+    config = {**plain_config(spec.provider.config), **dict(overrides or {})}
     try:
         provider: MemoryProvider = registration.factory(config, clock or SystemClock())
     except MemoryConfigurationError as exc:
@@ -186,7 +187,7 @@ def build_policies(spec: MemoryProfileSpec, plugins: PluginManager) -> list[Memo
             registration = plugins.policies.get(name)
         except MemoryConfigurationError as exc:
             raise _problem(spec, path, str(exc)) from None
-        config = _plain(spec.policies.extra.get(name, {}))
+        config = plain_config(spec.policies.extra.get(name, {}))
         try:
             policy = registration.factory(config, spec)
         except MemoryConfigurationError as exc:
@@ -249,12 +250,3 @@ def check_capabilities(spec: MemoryProfileSpec, capabilities: Capabilities) -> N
 
 def _problem(spec: MemoryProfileSpec, path: str, detail: str) -> MemoryConfigurationError:
     return ProfileLoadError(spec.key, [f"{path}: {detail}"])
-
-
-def _plain(value: Any) -> Any:
-    """A mutable plain copy of a frozen config, as factories expect."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
