@@ -22,8 +22,9 @@ Every rule a caller observes is enforced by this adapter, never delegated to Mem
   way that may have applied it is reconciled by looking for its marker; a retry with
   the same idempotency key first finishes a write that did land.
 
-This class is the table of contents: it validates each request, checks the provider is
-open and runs the operation's body (one of the modules above) under the store lock.
+This class is the table of contents: it checks the provider is open and runs the
+operation's body (one of the modules above) under the store lock; the request is one the
+activity port has validated.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The module paths this package had before it was arranged in rooms, kept importable.
 
-Until the arrangement in sub-packages (storage, sql, sqlite, postgres, memory, search,
+Until the arrangement in sub-packages (storage, sql, sqlite, postgres, memory, retrieval,
 turns), every module sat flat in the package, and platform code and notebooks import
 them by those names (``governed_memory_native.sqlite_backend``). A meta-path finder
 answers an old name with the module that now holds its code (the same module object, so
@@ -68,7 +68,6 @@ MOVED: Final[dict[str, str]] = {
     "bm25": "retrieval.bm25",
     "lexical_topk": "retrieval.lexical",
     "lexical_merger": "retrieval.merger",
-    "retrieval": "retrieval.fusion",
     "vectors": "retrieval.cosine",
     "vector_engines": "retrieval.vector_engines",
     "vector_index": "retrieval.vector_index",
@@ -84,7 +83,9 @@ MOVED: Final[dict[str, str]] = {
     "turns_rows": "turns.rows",
     "indexing_config": "config",
 }
-"""Old module name (inside the package) to its new dotted path (inside the package)."""
+"""Old module name (inside the package) to its new dotted path (inside the package).
+The old ``retrieval`` (fusion) is not here: the ``retrieval`` package took its name and
+answers its names itself."""
 
 
 class _Alias(importlib.abc.Loader):

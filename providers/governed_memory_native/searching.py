@@ -1,6 +1,6 @@
 """Search: hard filters in storage, lexical and vector candidates, fusion, a snapshot.
 
-The pieces live under :mod:`search` (the exact lexical top-k, vectors and their
+The pieces live under :mod:`retrieval` (the exact lexical top-k, vectors and their
 in-process indexes, fusion, ranking in worker processes); this object runs one search
 through them in one read unit of work, keeps the vector indexes current while they are
 held, and decides when searches are worth moving to the ranking workers.

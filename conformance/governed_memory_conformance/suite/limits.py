@@ -52,7 +52,8 @@ def _shared_budget() -> tuple[dict[str, str], Provenance]:
 
 @attrs.frozen
 class Oversize:
-    """One request just past a limit, sent straight to the provider."""
+    """One request just past a limit: the port refuses it before any provider sees it
+    (``Harness.send`` validates as the port does), so nothing is written."""
 
     name: str
     call: Callable[[Harness, MemoryRecord], Awaitable[object]]

@@ -34,7 +34,7 @@ def _statistics_sql(postings: str) -> str:
     the scopes; the expired records the stored statistics still count (with their
     query-term frequencies); and the postings (``postings``, the search's filtered
     postings statement over ``wanted_terms``) of the terms
-    :func:`lexical_topk.first_reads` picks (the same rule, on the stored frequencies:
+    :func:`retrieval.lexical.first_reads` picks (the same rule, on the stored frequencies:
     the same terms unless a record of the scopes has expired), so the first request of
     the search is answered from here."""
     return (
@@ -89,12 +89,12 @@ class PostgresLexicalSearch(SqlLexicalSearch):
 
 
 class _PostgresPostings:
-    """:class:`lexical_topk.PostingsSource` over the ``lexical_*`` tables for one search;
+    """:class:`retrieval.lexical.PostingsSource` over the ``lexical_*`` tables for one search;
     a document is its record's ``seq``. Every statement reads by ``(scope, term)`` or
     by key through an index; none counts or scans the corpus.
 
     Round trips: the statistics come with the postings of the terms the search reads
-    first (:data:`lexical_topk.READ_TOGETHER`); every later request, for any number of
+    first (:data:`retrieval.lexical.READ_TOGETHER`); every later request, for any number of
     terms, is one statement; probes of a term whose postings are held are answered
     here. A search is then typically three or four round trips: statistics, one or two
     requests of probes, the winners' rows (:mod:`sql.records`)."""

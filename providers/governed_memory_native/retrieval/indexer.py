@@ -51,7 +51,7 @@ from governed_memory_native.config import IndexingConfig
 from governed_memory_native.retrieval.cosine import BadVectorError, encode
 from governed_memory_native.storage.port import StorageBackend, StoredVector, WriteTransaction
 
-log = logging.getLogger("governed_memory_native.retrieval.indexer")
+log = logging.getLogger("governed_memory_native.indexer")
 
 MAX_BACKOFF_S: Final = 300.0
 MAX_JOBS_PER_ROUND: Final = 1000

@@ -132,7 +132,7 @@ async def replay(tx: ReadTransaction, snapshot_id: str,
     except (KeyError, TypeError, ValueError):
         raise MemoryStorageError("a stored retrieval snapshot could not be read") from None
 
-logger = logging.getLogger("governed_memory_native.snapshots")
+logger = logging.getLogger("governed_memory_native.record_copies")  # its name before the rooms
 
 FLUSH_DELAY_S: Final = 0.05
 """How long a snapshot may wait for others to share its write."""

@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 else:
     np = deferred(globals())
 
-log = logging.getLogger("governed_memory_native.retrieval.vector_index")
+log = logging.getLogger("governed_memory_native.vector_index")
 
 T = TypeVar("T")
 
