@@ -26,13 +26,14 @@ from governed_memory.policy import MemoryPolicy
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.provider import ProviderFactory
 from governed_memory.rates import RateWindows
+from governed_memory.tiers.blocks import BlockStore
 from governed_memory.tiers.turns import TurnStore
 from governed_memory.tiers.working import WorkingStateStore
 
 __all__ = [
-    "CacheStoreFactory", "EmbedderFactory", "EventSinkFactory", "LanguageModelFactory",
-    "PolicyFactory", "ProviderFactory", "RateStoreFactory", "TurnStoreFactory",
-    "WorkingStateStoreFactory",
+    "BlockStoreFactory", "CacheStoreFactory", "EmbedderFactory", "EventSinkFactory",
+    "LanguageModelFactory", "PolicyFactory", "ProviderFactory", "RateStoreFactory",
+    "TurnStoreFactory", "WorkingStateStoreFactory",
 ]
 """``ProviderFactory`` is declared with the provider protocol
 (``governed_memory.provider``) and named here with the others."""
@@ -59,6 +60,7 @@ TurnStoreFactory = Callable[[Config, Clock], TurnStore]
 """Builds an unstarted conversation-turn store from ``[stores.turns]``."""
 
 WorkingStateStoreFactory = Callable[[Config, Clock], WorkingStateStore]
+BlockStoreFactory = Callable[[Config, Clock], BlockStore]
 """Builds an unstarted working-state store from ``[stores.working_state]``."""
 
 LanguageModelFactory = Callable[[Config], LanguageModel]

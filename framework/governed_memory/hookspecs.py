@@ -119,6 +119,18 @@ def register_working_state_stores(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def register_block_stores(register: Callable[..., None]) -> None:
+    """Register memory-block stores (the agent-editable blocks a profile declares):
+    ``register(name, factory, description="")``.
+
+    ``factory(config: Mapping[str, Any], clock: Clock) -> BlockStore``
+    (``governed_memory.tiers.blocks``) builds an unstarted store; a profile's
+    ``[stores.blocks] kind = "<name>"`` picks it. Writes are compare-and-set on the
+    block's version, across every process that shares the store.
+    """
+
+
+@hookspec
 def register_language_models(register: Callable[..., None]) -> None:
     """Register language-model adapters used by the context builder and extraction:
     ``register(name, factory, description="")``.

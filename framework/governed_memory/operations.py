@@ -66,6 +66,11 @@ class Operation(enum.StrEnum):
     RECORD_CONTEXT = "record_context"
     RECORD_EXTRACTION = "record_extraction"
     ERASE_USER_TURNS = "erase_user_turns"
+    # Memory blocks (governed_memory.tiers.blocks): the named texts an agent edits.
+    READ_BLOCKS = "read_blocks"
+    EDIT_BLOCK = "edit_block"
+    BLOCK_HISTORY = "block_history"
+    ERASE_USER_BLOCKS = "erase_user_blocks"
     REPLAY = "replay"
     """Replay a stored retrieval snapshot (``governed_memory.replay``)."""
     SNAPSHOT_HEADER = "snapshot_header"
@@ -125,6 +130,10 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.RECORD_CONTEXT: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.RECORD_EXTRACTION: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.ERASE_USER_TURNS: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
+    Operation.READ_BLOCKS: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.EDIT_BLOCK: _OperationInfo(_W, Permission.WRITE, "update_memory"),
+    Operation.BLOCK_HISTORY: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.ERASE_USER_BLOCKS: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.REPLAY: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.SNAPSHOT_HEADER: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.INDEX_STATUS: _OperationInfo(_I, Permission.ADMIN, "index_status"),
@@ -148,7 +157,7 @@ STORE_OPERATIONS: frozenset[Operation] = frozenset(
 
 MAINTENANCE: frozenset[Operation] = frozenset(
     {Operation.DELETE_ALL, Operation.DELETE_USER, Operation.PURGE_EXPIRED,
-     Operation.ERASE_USER_TURNS}
+     Operation.ERASE_USER_TURNS, Operation.ERASE_USER_BLOCKS}
 )
 """Erasure and cleanup. Profiles that forbid ordinary writes (read-only) still allow
 these: a legal erasure obligation outranks a configuration choice."""
@@ -165,7 +174,8 @@ TIER_OPERATIONS: frozenset[Operation] = frozenset({
     Operation.APPEND_TURN, Operation.RECENT_TURNS, Operation.LIST_TURNS,
     Operation.CLEAR_TURNS, Operation.READ_WORKING_STATE, Operation.UPDATE_WORKING_STATE,
     Operation.CLEAR_WORKING_STATE, Operation.RECORD_CONTEXT, Operation.RECORD_EXTRACTION,
-    Operation.ERASE_USER_TURNS,
+    Operation.ERASE_USER_TURNS, Operation.READ_BLOCKS, Operation.EDIT_BLOCK,
+    Operation.BLOCK_HISTORY, Operation.ERASE_USER_BLOCKS,
 })
-"""Operations on the conversation and working-state tiers and the per-turn context
-record; they carry their own request types (``governed_memory.tiers.requests``)."""
+"""Operations on the conversation, working-state and block tiers and the per-turn
+context record; they carry their own request types (``governed_memory.tiers.requests``)."""

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import click
 
     from governed_memory.factories import (
+        BlockStoreFactory,
         CacheStoreFactory,
         EmbedderFactory,
         EventSinkFactory,
@@ -161,6 +162,8 @@ class PluginManager:
             "turn store", "register_turn_stores")
         self.working_state_stores: _Registry[WorkingStateStoreFactory] = self._registry(
             "working-state store", "register_working_state_stores")
+        self.block_stores: _Registry[BlockStoreFactory] = self._registry(
+            "block store", "register_block_stores")
         self.language_models: _Registry[LanguageModelFactory] = self._registry(
             "language model", "register_language_models")
         self.cli_commands: _Registry[click.Command] = self._registry(

@@ -31,6 +31,7 @@ from governed_memory.policy import PolicyCheck, PolicyVerdict
 from governed_memory.profiles.spec import RATE_STORE_PROVIDER, MemoryProfileSpec, QuotaSection
 from governed_memory.rates import RateLimit
 from governed_memory.requests import AddRequest, UpdateRequest
+from governed_memory.tiers.block_requests import EditBlockRequest
 from governed_memory.tiers.requests import AppendTurnRequest, UpdateWorkingStateRequest
 from governed_memory.usage import Usage, UsageQuery
 
@@ -40,7 +41,8 @@ from governed_memory_policies.names import QUOTAS
 log = logging.getLogger(__name__)
 
 _RATED = frozenset({Operation.ADD, Operation.UPDATE})
-_RATED_TIER = frozenset({Operation.APPEND_TURN, Operation.UPDATE_WORKING_STATE})
+_RATED_TIER = frozenset({Operation.APPEND_TURN, Operation.UPDATE_WORKING_STATE,
+                         Operation.EDIT_BLOCK})
 PERIOD_S = 60.0
 """The window of the writes-per-minute limits."""
 
@@ -55,7 +57,7 @@ class QuotaPolicy:
     async def evaluate(self, check: PolicyCheck) -> PolicyVerdict:
         request = check.request
         if check.operation in _RATED_TIER and isinstance(
-                request, AppendTurnRequest | UpdateWorkingStateRequest):
+                request, AppendTurnRequest | UpdateWorkingStateRequest | EditBlockRequest):
             return await self._rate(check, request)
         if check.operation not in _RATED or not isinstance(request, AddRequest | UpdateRequest):
             return PolicyVerdict.allow()
@@ -92,7 +94,8 @@ class QuotaPolicy:
         return None
 
     async def _rate(self, check: PolicyCheck, request: AddRequest | UpdateRequest
-                    | AppendTurnRequest | UpdateWorkingStateRequest) -> PolicyVerdict:
+                    | AppendTurnRequest | UpdateWorkingStateRequest
+                    | EditBlockRequest) -> PolicyVerdict:
         limits = self.rate_limits(request.scope.tenant_id, request.scope.scope_hash)
         if not limits:
             return PolicyVerdict.allow()

@@ -3,9 +3,9 @@
 Secret and PII checks must look everywhere a caller can put text that gets stored —
 content, the record key, metadata values (at any depth), metadata keys and provenance
 — or a secret simply moves to the field nobody scans. The conversation and working
-tiers store text too: a turn's content, name, tool-call arguments and metadata, and
+tiers store text too: a turn's content, name, tool-call arguments and metadata,
 working-state values and keys ("state key", refused rather than renamed, like a
-metadata key).
+metadata key), and a memory block's whole new text.
 
 ``inspectable`` says whether a write is of a kind these checks know; a guard refuses
 any other write rather than let an unknown request type carry text past it.
@@ -30,6 +30,7 @@ from governed_memory.requests import (
     RejectRequest,
     UpdateRequest,
 )
+from governed_memory.tiers.block_requests import EditBlockRequest, EraseUserBlocksRequest
 from governed_memory.tiers.requests import (
     AppendTurnRequest,
     ClearTurnsRequest,
@@ -37,10 +38,13 @@ from governed_memory.tiers.requests import (
     UpdateWorkingStateRequest,
 )
 
-WriteRequest = AddRequest | UpdateRequest | AppendTurnRequest | UpdateWorkingStateRequest
-TEXT_WRITES = (AddRequest, UpdateRequest, AppendTurnRequest, UpdateWorkingStateRequest)
+WriteRequest = (AddRequest | UpdateRequest | AppendTurnRequest | UpdateWorkingStateRequest
+                | EditBlockRequest)
+TEXT_WRITES = (AddRequest, UpdateRequest, AppendTurnRequest, UpdateWorkingStateRequest,
+               EditBlockRequest)
 _TEXTLESS_WRITES = (DeleteRequest, DeleteAllRequest, DeleteUserRequest, PurgeExpiredRequest,
-                    ApproveRequest, RejectRequest, ClearTurnsRequest, ClearWorkingStateRequest)
+                    ApproveRequest, RejectRequest, ClearTurnsRequest, ClearWorkingStateRequest,
+                    EraseUserBlocksRequest)
 
 
 def inspectable(request: object) -> bool:
@@ -70,6 +74,9 @@ def stored_texts(request: Request[Any]) -> Iterator[tuple[str, str]]:
         for key, value in request.changes.items():
             yield "state key", str(key)
             yield from _state_texts(value)
+        return
+    if isinstance(request, EditBlockRequest):
+        yield "block", request.value
         return
     if not isinstance(request, AddRequest | UpdateRequest):
         return
@@ -116,6 +123,8 @@ def rewrite_texts(request: WriteRequest, rewrite: Callable[[str], str]) -> Write
         return attrs.evolve(request, turn=turn)
     if isinstance(request, UpdateWorkingStateRequest):
         return attrs.evolve(request, changes=_rewrite_value(request.changes, rewrite))
+    if isinstance(request, EditBlockRequest):
+        return attrs.evolve(request, value=rewrite(request.value))
     changes: dict[str, Any] = {}
     if request.content is not None:
         changes["content"] = rewrite(request.content)

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from governed_memory import Principal
 from governed_memory.tiers import MemoryTiers, ToolCall, TurnDraft
-from governed_memory.tiers.facade import run_scope, session_scope
+from governed_memory.tiers.owners import run_scope, session_scope
 from governed_memory.tiers.requests import MAX_RECENT_TURNS, MAX_TURN_PAGE
 from governed_memory.tiers.working import MAX_WORKING_TTL_S
 from governed_memory.turncontext import MemoryContextBuilder

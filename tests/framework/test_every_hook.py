@@ -64,6 +64,7 @@ CASES = {
     "register_embedders": _registry_case("embedders"),
     "register_turn_stores": _registry_case("turn_stores"),
     "register_working_state_stores": _registry_case("working_state_stores"),
+    "register_block_stores": _registry_case("block_stores"),
     "register_language_models": _registry_case("language_models"),
     "register_cli_commands": _registry_case("cli_commands"),
     "register_memory_profiles": _listed("profiles", PROFILE),

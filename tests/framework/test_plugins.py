@@ -106,7 +106,8 @@ def test_hook_names_are_the_documented_hooks() -> None:
                       "register_domain_packs", "register_cache_stores",
                       "register_embedders", "register_turn_stores",
                       "register_working_state_stores", "register_language_models",
-                      "register_cli_commands", "register_rate_stores"}) == HOOK_NAMES
+                      "register_cli_commands", "register_rate_stores",
+                      "register_block_stores"}) == HOOK_NAMES
 
 
 @pytest.mark.usefixtures("native_importable")

@@ -36,6 +36,7 @@ from governed_memory.profiles.auth import (
     JwtClaimsSection,
     JwtSection,
 )
+from governed_memory.profiles.blocks import BlockSection, block_problems
 from governed_memory.profiles.problems import (
     ProfileProblem,
     ProfileProblems,
@@ -146,6 +147,8 @@ class MemoryProfileSpec:
     cache: CacheSection = attrs.field(factory=CacheSection)
     fallback: FallbackSection = attrs.field(factory=FallbackSection)
     context: ContextSection = attrs.field(factory=ContextSection)
+    blocks: Mapping[str, BlockSection] = attrs.field(factory=dict, converter=frozen_dict)
+    """The memory blocks agents edit (``[blocks.<name>]``), in declaration order."""
     auth: AuthSection = attrs.field(factory=AuthSection)
     audit: AuditSection = attrs.field(factory=AuditSection)
     policies: PoliciesSection = attrs.field(factory=PoliciesSection)
@@ -163,6 +166,7 @@ class MemoryProfileSpec:
                                                  f"version (1..{CURRENT_SPEC_VERSION})")
         check_positive("timeout_s", self.timeout_s)
         found = self._store_problems()
+        found.extend(block_problems(self.blocks, "blocks" in self.stores))
         if (self.fallback.provider == self.provider.name
                 and self.fallback.config == self.provider.config):
             # The same provider elsewhere (a replica) is a fallback; the very same one
@@ -232,6 +236,7 @@ class MemoryProfileSpec:
 
 _LATER_SECTIONS: Final[Mapping[tuple[str, ...], Any]] = {
     ("auth",): AuthSection(),
+    ("blocks",): {},
     ("retrieval", "request_ranking"): RequestRankingSection(),
     ("quotas", "rate_store"): RATE_STORE_PROVIDER,
 }

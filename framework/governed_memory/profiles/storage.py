@@ -35,11 +35,11 @@ class ProviderSection:
             raise ProfileProblem("name", "must name a registered provider")
 
 
-STORE_NAMES: Final = frozenset({"cache", "embedder", "language_model", "rates", "turns",
-                                "working_state"})
+STORE_NAMES: Final = frozenset({"blocks", "cache", "embedder", "language_model", "rates",
+                                "turns", "working_state"})
 """The stores a profile may name: the search cache's (``[cache]``), the embedder
 (vector search), the language model (``remember``), the write-rate windows' (``[quotas]
-rate_store``), and the conversation and working-state tiers' stores."""
+rate_store``), and the conversation, working-state and block tiers' stores."""
 
 
 @attrs.frozen(slots=True)

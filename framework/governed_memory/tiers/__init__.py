@@ -1,4 +1,4 @@
-"""The three tiers: conversation turns, working state, long-term memories.
+"""The tiers: conversation turns, working state, memory blocks, long-term memories.
 
 Kept light on purpose: importing a tier's values must not load the activity port.
 ``MemoryTiers`` and ``Governance`` are loaded on first use.
@@ -8,6 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from governed_memory.tiers.blocks import (
+    Block,
+    BlockHistory,
+    BlockSet,
+    BlockStore,
+    BlockVersion,
+    InMemoryBlockStore,
+)
 from governed_memory.tiers.results import (
     Cleared,
     ContextRecord,
@@ -27,16 +35,24 @@ from governed_memory.tiers.turns import (
 from governed_memory.tiers.working import InMemoryWorkingStateStore, WorkingStateStore
 
 if TYPE_CHECKING:
+    from governed_memory.tiers.block_ops import MemoryBlocks
     from governed_memory.tiers.facade import MemorySnapshot, MemoryTiers
     from governed_memory.tiers.governance import Governance
 
 __all__ = [
+    "Block",
+    "BlockHistory",
+    "BlockSet",
+    "BlockStore",
+    "BlockVersion",
     "Cleared",
     "ContextRecord",
     "Governance",
+    "InMemoryBlockStore",
     "InMemoryTurnStore",
     "InMemoryWorkingStateStore",
     "InjectedVersion",
+    "MemoryBlocks",
     "MemorySnapshot",
     "MemoryTiers",
     "Role",
@@ -50,7 +66,8 @@ __all__ = [
     "WorkingStateStore",
 ]
 
-_LAZY = {"MemoryTiers": "facade", "MemorySnapshot": "facade", "Governance": "governance"}
+_LAZY = {"MemoryTiers": "facade", "MemorySnapshot": "facade", "Governance": "governance",
+         "MemoryBlocks": "block_ops"}
 
 
 def __getattr__(name: str) -> Any:

@@ -5,12 +5,14 @@
   ``clear_working``);
 - long-term: governed memories (``save``, ``get``, ``search``, ``delete``), each kept in
   one exact scope: the one given, or with ``level=`` the owner narrowed to that level
-  (a preference at ``ScopeLevel.USER`` follows its user into every project).
+  (a preference at ``ScopeLevel.USER`` follows its user into every project);
+- blocks: the named texts a profile declares and an agent edits (``tiers.blocks``:
+  ``read``, ``replace``, ``append``, ``rethink``, ``history``), always in the prompt.
 
 Each tier is optional; calling into one that was not configured raises
 ``MemoryConfigurationError``. Every call goes through an activity port (validation,
-policy decision, span, scope check, events), so the conversation and working tiers are
-governed exactly like memories.
+policy decision, span, scope check, events), so the conversation, working and block
+tiers are governed exactly like memories.
 
 The principal always comes from the host's authentication. When the scope has no
 ``user_id``, the principal's is used, so the same human always gets the same session
@@ -27,7 +29,6 @@ import attrs
 from governed_memory.errors import (
     MemoryConfigurationError,
     MemoryNotFoundError,
-    MemoryScopeError,
     MemoryValidationError,
 )
 from governed_memory.manager import GovernedMemoryManager, build_request
@@ -35,6 +36,7 @@ from governed_memory.operations import Operation
 from governed_memory.pipeline import ActivityPort
 from governed_memory.plugins import PluginManager
 from governed_memory.principal import Principal
+from governed_memory.profiles.blocks import BlockSection
 from governed_memory.records import (
     DeleteResult,
     ErasureReceipt,
@@ -43,9 +45,18 @@ from governed_memory.records import (
     SearchResult,
 )
 from governed_memory.request import Request
-from governed_memory.scope import Scope, ScopeLevel, narrow
-from governed_memory.tiers.adapters import ContextLedger, TurnTier, WorkingTier
+from governed_memory.scope import Scope, ScopeLevel
+from governed_memory.tiers.adapters import BlockTier, ContextLedger, TurnTier, WorkingTier
+from governed_memory.tiers.block_ops import MemoryBlocks
+from governed_memory.tiers.blocks import Block, BlockStore
 from governed_memory.tiers.governance import Governance
+from governed_memory.tiers.owners import (
+    check_owner,
+    level_scope,
+    owner_scope,
+    run_scope,
+    session_scope,
+)
 from governed_memory.tiers.requests import (
     MAX_RECENT_TURNS,
     AppendTurnRequest,
@@ -76,54 +87,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def owner_scope(principal: Principal, scope: Scope) -> Scope:
-    """The scope with ``user_id`` taken from the principal when the scope has none."""
-    if not isinstance(principal, Principal):
-        raise MemoryValidationError("principal must be a Principal from authenticated "
-                                    "context", field="principal")
-    if not isinstance(scope, Scope):
-        raise MemoryValidationError("scope must be a Scope", field="scope")
-    if scope.user_id is None and principal.user_id is not None:
-        return scope.replace(user_id=principal.user_id)
-    return scope
-
-
-def check_owner(principal: Principal, scope: Scope) -> Scope:
-    """Refuse an owner that is not the authenticated caller's: another tenant, or
-    another user than the one the principal is bound to."""
-    owner = owner_scope(principal, scope)
-    if owner.tenant_id != principal.tenant_id:
-        raise MemoryScopeError("the owner's tenant is not the authenticated principal's")
-    if principal.user_id is not None and owner.user_id != principal.user_id:
-        raise MemoryScopeError("the owner is not the authenticated principal's user")
-    return owner
-
-
-def session_scope(principal: Principal, scope: Scope) -> Scope:
-    """Where a session's turns and rolling summary live: tenant, workspace, user,
-    session, agent and domain pack, not the project, so a session that moves between
-    projects keeps one history and one summary (the reference's owner scoping)."""
-    return narrow(owner_scope(principal, scope), ScopeLevel.SESSION)
-
-
-def level_scope(principal: Principal, scope: Scope, level: ScopeLevel | str | None) -> Scope:
-    """The owner as given (``level=None``), or narrowed to exactly ``level``'s
-    dimensions; an unknown level, or one the owner cannot address (``PROJECT`` without
-    a project), is a ``MemoryValidationError``, never a wider scope."""
-    owner = owner_scope(principal, scope)
-    if level is None:
-        return owner
-    try:
-        chosen = ScopeLevel(level)
-    except ValueError:
-        raise MemoryValidationError(f"unknown scope level {level!r}", field="level") from None
-    return narrow(owner, chosen)
-
-
-def run_scope(principal: Principal, scope: Scope) -> Scope:
-    return narrow(owner_scope(principal, scope), ScopeLevel.RUN)
-
-
 @attrs.frozen(slots=True)
 class UserErasure:
     """What erasing one user removed: conversation turns (a count) and long-term
@@ -132,6 +95,8 @@ class UserErasure:
 
     turns_removed: int | None
     memories: ErasureReceipt | None
+    block_versions_removed: int | None = None
+    """Versions of the user's memory blocks erased (``None``: no block tier)."""
 
 
 @attrs.frozen(slots=True)
@@ -141,10 +106,12 @@ class MemorySnapshot:
     turns: tuple[Turn, ...]
     working_state: Mapping[str, Any]
     memories: tuple[MemoryRecord, ...]
+    blocks: tuple[Block, ...] = ()
 
 
 class MemoryTiers:
-    """The three tiers behind one facade; pass only the ones you configured."""
+    """The tiers behind one facade; pass only the ones you configured. Memory blocks
+    (``blocks`` with the profile's ``block_specs``) are reached as ``tiers.blocks``."""
 
     def __init__(
         self,
@@ -152,6 +119,8 @@ class MemoryTiers:
         long_term: GovernedMemoryManager | None = None,
         turns: TurnStore | None = None,
         working: WorkingStateStore | None = None,
+        blocks: BlockStore | None = None,
+        block_specs: Mapping[str, BlockSection] | None = None,
         governance: Governance | None = None,
         recent_limit: int = 20,
         working_ttl_s: float = 3600.0,
@@ -173,6 +142,13 @@ class MemoryTiers:
         self._turns = governance.port(TurnTier(turns)) if turns is not None else None
         self._working = governance.port(WorkingTier(working)) if working is not None else None
         self._ledger = governance.port(ContextLedger())
+        self.block_store = blocks
+        if (blocks is None) != (not block_specs):
+            raise MemoryConfigurationError(
+                "memory blocks need both a block store and the blocks it keeps "
+                "(block_specs, a profile's [blocks.<name>])")
+        self._blocks = (MemoryBlocks(governance.port(BlockTier(blocks, block_specs or {})),
+                                     block_specs or {}) if blocks is not None else None)
 
     @classmethod
     def from_manager(cls, manager: GovernedMemoryManager, *,
@@ -186,7 +162,8 @@ class MemoryTiers:
         stores = spec.stores if spec is not None else {}
         turns: TurnStore | None = None
         working: WorkingStateStore | None = None
-        if "turns" in stores or "working_state" in stores:
+        blocks: BlockStore | None = None
+        if "turns" in stores or "working_state" in stores or "blocks" in stores:
             plugins = plugins or PluginManager.load()
             if "turns" in stores:
                 section = stores["turns"]
@@ -196,21 +173,26 @@ class MemoryTiers:
                 section = stores["working_state"]
                 working = plugins.working_state_stores.get(section.kind).factory(
                     dict(section.config), manager.clock)
+            if "blocks" in stores:
+                section = stores["blocks"]
+                blocks = plugins.block_stores.get(section.kind).factory(
+                    dict(section.config), manager.clock)
         recent = min(spec.context.max_turns, MAX_RECENT_TURNS) if spec is not None else 20
-        return cls(long_term=manager, turns=turns, working=working, recent_limit=recent,
-                   working_ttl_s=working_ttl_s)
+        return cls(long_term=manager, turns=turns, working=working, blocks=blocks,
+                   block_specs=spec.blocks if spec is not None else None,
+                   recent_limit=recent, working_ttl_s=working_ttl_s)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
         if self._long_term is not None:
             await self._long_term.start()
-        for store in (self.turn_store, self.working_store):
+        for store in (self.turn_store, self.working_store, self.block_store):
             if store is not None:
                 await store.start()
 
     async def close(self) -> None:
-        for store in (self.turn_store, self.working_store):
+        for store in (self.turn_store, self.working_store, self.block_store):
             if store is not None:
                 await store.close()
         if self._long_term is not None:
@@ -234,6 +216,19 @@ class MemoryTiers:
     @property
     def has_working(self) -> bool:
         return self._working is not None
+
+    @property
+    def has_blocks(self) -> bool:
+        return self._blocks is not None
+
+    @property
+    def blocks(self) -> MemoryBlocks:
+        """The memory blocks: ``read``, ``replace``, ``append``, ``rethink``,
+        ``history`` (``governed_memory.tiers.block_ops``)."""
+        if self._blocks is None:
+            raise MemoryConfigurationError("the block tier is not configured (a profile's "
+                                           "[stores.blocks] and [blocks.<name>])")
+        return self._blocks
 
     @property
     def has_long_term(self) -> bool:
@@ -375,8 +370,9 @@ class MemoryTiers:
 
     async def snapshot(self, principal: Principal, scope: Scope, *, query: str | None = None,
                        recent_limit: int | None = None) -> MemorySnapshot:
-        """Recent turns, working state and (with a query) recalled memories of the
-        configured tiers. Refuses an owner that is not the authenticated principal's."""
+        """Recent turns, working state, memory blocks and (with a query) recalled
+        memories of the configured tiers. Refuses an owner that is not the
+        authenticated principal's."""
         owner = check_owner(principal, scope)
         turns: tuple[Turn, ...] = ()
         if self._turns is not None and owner.session_id is not None:
@@ -389,25 +385,30 @@ class MemoryTiers:
             recall = MemoryRecall(ContextPolicy(), self._long_term)
             recalled = await recall.recall(principal, owner, query)
             memories = tuple(r.record for r in recalled.memories)
-        return MemorySnapshot(turns, state, memories)
+        blocks = await self._blocks.read(principal, owner) if self._blocks is not None else ()
+        return MemorySnapshot(turns, state, memories, blocks)
 
     # -- erasure ------------------------------------------------------------------------
 
     async def delete_user(self, principal: Principal, tenant_id: str,
                           user_id: str) -> UserErasure:
         """Erase one user from every configured tier that indexes users: the turns of
-        all their sessions and their long-term memories (with the receipt). Both are
-        governed maintenance operations (``memory:admin``)."""
+        all their sessions, every version of their memory blocks, and their long-term
+        memories (with the receipt). Each is a governed maintenance operation
+        (``memory:admin``)."""
         turns: int | None = None
         if self._turns is not None:
             cleared: Cleared = await self._run(
                 self._turns, Operation.ERASE_USER_TURNS, principal,
                 lambda: EraseUserTurnsRequest(tenant_id=tenant_id, user_id=user_id))
             turns = cleared.removed
+        versions: int | None = None
+        if self._blocks is not None:
+            versions = (await self._blocks.erase_user(principal, tenant_id, user_id)).removed
         receipt = None
         if self._long_term is not None:
             receipt = await self._long_term.delete_user(principal, tenant_id, user_id)
-        return UserErasure(turns, receipt)
+        return UserErasure(turns, receipt, versions)
 
     # -- the per-turn context record ----------------------------------------------------
 

@@ -15,9 +15,10 @@
    types it wants (one model call);
 8. recall long-term memories for that query within the block budget;
 
-and finally record which memory versions the prompt received (an event through the
-activity port). The question being answered must not be appended yet: the window is
-the history before this turn.
+and finally read the memory blocks the profile declares (every turn, whatever the
+policy: they are the agent's own memory) and record which memory and block versions
+the prompt received (an event through the activity port). The question being
+answered must not be appended yet: the window is the history before this turn.
 
 Nothing after step 1 fails the turn: a model, search or repository failure is logged
 at WARNING, named in ``degraded`` and in the context event, and the turn continues
@@ -31,15 +32,18 @@ from collections.abc import Iterable
 from governed_memory.errors import GovernedMemoryError, MemoryScopeError
 from governed_memory.language_models import LanguageModel
 from governed_memory.principal import Principal
-from governed_memory.records import MemoryRecord, MemoryType
+from governed_memory.records import MemoryRecord, MemoryType, content_hash
 from governed_memory.scope import Scope, ScopeLevel, narrow
-from governed_memory.tiers.facade import MemoryTiers, owner_scope
+from governed_memory.tiers.blocks import Block
+from governed_memory.tiers.facade import MemoryTiers
+from governed_memory.tiers.owners import owner_scope
 from governed_memory.tiers.results import InjectedVersion
 from governed_memory.tiers.turns import Turn
 from governed_memory.turncontext.condenser import Condensed, condense
 from governed_memory.turncontext.degrade import Degradations
 from governed_memory.turncontext.policy import ContextPolicy
 from governed_memory.turncontext.recall import MemoryRecall, RecallResult
+from governed_memory.turncontext.render import render_blocks
 from governed_memory.turncontext.result import MemoryContext
 from governed_memory.turncontext.summarizer import fold, frontier, load_summary
 from governed_memory.turncontext.tokens import (
@@ -91,7 +95,7 @@ class MemoryContextBuilder:
             window, over = trim(loaded, policy.recent_max_tokens, self.count_tokens)
             if over:
                 degraded.add("window.over_budget")
-            return await self._finish(principal, session, question, window, None, None,
+            return await self._finish(principal, owner, session, question, window, None, None,
                                       Condensed(question), RecallResult(), anchors, degraded)
 
         # Step 4: the rolling summary and what it covers.
@@ -123,7 +127,7 @@ class MemoryContextBuilder:
                                             anchor_entity_ids=anchors,
                                             wanted=condensed.wanted_types)
         degraded.extend(recalled.degraded)
-        return await self._finish(principal, session, question, window, summary,
+        return await self._finish(principal, owner, session, question, window, summary,
                                   summary.content if summary else None, condensed, recalled,
                                   anchors, degraded)
 
@@ -188,15 +192,33 @@ class MemoryContextBuilder:
             return await self._summary(principal, session, degraded)
         return summary
 
-    async def _finish(self, principal: Principal, session: Scope, question: str,
+    async def _blocks(self, principal: Principal, owner: Scope,
+                      degraded: Degradations) -> tuple[Block, ...]:
+        if not self.tiers.has_blocks:
+            return ()
+        try:
+            return await self.tiers.blocks.read(principal, owner)
+        except GovernedMemoryError as exc:
+            degraded.add("blocks.unavailable", exc)
+            return ()
+
+    async def _finish(self, principal: Principal, owner: Scope, session: Scope,
+                      question: str,
                       window: tuple[Turn, ...], summary: MemoryRecord | None,
                       summary_text: str | None, condensed: Condensed,
                       recalled: RecallResult, anchors: tuple[str, ...],
                       degraded: Degradations) -> MemoryContext:
+        blocks = await self._blocks(principal, owner, degraded)
         injected = tuple(InjectedVersion(m.record.id, m.record.version,
                                          m.record.content_hash, m.record.scope_hash)
                          for m in recalled.memories)
         scopes = {session.scope_hash: session}
+        for block in blocks:
+            if block.version > 0:  # version 0 is the profile's text, stored nowhere
+                scopes.setdefault(block.scope_hash,
+                                  self.tiers.blocks.scope_of(principal, owner, block.name))
+                injected += (InjectedVersion(f"block:{block.name}", block.version,
+                                             content_hash(block.value), block.scope_hash),)
         for m in recalled.memories:
             scopes.setdefault(m.record.scope_hash, m.record.scope)
         if summary is not None:
@@ -209,6 +231,7 @@ class MemoryContextBuilder:
         except GovernedMemoryError as exc:
             degraded.add("context.record_failed", exc)
         wanted: tuple[MemoryType, ...] = condensed.wanted_types
+        blocks_text = render_blocks(blocks)
         return MemoryContext(
             question=question, messages=window, summary=summary_text,
             standalone_query=condensed.query, rewritten=condensed.rewritten,
@@ -217,4 +240,6 @@ class MemoryContextBuilder:
             degraded=degraded.as_tuple(),
             window_tokens=window_tokens(window, self.count_tokens),
             block_tokens=recalled.block_tokens,
-            summary_version=summary.version if summary else None)
+            summary_version=summary.version if summary else None,
+            blocks=blocks, blocks_text=blocks_text,
+            blocks_tokens=self.count_tokens(blocks_text) if blocks_text else 0)

@@ -53,8 +53,9 @@ from governed_memory.records import MemoryRecord, MemoryType, Provenance
 from governed_memory.requests import AddRequest
 from governed_memory.scope import Scope, ScopeLevel, narrow
 from governed_memory.tiers.adapters import ContextLedger
-from governed_memory.tiers.facade import owner_scope, record_extraction
+from governed_memory.tiers.facade import record_extraction
 from governed_memory.tiers.governance import Governance
+from governed_memory.tiers.owners import owner_scope
 from governed_memory.tiers.results import InjectedVersion
 from governed_memory.tiers.turns import Role, Turn
 from governed_memory.turncontext.degrade import Degradations, log
