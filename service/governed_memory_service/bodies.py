@@ -133,6 +133,21 @@ class WorkingStateBody:
 
 
 @attrs.frozen(kw_only=True)
+class BlockEditBody:
+    """``POST .../blocks/{name}/edits``: one edit of a memory block. ``edit`` names the
+    verb and the verb names its fields: ``replace`` takes ``old`` and ``new``,
+    ``append`` takes ``text``, ``rethink`` takes ``value``; ``expected_version`` makes it
+    a compare-and-set (``409`` when the block moved on)."""
+
+    edit: str
+    old: str | None = None
+    new: str | None = None
+    text: str | None = None
+    value: str | None = None
+    expected_version: int | None = None
+
+
+@attrs.frozen(kw_only=True)
 class ContextBody:
     """``POST .../context``: the turn's question and the entities already in focus."""
 

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from governed_memory_service.audit_routes import AUDIT_ENDPOINTS, AuditRoutes
 from governed_memory_service.authentication import Authenticator
+from governed_memory_service.block_routes import BLOCK_ENDPOINTS, BlockRoutes
 from governed_memory_service.bodies import (
     AddBody,
     MultiSearchBody,
@@ -107,7 +108,7 @@ LONG_TERM_ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 ENDPOINTS: tuple[Endpoint, ...] = (LONG_TERM_ENDPOINTS + REMEMBER_ENDPOINTS + TIER_ENDPOINTS
-                                   + AUDIT_ENDPOINTS)
+                                   + BLOCK_ENDPOINTS + AUDIT_ENDPOINTS)
 """Every route the app mounts, long-term memories first, then the tiers, then the
 auditor's (``audit_routes``)."""
 
@@ -133,7 +134,7 @@ def problem_response(error: GovernedMemoryError) -> Response:
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 
-class MemoryRoutes(TierRoutes, AuditRoutes, RememberRoutes):
+class MemoryRoutes(TierRoutes, BlockRoutes, AuditRoutes, RememberRoutes):
     """The handlers, bound to one manager (and the tiers and context builder over it),
     authenticator and body limit."""
 

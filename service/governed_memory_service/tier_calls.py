@@ -13,13 +13,13 @@ tiers and builder a server uses are the ones over its manager.
 from __future__ import annotations
 
 from governed_memory import GovernedMemoryManager, Principal, Scope
-from governed_memory.errors import MemoryCapabilityUnsupportedError
+from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryValidationError
 from governed_memory.remembering import MODEL_SETTING
-from governed_memory.tiers import MemoryTiers, Turn
+from governed_memory.tiers import Block, MemoryBlocks, MemoryTiers, Turn
 from governed_memory.turncontext import MemoryContextBuilder
 
-__all__ = ["AFTER_PAGE", "context_over", "conversation", "read_turns", "remembering",
-           "working"]
+__all__ = ["AFTER_PAGE", "EDIT_FIELDS", "blocks", "context_over", "conversation", "edit_block",
+           "read_turns", "remembering", "working"]
 
 AFTER_PAGE = 50
 """How many turns a read after a sequence number returns when it names no limit."""
@@ -41,6 +41,44 @@ def working(tiers: MemoryTiers) -> MemoryTiers:
             "this server has no working-state tier (the profile declares no "
             "[stores.working_state])")
     return tiers
+
+
+def blocks(tiers: MemoryTiers) -> MemoryBlocks:
+    """The tiers' memory blocks, when the profile declares any."""
+    if not tiers.has_blocks:
+        raise MemoryCapabilityUnsupportedError(
+            "this server has no memory blocks (the profile declares no [stores.blocks] "
+            "and [blocks.<name>])")
+    return tiers.blocks
+
+
+EDIT_FIELDS = {"replace": ("old", "new"), "append": ("text",), "rethink": ("value",)}
+"""The fields each edit verb takes, and only those."""
+
+
+async def edit_block(tiers: MemoryTiers, principal: Principal, scope: Scope, name: str,
+                     edit: str, fields: dict[str, str | None],
+                     expected_version: int | None) -> Block:
+    """One edit as a REST body or a CLI command spells it: the verb and its fields,
+    a missing one or one of another verb refused by name."""
+    wanted = EDIT_FIELDS.get(edit)
+    if wanted is None:
+        raise MemoryValidationError("edit must be replace, append or rethink", field="edit")
+    for field, given in fields.items():
+        if given is None and field in wanted:
+            raise MemoryValidationError(f"{edit} needs {field}", field=field)
+        if given is not None and field not in wanted:
+            raise MemoryValidationError(f"{edit} takes no {field} (it takes "
+                                        f"{' and '.join(wanted)})", field=field)
+    memory = blocks(tiers)
+    if edit == "replace":
+        return await memory.replace(principal, scope, name, str(fields["old"]),
+                                    str(fields["new"]), expected_version=expected_version)
+    if edit == "append":
+        return await memory.append(principal, scope, name, str(fields["text"]),
+                                   expected_version=expected_version)
+    return await memory.rethink(principal, scope, name, str(fields["value"]),
+                                expected_version=expected_version)
 
 
 def remembering(manager: GovernedMemoryManager) -> GovernedMemoryManager:
