@@ -5,7 +5,8 @@ It is a view of one ``GovernedMemoryManager``, not a second implementation: ever
 method runs the async method of the same name on an event loop thread the facade owns
 (``governed_memory.binding``), so decisions, spans, events and errors are exactly the
 async manager's, and a keyword added there is here at once. ``bind`` gives the sync
-form of ``BoundMemory``.
+form of ``BoundMemory``, and ``audit`` the sync form of an auditor's reads of the trail
+the manager writes (``governed_memory.audit_requests.GovernedAudit``).
 
     with SyncMemoryManager.from_profile("chat-assistant@1.0.0") as memory:
         alice = memory.bind(principal, Scope("acme", user_id="alice"))
@@ -22,6 +23,7 @@ cleanly and the loop's thread is joined rather than killed.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Final, ParamSpec
 
+from governed_memory.audit_requests import GovernedAudit
 from governed_memory.binding import EventLoopThread, blocking
 from governed_memory.capabilities import Capabilities
 from governed_memory.manager import BoundMemory, GovernedMemoryManager
@@ -36,7 +39,7 @@ from governed_memory.principal import Principal
 from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.scope import Scope
 
-__all__ = ["SyncBoundMemory", "SyncMemoryManager"]
+__all__ = ["SyncAudit", "SyncBoundMemory", "SyncMemoryManager"]
 
 P = ParamSpec("P")
 
@@ -147,6 +150,15 @@ class SyncMemoryManager:
     def bind(self, principal: Principal, scope: Scope) -> SyncBoundMemory:
         return SyncBoundMemory(self._target.bind(principal, scope), self._loop)
 
+    @functools.cached_property
+    def audit(self) -> SyncAudit:
+        """An auditor's reads of the trail this manager's sinks write, blocking:
+        ``GovernedAudit.of(manager.activity)`` on this facade's loop, so each read is
+        governed as over REST and MCP (``audit:read``, decision, ``memory.audit.*``
+        events). Built on first use; closed with the facade (its calls then raise
+        ``RuntimeError``)."""
+        return SyncAudit(GovernedAudit.of(self._target.activity), self._loop)
+
     def close(self) -> None:
         """Close the manager, then stop the loop and join its thread (idempotent)."""
         self._lifetime.close()
@@ -225,3 +237,26 @@ class SyncBoundMemory:
     approve = blocking(BoundMemory.approve)
     reject = blocking(BoundMemory.reject)
     replay = blocking(BoundMemory.replay)
+
+
+class SyncAudit:
+    """``GovernedAudit``, blocking, on its facade's loop: each method is the async one
+    of the same name (the auditor first, then the tenant), not a second implementation.
+
+    Not a bound handle: the reads are of a tenant's whole trail, not of a scope, and are
+    refused to any principal bound to a user, so a handle fixing a memory scope has
+    nothing to give them; the auditor is an argument on every call, as on the async
+    facade."""
+
+    __slots__ = ("_loop", "_target")
+
+    def __init__(self, audit: GovernedAudit, loop: EventLoopThread) -> None:
+        self._target = audit
+        self._loop = loop
+
+    query = blocking(GovernedAudit.query)
+    summary = blocking(GovernedAudit.summary)
+    report = blocking(GovernedAudit.report)
+    verify = blocking(GovernedAudit.verify)
+    prove = blocking(GovernedAudit.prove)
+    consistency = blocking(GovernedAudit.consistency)

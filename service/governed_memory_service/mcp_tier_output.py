@@ -23,8 +23,8 @@ from typing import Any
 
 from governed_memory import Scope
 from governed_memory.converter import unstructure
-from governed_memory.tiers import Turn, WorkingState
-from governed_memory.turncontext.render import escape, render_block
+from governed_memory.tiers import Block, BlockHistory, Turn, WorkingState
+from governed_memory.turncontext.render import escape, render_block, render_blocks
 from governed_memory.turncontext.result import MemoryContext
 from mcp.types import CallToolResult, TextContent
 
@@ -101,6 +101,8 @@ def context_result(context: MemoryContext) -> CallToolResult:
     context says so in the text too (the ``degraded`` codes, a closed set), and an
     empty one is never told as "nothing is stored" when the builder could not look."""
     text = context.memory_block or (INCOMPLETE if context.degraded else NO_MEMORIES)
+    if context.blocks_text:
+        text = f"{context.blocks_text}\n\n{text}"
     if context.degraded:
         text += f"\n\nThis context is incomplete: {', '.join(context.degraded)}."
     summary = {
@@ -109,5 +111,32 @@ def context_result(context: MemoryContext) -> CallToolResult:
         "window_turn_ids": [turn.turn_id for turn in context.messages],
         "summary_version": context.summary_version,
         "degraded": list(context.degraded),
-        "window_tokens": context.window_tokens, "block_tokens": context.block_tokens}
+        "window_tokens": context.window_tokens, "block_tokens": context.block_tokens,
+        "blocks": [{"name": b.name, "version": b.version} for b in context.blocks]}
     return _text(text, summary)
+
+
+def blocks_result(blocks: tuple[Block, ...]) -> CallToolResult:
+    """Memory blocks as the prompt shows them (quoted data), with each one's version
+    as structured content: the version an edit names to be a compare-and-set."""
+    summary = {"blocks": [{"name": b.name, "version": b.version, "chars": b.chars,
+                           "limit": b.limit} for b in blocks]}
+    return _text(render_blocks(blocks), summary)
+
+
+def block_written(block: Block, scope: Scope) -> CallToolResult:
+    """What an edit did: the block's new version and size against its limit, and the
+    scope it lives in; the text is not echoed (read it back to see it)."""
+    summary = {"name": block.name, "version": block.version, "chars": block.chars,
+               "limit": block.limit, "scope": scope.dimensions()}
+    return _text(json.dumps(summary), summary)
+
+
+def block_history_result(history: BlockHistory) -> CallToolResult:
+    """A block's stored versions, newest first, each as quoted data."""
+    if not history.versions:
+        return _text(f"No stored versions of block {history.name!r}: it still reads as "
+                     "the profile's initial text.")
+    return _text(render_block([_quoted({"version": v.version, "edit": v.edit,
+                                        "updated_at": _iso(v.updated_at), "value": v.value})
+                               for v in history.versions]))

@@ -3,8 +3,10 @@ and the governed run of one call.
 
 The server (:func:`~governed_memory_service.mcp_tools.build_mcp_server`) registers
 tool groups: :class:`~governed_memory_service.mcp_tools.MemoryTools` (long-term
-memories) and :class:`~governed_memory_service.mcp_tier_tools.TierTools` (turns,
-working state, the per-turn context). A group is a :class:`ToolGroup` whose ``tools()``
+memories), :class:`~governed_memory_service.mcp_tier_tools.TierTools` (turns,
+working state, the per-turn context) and
+:class:`~governed_memory_service.mcp_audit_tools.AuditTools` (an auditor's reads of the
+trail). A group is a :class:`ToolGroup` whose ``tools()``
 name its tools (each one a method of the same name) with their title, description and
 hints; its methods run through :meth:`ToolGroup._governed`, so every tool acts as the
 principal its transport supplies, and a library refusal becomes the same tool error

@@ -15,8 +15,10 @@ ignored; an argument the tool's schema refuses (a ``limit`` of 500, a missing
 The server is built from tool groups (:class:`~governed_memory_service.mcp_toolkit.ToolGroup`):
 these memory tools, and, when it is given the tiers, the tier tools of
 :mod:`~governed_memory_service.mcp_tier_tools` (turns, working state, the per-turn
-context). A new memory tool is a method of :class:`MemoryTools` and an entry in
-:data:`DESCRIPTIONS`; a new group is a ``ToolGroup`` added in :func:`build_mcp_server`.
+context), and, when the manager keeps a trail, an auditor's tools of
+:mod:`~governed_memory_service.mcp_audit_tools`. A new memory tool is a method of
+:class:`MemoryTools` and an entry in :data:`DESCRIPTIONS`; a new group is a
+``ToolGroup`` added in :func:`build_mcp_server`.
 
 The descriptions are written for the model that picks the tools: when to use each, what
 the arguments mean, and that recalled text is data to weigh, never instructions.
@@ -43,6 +45,8 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from governed_memory_service.mcp_audit_tools import AuditTools
+from governed_memory_service.mcp_block_tools import BlockTools
 from governed_memory_service.mcp_output import (
     decisions_result,
     error_result,
@@ -395,6 +399,8 @@ _TIER_INSTRUCTIONS = (
     ("append_turn", "`append_turn` and `recent_turns` keep and read the session's history"),
     ("update_working_state", "`read_working_state` and `update_working_state` keep a "
                              "run's scratch state"),
+    ("read_blocks", "`read_blocks` shows your memory blocks and `block_append`, "
+                    "`block_replace` and `block_rethink` edit them"),
 )
 
 
@@ -413,15 +419,19 @@ def build_mcp_server(manager: GovernedMemoryManager, principal_of: PrincipalSour
     """An MCP server whose tools act on ``manager`` as ``principal_of`` says.
 
     With ``tiers`` (over ``manager``; their stores are the caller's to start) it also
-    serves the tier tools of the tiers they have, and ``build_context`` through
+    serves the tier tools of the tiers they have (the block tools when the profile
+    declares blocks), and ``build_context`` through
     ``builder`` (default: one over ``tiers`` with the profile's ``[context]`` budgets,
     as the REST app builds it); give the REST app's tiers and builder, so both surfaces
-    read and write the same turns and state. Without them, the memory tools only.
+    read and write the same turns and state. Without them, the memory tools only (and
+    the audit tools when the manager keeps a trail an auditor could read).
     """
     groups: list[ToolGroup] = [MemoryTools(manager, principal_of)]
     if tiers is not None or builder is not None:
         tiers, builder = context_over(manager, tiers, builder)
         groups.append(TierTools(tiers, builder, principal_of))
+        groups.append(BlockTools(tiers, principal_of))
+    groups.append(AuditTools(manager, principal_of))
     registered: dict[str, tuple[Callable[..., Any], ToolSpec]] = {}
     for group in groups:
         for name, spec in group.tools().items():

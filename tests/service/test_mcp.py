@@ -36,6 +36,7 @@ from governed_memory import (
 from governed_memory.language_models import ModelCall, ScriptedModel
 from governed_memory.turncontext.render import CLOSE, OPEN
 from governed_memory_service import ApiKeyStore, BearerAuthenticator, create_app
+from governed_memory_service.mcp_audit_tools import AUDIT_DESCRIPTIONS
 from governed_memory_service.mcp_output import NO_MEMORIES
 from governed_memory_service.mcp_tools import MEMORY_TYPES
 from mcp import Client, StdioServerParameters
@@ -390,7 +391,9 @@ async def test_round_trip_over_stdio_as_documented(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     params = _documented_desktop_config(tmp_path)
     async with Client(params, cache=None) as client:
-        assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+        # The local profile keeps a trail, so the server lists the audit tools too.
+        assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS | set(
+            AUDIT_DESCRIPTIONS)
         stored = data(await client.call_tool("remember", {
             "content": INJECTION, "memory_type": "fact"}))
         assert stored["scope"] == {"tenant_id": "acme", "user_id": "alice"}

@@ -65,9 +65,19 @@ def parse_time(text: str, now: float) -> float:
 
 def _ago(text: str) -> float | None:
     """Seconds in a time ago (``1h30m``, ``2 days ago``; ``ago`` may be left out), or
-    ``None`` if it is none. The short units are lower case only: ``1M`` might be meant
-    as a month, and is refused."""
-    body = _AGO.sub("", text)
+    ``None`` if it is none. A leading minus says "ago" as well (``-24h``, ``- 2 days``:
+    how many tools spell a time ago), so it takes the same durations but not ``ago`` too
+    (``-1h ago`` would say it twice and is refused, as is ``--1h``); a minus before a
+    bare number is left to epoch seconds. The short units are lower case only: ``1M``
+    might be meant as a month, and is refused."""
+    if text.startswith("-"):
+        return _duration(text[1:].lstrip())
+    return _duration(_AGO.sub("", text))
+
+
+def _duration(body: str) -> float | None:
+    """Seconds in a duration, short (``1h30m``) or in words (``1 hour 30 minutes``), or
+    ``None`` if ``body`` is neither."""
     if _SHORT.fullmatch(body):
         return sum(float(n) * _SECONDS[unit] for n, unit in _SHORT_PART.findall(body))
     words = body.lower()

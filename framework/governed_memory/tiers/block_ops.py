@@ -33,6 +33,7 @@ from governed_memory.tiers.block_requests import (
 )
 from governed_memory.tiers.blocks import Block, BlockEdit, BlockHistory, BlocksErased, BlockSet
 from governed_memory.tiers.owners import owner_scope
+from governed_memory.turncontext.scoping import addressable
 
 T = TypeVar("T")
 
@@ -86,11 +87,16 @@ class MemoryBlocks:
 
     async def read(self, principal: Principal, scope: Scope,
                    names: Iterable[str] | None = None) -> tuple[Block, ...]:
-        """The named blocks (every declared one by default), declaration order; one
-        governed read per scope level they live at."""
+        """The named blocks, declaration order; one governed read per scope level they
+        live at. Without names, every declared block the scope can address: a
+        session-level block needs a ``session_id``, and a scope without one reads the
+        user's blocks rather than failing on the session's."""
         wanted = self.names if names is None else tuple(dict.fromkeys(names))
         if names is not None and not wanted:
             raise MemoryValidationError("names must name at least one block", field="names")
+        owner = owner_scope(principal, scope)
+        if names is None:
+            wanted = tuple(n for n in wanted if addressable(owner, self.specs[n].level))
         by_scope: dict[str, tuple[Scope, list[str]]] = {}
         for name in wanted:
             target = self.scope_of(principal, scope, name)
