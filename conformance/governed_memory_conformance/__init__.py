@@ -2,8 +2,9 @@
 
 A provider's test module subclasses :class:`ProviderConformance` and implements
 ``async def make_provider(self, clock)``; a store's subclasses
-:class:`TurnStoreConformance`, :class:`WorkingStateStoreConformance` or
-:class:`CacheStoreConformance` and implements ``async def make_store(self, clock)``.
+:class:`TurnStoreConformance`, :class:`WorkingStateStoreConformance`,
+:class:`BlockStoreConformance` or :class:`CacheStoreConformance` and implements
+``async def make_store(self, clock)``.
 The project's root ``conftest.py`` opts in with
 ``pytest_plugins = ["governed_memory_conformance.plugin"]``.
 
@@ -39,6 +40,7 @@ from governed_memory_conformance.guard import expected_failure  # noqa: E402
 from governed_memory_conformance.harness import Harness, expect_error  # noqa: E402
 from governed_memory_conformance.settings import ConformanceSettings  # noqa: E402
 from governed_memory_conformance.stores import (  # noqa: E402
+    BlockStoreConformance,
     CacheStoreConformance,
     TurnStoreConformance,
     WorkingStateStoreConformance,
@@ -49,6 +51,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CAPABILITY_NAMES",
+    "BlockStoreConformance",
     "CacheStoreConformance",
     "ConformanceSettings",
     "Harness",

@@ -60,8 +60,10 @@ TurnStoreFactory = Callable[[Config, Clock], TurnStore]
 """Builds an unstarted conversation-turn store from ``[stores.turns]``."""
 
 WorkingStateStoreFactory = Callable[[Config, Clock], WorkingStateStore]
-BlockStoreFactory = Callable[[Config, Clock], BlockStore]
 """Builds an unstarted working-state store from ``[stores.working_state]``."""
+
+BlockStoreFactory = Callable[[Config, Clock], BlockStore]
+"""Builds an unstarted memory-block store from ``[stores.blocks]``."""
 
 LanguageModelFactory = Callable[[Config], LanguageModel]
 """Builds a language-model adapter (no model is ever required)."""

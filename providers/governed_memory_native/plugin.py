@@ -59,6 +59,43 @@ def register_turn_stores(register: Callable[..., None]) -> None:
              description="Conversation turns in PostgreSQL (shared by every process).")
 
 
+def _memory_blocks(config: Mapping[str, Any], clock: Clock) -> Any:
+    from governed_memory.errors import MemoryConfigurationError
+    from governed_memory.tiers.blocks import InMemoryBlockStore
+
+    if config:
+        raise MemoryConfigurationError("block store 'memory' takes no configuration")
+    return InMemoryBlockStore()
+
+
+def _sqlite_blocks(config: Mapping[str, Any], clock: Clock) -> Any:
+    from governed_memory_native.blocks.sqlite import build_sqlite_block_store
+
+    return build_sqlite_block_store(config, clock)
+
+
+def _postgres_blocks(config: Mapping[str, Any], clock: Clock) -> Any:
+    try:
+        from governed_memory_native.blocks.postgres import build_postgres_block_store
+    except ImportError:
+        from governed_memory.errors import MemoryConfigurationError
+
+        raise MemoryConfigurationError(
+            "block store 'postgres' needs psycopg: pip install 'governed-memory[postgres]'"
+        ) from None
+    return build_postgres_block_store(config, clock)
+
+
+@hookimpl
+def register_block_stores(register: Callable[..., None]) -> None:
+    register("memory", _memory_blocks,
+             description="Memory blocks in process memory (tests, demos; not durable).")
+    register("sqlite", _sqlite_blocks,
+             description="Memory blocks in an embedded SQLite file (durable, WAL).")
+    register("postgres", _postgres_blocks,
+             description="Memory blocks in PostgreSQL (shared by every process).")
+
+
 def _postgres_trail(config: Mapping[str, Any]) -> Any:
     try:
         from governed_memory_native.postgres.trail.sink import postgres_trail_from_config

@@ -466,12 +466,83 @@ def test_a_broken_store_fails_its_suite(pytester: pytest.Pytester, store: str) -
     assert expected <= failed, f"not caught by: {sorted(expected - failed)}"
 
 
+BROKEN_BLOCK_STORES_MODULE = '''
+from governed_memory.tiers.blocks import BlockVersion, InMemoryBlockStore
+
+
+class LastWriterWinsBlockStore(InMemoryBlockStore):
+    """No compare-and-set: every write becomes the next version, whatever it expected."""
+
+    async def write(self, scope, name, value, *, expected_version, edit, now):
+        versions = self._versions.get((scope.scope_hash, name), [])
+        newest = versions[-1].version if versions else 0
+        return await super().write(scope, name, value, expected_version=newest, edit=edit,
+                                   now=now)
+
+
+class UserWideBlockStore(InMemoryBlockStore):
+    """Keys blocks by tenant and user, so a user's sessions and agents share one block."""
+
+    @staticmethod
+    def _user(scope):
+        return type(scope)(scope.tenant_id, user_id=scope.user_id)
+
+    async def current(self, scope, names):
+        return {n: BlockVersion(scope.scope_hash, n, v.version, v.value, v.edit,
+                                v.updated_at)
+                for n, v in (await super().current(self._user(scope), names)).items()}
+
+    async def write(self, scope, name, value, *, expected_version, edit, now):
+        v = await super().write(self._user(scope), name, value,
+                                expected_version=expected_version, edit=edit, now=now)
+        return BlockVersion(scope.scope_hash, name, v.version, v.value, v.edit, v.updated_at)
+
+
+class TenantBlindErasureBlockStore(InMemoryBlockStore):
+    """Erases a user id in every tenant."""
+
+    async def delete_user(self, tenant_id, user_id):
+        return sum([await super().delete_user(tenant, user_id)
+                    for tenant in {t for t, _ in self._owners.values()}])
+
+
+class OldestFirstBlockStore(InMemoryBlockStore):
+    """History oldest first."""
+
+    async def history(self, scope, name, *, before_version, limit):
+        return tuple(reversed(await super().history(
+            scope, name, before_version=before_version, limit=limit)))
+'''
+
+BROKEN_BLOCK_STORES = {
+    "LastWriterWinsBlockStore": {"test_a_stale_write_is_refused_and_writes_nothing",
+                                 "test_concurrent_writers_of_one_version_exactly_one_wins"},
+    "UserWideBlockStore": {"test_scopes_and_tenants_are_isolated"},
+    "TenantBlindErasureBlockStore": {"test_delete_user_removes_exactly_that_users_versions"},
+    "OldestFirstBlockStore": {"test_history_is_newest_first_and_pages"},
+}
+
+
+@pytest.mark.parametrize("store", sorted(BROKEN_BLOCK_STORES))
+def test_a_broken_block_store_fails_its_suite(pytester: pytest.Pytester, store: str) -> None:
+    pytester.makepyfile(broken_block_stores=BROKEN_BLOCK_STORES_MODULE)
+    pytester.makepyfile(test_subject=STORE_MODULE.replace("broken_stores", "broken_block_stores")
+                        .format(store=store, suite="BlockStoreConformance"))
+    reprec = pytester.inline_run(*PLUGIN, *ISOLATED)
+    assert reprec.ret == pytest.ExitCode.TESTS_FAILED
+    failed = {name for name, outcome in outcomes(reprec).items() if outcome == "failed"}
+    expected = BROKEN_BLOCK_STORES[store]
+    assert expected <= failed, f"not caught by: {sorted(expected - failed)}"
+
+
 def test_the_built_in_stores_pass_their_suites(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_subject="""
         from governed_memory.cache import InMemoryCacheStore
         from governed_memory.tiers import InMemoryTurnStore, InMemoryWorkingStateStore
+        from governed_memory.tiers.blocks import InMemoryBlockStore
         from governed_memory_conformance import (
-            CacheStoreConformance, TurnStoreConformance, WorkingStateStoreConformance)
+            BlockStoreConformance, CacheStoreConformance, TurnStoreConformance,
+            WorkingStateStoreConformance)
 
         class TestTurns(TurnStoreConformance):
             async def make_store(self, clock):
@@ -484,6 +555,10 @@ def test_the_built_in_stores_pass_their_suites(pytester: pytest.Pytester) -> Non
         class TestCache(CacheStoreConformance):
             async def make_store(self, clock):
                 return InMemoryCacheStore()
+
+        class TestBlocks(BlockStoreConformance):
+            async def make_store(self, clock):
+                return InMemoryBlockStore()
     """)
     reprec = pytester.inline_run(*PLUGIN, *ISOLATED)
     assert reprec.ret == pytest.ExitCode.OK
@@ -510,10 +585,12 @@ def test_overriding_a_store_suite_test_without_xfail_fails_the_run(
 
 
 def test_every_registered_store_has_a_conformance_class() -> None:
-    """Turn, working-state and cache stores registered through plugins get no exemption."""
+    """Turn, working-state, block and cache stores registered through plugins get no
+    exemption."""
     import test_store_conformance as module
     from governed_memory.plugins import PluginManager
     from governed_memory_conformance import (
+        BlockStoreConformance,
         CacheStoreConformance,
         TurnStoreConformance,
         WorkingStateStoreConformance,
@@ -522,6 +599,7 @@ def test_every_registered_store_has_a_conformance_class() -> None:
     plugins = PluginManager.load()
     for kind, suite in (("turn_stores", TurnStoreConformance),
                         ("working_state_stores", WorkingStateStoreConformance),
+                        ("block_stores", BlockStoreConformance),
                         ("cache_stores", CacheStoreConformance)):
         covered = {cls.store_name for cls in vars(module).values()
                    if isinstance(cls, type) and issubclass(cls, suite) and cls is not suite}

@@ -1,7 +1,7 @@
 """The store contract suites over every store we ship: turn stores (in memory, SQLite,
-PostgreSQL), working-state stores (in memory, Redis) and search-cache stores (in memory,
-Redis). Server-backed stores get a private namespace per test (a schema, a key prefix)
-and the cleanup hook removes it."""
+PostgreSQL), working-state stores (in memory, Redis), block stores (in memory, SQLite,
+PostgreSQL) and search-cache stores (in memory, Redis). Server-backed stores get a
+private namespace per test (a schema, a key prefix) and the cleanup hook removes it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from governed_memory.tiers import (
     TurnStore,
     WorkingStateStore,
 )
+from governed_memory.tiers.blocks import BlockStore, InMemoryBlockStore
 from governed_memory_conformance import (
+    BlockStoreConformance,
     CacheStoreConformance,
     TurnStoreConformance,
     WorkingStateStoreConformance,
@@ -100,6 +102,49 @@ class TestRedisWorkingStateStore(WorkingStateStoreConformance):
 
     async def cleanup_store(self, store: WorkingStateStore) -> None:
         await delete_prefix(getattr(store, "key_prefix"))  # noqa: B009 - the Redis store's
+
+
+# -- block stores ---------------------------------------------------------------------------------
+
+
+class TestInMemoryBlockStore(BlockStoreConformance):
+    store_name = "memory"
+
+    async def make_store(self, clock: ManualClock) -> BlockStore:
+        store: BlockStore = registered("block_stores", "memory")({}, clock)
+        assert isinstance(store, InMemoryBlockStore)
+        return store
+
+
+class TestSqliteBlockStore(BlockStoreConformance):
+    store_name = "sqlite"
+    _path: Path | None = None
+
+    async def make_store(self, clock: ManualClock) -> BlockStore:
+        self._path = self.fresh_directory() / "blocks.db"
+        return await self.reopen_store(clock)
+
+    async def reopen_store(self, clock: ManualClock) -> BlockStore:
+        store: BlockStore = registered("block_stores", "sqlite")({"path": str(self._path)},
+                                                                 clock)
+        await store.start()
+        return store
+
+
+class TestPostgresBlockStore(BlockStoreConformance):
+    store_name = "postgres"
+    _schema: str | None = None
+
+    async def make_store(self, clock: ManualClock) -> BlockStore:
+        require_postgres()
+        self._schema = schema_for(self.fresh_directory())
+        return await self.reopen_store(clock)
+
+    async def reopen_store(self, clock: ManualClock) -> BlockStore:
+        store: BlockStore = registered("block_stores", "postgres")(
+            {"dsn": POSTGRES_DSN, "schema": self._schema}, clock)
+        await store.start()
+        return store
 
 
 # -- search-cache stores --------------------------------------------------------------------------
