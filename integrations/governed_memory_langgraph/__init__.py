@@ -7,6 +7,8 @@
 - :class:`GovernedRetriever`: a LangChain retriever over governed search;
 - :func:`memory_tools`: ``remember``, ``recall`` and ``forget`` tools for tool-calling
   agents;
+- :func:`block_tools`: ``read_blocks``, ``block_append``, ``block_replace`` and
+  ``block_rethink`` over the memory blocks a profile declares (Letta's core memory);
 - :func:`conversation_tool`: ``remember_conversation``, the run's conversation turned
   into memories by the manager's ``remember`` (:func:`messages_from_langchain` for a
   node that does it without the model asking).
@@ -16,6 +18,7 @@ See docs/langgraph.md.
 
 from __future__ import annotations
 
+from governed_memory_langgraph.block_tools import block_tools
 from governed_memory_langgraph.conversation import conversation_tool, messages_from_langchain
 from governed_memory_langgraph.items import record_key
 from governed_memory_langgraph.namespaces import (
@@ -38,6 +41,7 @@ __all__ = [
     "Placement",
     "PrincipalNotBoundError",
     "PrincipalSource",
+    "block_tools",
     "conversation_tool",
     "memory_tools",
     "messages_from_langchain",

@@ -1,10 +1,11 @@
 """Remote clients with the manager's surface: ``add/get/list/search/update/delete/
 history``, ``delete_all/delete_user/purge_expired``, the review queue
 (``list_pending/approve/reject``) and ``replay``; the tiers' ``append/recent/
-turns_after/clear``, ``working_state/update_working_state/clear_working`` and the
-per-turn ``build_context``. Each takes the same scopes and keyword arguments as the
-manager, ``MemoryTiers`` or ``MemoryContextBuilder``, returns the same value objects and
-raises the same typed errors.
+turns_after/clear``, ``working_state/update_working_state/clear_working``, the
+per-turn ``build_context`` and the memory blocks (``read_blocks/append_block/
+replace_block/rethink_block/block_history``). Each takes the same scopes and keyword
+arguments as the manager, ``MemoryTiers``, ``MemoryBlocks`` or ``MemoryContextBuilder``,
+returns the same value objects and raises the same typed errors.
 
 An application moves from in-process to remote by changing how it builds the object;
 the principal is no argument here, since the credential the client holds *is* the
@@ -122,6 +123,11 @@ class AsyncMemoryClient:
     update_working_state = _awaited(Calls.update_working_state)
     clear_working = _awaited(Calls.clear_working)
     build_context = _awaited(Calls.build_context)
+    read_blocks = _awaited(Calls.read_blocks)
+    append_block = _awaited(Calls.append_block)
+    replace_block = _awaited(Calls.replace_block)
+    rethink_block = _awaited(Calls.rethink_block)
+    block_history = _awaited(Calls.block_history)
     audit_query = _awaited(Calls.audit_query)
     audit_summary = _awaited(Calls.audit_summary)
     audit_report = _awaited(Calls.audit_report)
@@ -179,6 +185,11 @@ class MemoryClient:
     update_working_state = _blocking(Calls.update_working_state)
     clear_working = _blocking(Calls.clear_working)
     build_context = _blocking(Calls.build_context)
+    read_blocks = _blocking(Calls.read_blocks)
+    append_block = _blocking(Calls.append_block)
+    replace_block = _blocking(Calls.replace_block)
+    rethink_block = _blocking(Calls.rethink_block)
+    block_history = _blocking(Calls.block_history)
     audit_query = _blocking(Calls.audit_query)
     audit_summary = _blocking(Calls.audit_summary)
     audit_report = _blocking(Calls.audit_report)

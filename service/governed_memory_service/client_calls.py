@@ -53,7 +53,7 @@ from governed_memory.remembering import (
     RememberResult,
 )
 from governed_memory.replay import ReplayResult
-from governed_memory.tiers import Turn, TurnDraft, WorkingState
+from governed_memory.tiers import Block, BlockHistory, Turn, TurnDraft, WorkingState
 from governed_memory.turncontext import MemoryContext
 
 from governed_memory_service.bodies import (
@@ -89,10 +89,13 @@ class Call:
 class Reply(Generic[T]):
     """What a response carries: a value of ``kind``, or with ``field`` the one named
     field of its JSON object (``{"deleted": 3}``). An error response raises the typed
-    error its problem names."""
+    error its problem names. ``derived`` names keys the server adds for readers of the
+    JSON that the value computes itself (a block's ``chars``): left out before the
+    strict converter reads the object (or each object of a list)."""
 
     kind: type[T]
     field: str | None = None
+    derived: tuple[str, ...] = ()
 
     def read(self, response: httpx.Response) -> T:
         if not response.is_success:
@@ -100,7 +103,17 @@ class Reply(Generic[T]):
         data = response.json()
         if self.field is not None:
             data = data.get(self.field) if isinstance(data, dict) else None
+        if self.derived:
+            data = _without(data, self.derived)
         return structure(data, self.kind)
+
+
+def _without(data: Any, keys: tuple[str, ...]) -> Any:
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if k not in keys}
+    if isinstance(data, list):
+        return [_without(item, keys) for item in data]
+    return data
 
 
 class RemoteOperation(Generic[P, T]):
@@ -117,12 +130,12 @@ class RemoteOperation(Generic[P, T]):
         return self.request(*args, **kwargs)
 
 
-def replies(kind: type[T], *, field: str | None = None
+def replies(kind: type[T], *, field: str | None = None, derived: tuple[str, ...] = ()
             ) -> Callable[[Callable[P, Call]], RemoteOperation[P, T]]:
     """Declare a request builder an operation whose response carries ``kind``."""
 
     def operation(request: Callable[P, Call]) -> RemoteOperation[P, T]:
-        return RemoteOperation(request, Reply(kind, field))
+        return RemoteOperation(request, Reply(kind, field, derived))
 
     return operation
 
@@ -149,6 +162,19 @@ def _tenant(tenant_id: str) -> str:
 
 def _review(scope: Scope, record_id: str, decision: str) -> str:
     return f"{_tenant(scope.tenant_id)}/review/{quote(record_id, safe='')}/{decision}"
+
+
+def _block(scope: Scope, name: str) -> str:
+    return f"{_tenant(scope.tenant_id)}/blocks/{quote(name, safe='')}"
+
+
+def _block_edit(scope: Scope, name: str, edit: str, expected_version: int | None,
+                **fields: str) -> Call:
+    body: dict[str, Any] = {"edit": edit, **fields}
+    if expected_version is not None:
+        body["expected_version"] = expected_version
+    return Call(method="POST", path=_block(scope, name) + "/edits",
+                params=tuple(_scope_params(scope)), body=body)
 
 
 def _paging(limit: int, cursor: str | None) -> list[tuple[str, str]]:
@@ -189,9 +215,11 @@ class Calls:
     response carries. Each takes what the in-process method of its name takes after the
     principal (``GovernedMemoryManager``; ``MemoryTiers`` for the turns and the working
     state, ``update_working_state`` being its ``update``; ``MemoryContextBuilder.build``
-    for ``build_context``), with the same keywords, types and defaults, as far as the
-    routes go: ``get`` finds a record by id, not by key, and ``clear`` always erases the
-    session's summary too."""
+    for ``build_context``; ``MemoryBlocks``' ``read``, ``append``, ``replace``,
+    ``rethink`` and ``history`` for ``read_blocks``, ``append_block``, ``replace_block``,
+    ``rethink_block`` and ``block_history``), with the same keywords, types and
+    defaults, as far as the routes go: ``get`` finds a record by id, not by key, and
+    ``clear`` always erases the session's summary too."""
 
     @staticmethod
     @replies(MemoryRecord)
@@ -424,6 +452,58 @@ class Calls:
         body = ContextBody(question=question, anchor_entity_ids=tuple(anchor_entity_ids))
         return Call(method="POST", path=_tenant(scope.tenant_id) + "/context",
                     params=tuple(_scope_params(scope)), body=_body(body))
+
+    # -- the memory blocks ---------------------------------------------------------------
+    # A block lives at the level its profile declares: the server narrows the scope
+    # sent to it, as MemoryBlocks does in process.
+
+    @staticmethod
+    @replies(tuple[Block, ...], field="blocks", derived=("chars",))
+    def read_blocks(scope: Scope, names: Iterable[str] | None = None) -> Call:
+        """Every declared block the scope can address, or the ones ``names`` names
+        (in the profile's order)."""
+        params = _scope_params(scope)
+        if names is not None:
+            wanted = list(dict.fromkeys(names))
+            if not wanted:
+                # The route would read every block: refused here, as in process.
+                raise MemoryValidationError("names must name at least one block",
+                                            field="names")
+            params += [("name", name) for name in wanted]
+        return Call(method="GET", path=_tenant(scope.tenant_id) + "/blocks",
+                    params=tuple(params))
+
+    @staticmethod
+    @replies(Block, derived=("chars",))
+    def append_block(scope: Scope, name: str, text: str, *,
+                     expected_version: int | None = None) -> Call:
+        """``text`` as a new line at the end of block ``name``."""
+        return _block_edit(scope, name, "append", expected_version, text=text)
+
+    @staticmethod
+    @replies(Block, derived=("chars",))
+    def replace_block(scope: Scope, name: str, old: str, new: str, *,
+                      expected_version: int | None = None) -> Call:
+        """The one occurrence of ``old`` in block ``name`` swapped for ``new``."""
+        return _block_edit(scope, name, "replace", expected_version, old=old, new=new)
+
+    @staticmethod
+    @replies(Block, derived=("chars",))
+    def rethink_block(scope: Scope, name: str, value: str, *,
+                      expected_version: int | None = None) -> Call:
+        """Block ``name`` written anew as ``value``."""
+        return _block_edit(scope, name, "rethink", expected_version, value=value)
+
+    @staticmethod
+    @replies(BlockHistory)
+    def block_history(scope: Scope, name: str, *, before_version: int | None = None,
+                      limit: int = 20) -> Call:
+        """The stored versions of block ``name``, newest first."""
+        params = [*_scope_params(scope), ("limit", str(limit))]
+        if before_version is not None:
+            params.append(("before_version", str(before_version)))
+        return Call(method="GET", path=_block(scope, name) + "/history",
+                    params=tuple(params))
 
     # -- the audit trail (an auditor's: audit:read) -------------------------------------
     # What governed_memory.audit_requests.GovernedAudit's methods take after the

@@ -1,8 +1,8 @@
 """The remote clients declare the in-process signatures: each operation takes what the
-manager's (the tiers', the context builder's) method takes after the principal, with
-the same names, kinds, defaults and annotations, so an IDE and a type checker see the
-same arguments in process and over HTTP; and the async and the sync client are one
-surface."""
+manager's (the tiers', the memory blocks', the context builder's) method takes after the
+principal, with the same names, kinds, defaults and annotations, so an IDE and a type
+checker see the same arguments in process and over HTTP; and the async and the sync
+client are one surface."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from governed_memory import GovernedMemoryManager
-from governed_memory.tiers import MemoryTiers
+from governed_memory.tiers import MemoryBlocks, MemoryTiers
 from governed_memory.turncontext import MemoryContextBuilder
 from governed_memory_service import AsyncMemoryClient, MemoryClient
 
@@ -25,6 +25,11 @@ IN_PROCESS: dict[str, Callable[..., Any]] = {
         "append", "recent", "turns_after", "working_state", "clear_working")},
     "update_working_state": MemoryTiers.update,
     "build_context": MemoryContextBuilder.build,
+    "read_blocks": MemoryBlocks.read,
+    "append_block": MemoryBlocks.append,
+    "replace_block": MemoryBlocks.replace,
+    "rethink_block": MemoryBlocks.rethink,
+    "block_history": MemoryBlocks.history,
 }
 """Not here, as the routes offer less: ``get`` (by id, not by key) and ``clear``
 (always with the session's summary)."""

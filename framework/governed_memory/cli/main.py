@@ -44,6 +44,9 @@ COMMANDS: dict[str, LazyCommand] = {
                                                   "transcript (JSON): each fact added, "
                                                   "updated, superseded, unchanged, held for "
                                                   "review or refused.")),
+    **_table("blocks", ("blocks", "blocks", "Memory blocks: read and edit the named texts a "
+                                            "profile declares, which every per-turn "
+                                            "context places in the prompt.")),
     **_table("erasure",
              ("delete-user", "delete_user", "Erase a user in every scope of the tenant and "
                                             "print the erasure receipt."),
