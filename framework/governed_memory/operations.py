@@ -65,6 +65,8 @@ class Operation(enum.StrEnum):
     CLEAR_WORKING_STATE = "clear_working_state"
     RECORD_CONTEXT = "record_context"
     RECORD_EXTRACTION = "record_extraction"
+    RECORD_REMEMBER = "record_remember"
+    """What one ``remember`` call decided, fact by fact (ids, decisions, reasons)."""
     ERASE_USER_TURNS = "erase_user_turns"
     # Memory blocks (governed_memory.tiers.blocks): the named texts an agent edits.
     READ_BLOCKS = "read_blocks"
@@ -129,6 +131,7 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.CLEAR_WORKING_STATE: _OperationInfo(_W, Permission.DELETE, "delete_memory"),
     Operation.RECORD_CONTEXT: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.RECORD_EXTRACTION: _OperationInfo(_R, Permission.READ, "search_memory"),
+    Operation.RECORD_REMEMBER: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.ERASE_USER_TURNS: _OperationInfo(_W, Permission.ADMIN, "delete_memory"),
     Operation.READ_BLOCKS: _OperationInfo(_R, Permission.READ, "search_memory"),
     Operation.EDIT_BLOCK: _OperationInfo(_W, Permission.WRITE, "update_memory"),
@@ -174,8 +177,8 @@ TIER_OPERATIONS: frozenset[Operation] = frozenset({
     Operation.APPEND_TURN, Operation.RECENT_TURNS, Operation.LIST_TURNS,
     Operation.CLEAR_TURNS, Operation.READ_WORKING_STATE, Operation.UPDATE_WORKING_STATE,
     Operation.CLEAR_WORKING_STATE, Operation.RECORD_CONTEXT, Operation.RECORD_EXTRACTION,
-    Operation.ERASE_USER_TURNS, Operation.READ_BLOCKS, Operation.EDIT_BLOCK,
-    Operation.BLOCK_HISTORY, Operation.ERASE_USER_BLOCKS,
+    Operation.RECORD_REMEMBER, Operation.ERASE_USER_TURNS, Operation.READ_BLOCKS,
+    Operation.EDIT_BLOCK, Operation.BLOCK_HISTORY, Operation.ERASE_USER_BLOCKS,
 })
 """Operations on the conversation, working-state and block tiers and the per-turn
 context record; they carry their own request types (``governed_memory.tiers.requests``)."""

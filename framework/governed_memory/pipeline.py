@@ -117,6 +117,18 @@ class ActivityPort:
         windows given (a profile's ``[quotas] rate_store``), else the provider's own
         (``rate_windows``), else windows in this process, which warn once when used."""
 
+    def beside(self, target: object) -> ActivityPort:
+        """A port over another target (a tier adapter, the context ledger) that
+        governs as this one does: the same policies, events, clock, tracer, settings,
+        metrics and rate windows, so one trail and one profile cover both."""
+        port = ActivityPort(cast(MemoryProvider, target), policies=self.policies,
+                            events=self.events, clock=self.clock, tracer=self.tracer,
+                            settings=self.settings,
+                            provider_revision=str(getattr(target, "revision", "unknown")),
+                            rate_windows=self.rate_windows)
+        port.metrics = self.metrics
+        return port
+
     @property
     def profile(self) -> ProfileRef:
         """The profile its events and spans name (``settings.profile``)."""

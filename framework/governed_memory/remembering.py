@@ -96,6 +96,9 @@ from governed_memory.remember_prompts import (
     remember_user,
 )
 from governed_memory.scope import Scope
+from governed_memory.tiers.adapters import ContextLedger
+from governed_memory.tiers.requests import RecordRememberRequest
+from governed_memory.tiers.results import RememberedDecision
 from governed_memory.tiers.turns import Role
 from governed_memory.turncontext.hashing import FACT_HASH_KEY, fact_hash, normalize
 from governed_memory.turncontext.ranking import RECALL_MEMORY_TYPES
@@ -334,6 +337,12 @@ async def remember_messages(memories: RememberingMemories, principal: Principal,
     run = _Run(memories, principal, scope, model, float(confidence_floor))
     for start in range(0, len(turns), window):
         await run.window(turns[start:start + window])
+    # One event names every decision, those that wrote nothing included (each write
+    # has its own events besides).
+    ledger = memories.activity.beside(ContextLedger())
+    await ledger.execute(RecordRememberRequest(scope=scope, decisions=tuple(
+        RememberedDecision(d.decision.value, d.reason, d.record_id, d.version)
+        for d in run.decisions)), principal)
     return RememberResult(decisions=tuple(run.decisions), model=run.identity,
                           model_calls=run.calls, windows=run.windows)
 

@@ -269,6 +269,12 @@ async def test_each_decision_is_its_own_governed_operation(
         ("add", (d.record_id,)) for d in held]
     assert len(events) == 6  # an unchanged fact wrote nothing
     assert len({e.operation_id for e in events}) == len(events)
+    # ...but the call's record names every decision, the unchanged one included.
+    (record,) = [e for e in sink.events[-3:] if e.operation == "record_remember"
+                 and e.type == "memory.read.completed"]
+    assert record.count == 6 and [r.split(":")[0] for r in record.reasons] == kinds(result)
+    unchanged = by_decision[Decision.UNCHANGED]
+    assert unchanged.record_id in record.record_ids
     # No event carries what was said.
     assert all("coffee" not in e.to_json() and "hunter2" not in e.to_json()
                for e in sink.events)

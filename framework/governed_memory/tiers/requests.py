@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import attrs
 
 from governed_memory.errors import MemoryValidationError
-from governed_memory.limits import MAX_INT64, check_identifier, check_int, is_real
+from governed_memory.limits import MAX_INT64, check_identifier, check_int, check_text, is_real
 from governed_memory.operations import Operation
 from governed_memory.records import _frozen_mapping
 from governed_memory.request import Request, user_subjects
@@ -22,6 +22,8 @@ from governed_memory.tiers.results import (
     Cleared,
     ContextRecord,
     InjectedVersion,
+    RememberedDecision,
+    RememberRecord,
     WorkingState,
     WorkingStateRead,
 )
@@ -228,6 +230,31 @@ class RecordExtractionRequest(RecordContextRequest):
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class RecordRememberRequest(_TierRequest[RememberRecord]):
+    """Records what one ``remember`` call decided for each fact, so an auditor sees
+    every decision, those that wrote nothing (unchanged) included, in one event."""
+
+    operation: ClassVar[Operation] = Operation.RECORD_REMEMBER
+
+    scope: Scope
+    decisions: tuple[RememberedDecision, ...] = ()
+
+    def validate(self) -> None:
+        if not isinstance(self.scope, Scope):
+            raise MemoryValidationError("scope must be a Scope", field="scope")
+        for i, item in enumerate(self.decisions):
+            check_identifier(item.decision, f"decisions[{i}].decision")
+            check_text(item.reason, f"decisions[{i}].reason", max_bytes=512)
+            if item.record_id is not None:
+                check_identifier(item.record_id, f"decisions[{i}].record_id")
+            if item.version is not None:
+                check_int(item.version, f"decisions[{i}].version", minimum=1)
+
+    async def send(self, target: ContextLedger, ctx: OperationContext) -> RememberRecord:
+        return RememberRecord(self.scope.scope_hash, self.decisions)
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class EraseUserTurnsRequest(_TierRequest[Cleared]):
     """Erase every conversation turn of one user in one tenant (a data-subject
     erasure). It names the user's tenant-level scope, so the fixed scope rule decides
@@ -262,5 +289,6 @@ class EraseUserTurnsRequest(_TierRequest[Cleared]):
 TierRequest = (
     AppendTurnRequest | RecentTurnsRequest | ListTurnsRequest | ClearTurnsRequest
     | ReadWorkingStateRequest | UpdateWorkingStateRequest | ClearWorkingStateRequest
-    | RecordContextRequest | RecordExtractionRequest | EraseUserTurnsRequest
+    | RecordContextRequest | RecordExtractionRequest | RecordRememberRequest
+    | EraseUserTurnsRequest
 )

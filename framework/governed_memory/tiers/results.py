@@ -80,6 +80,33 @@ class InjectedVersion:
 
 
 @attrs.frozen(slots=True)
+class RememberedDecision:
+    """One fact's decision as the trail keeps it: never the fact, only what became of
+    it, the memory that says it (when one does) and the fixed reason."""
+
+    decision: str
+    reason: str
+    record_id: str | None = None
+    version: int | None = None
+
+
+@attrs.frozen(slots=True)
+class RememberRecord(Audited):
+    """What one ``remember`` call decided, in the order it decided."""
+
+    scope_hash: str
+    decisions: tuple[RememberedDecision, ...]
+
+    def audit(self, allowed: Set[str]) -> Checked[RememberRecord]:
+        _own(self.scope_hash, allowed, "remember")
+        named = [d for d in self.decisions if d.record_id is not None]
+        return summarised(self, record_ids=tuple(str(d.record_id) for d in named),
+                          versions=tuple(d.version for d in named if d.version is not None),
+                          count=len(self.decisions),
+                          reasons=tuple(f"{d.decision}: {d.reason}" for d in self.decisions))
+
+
+@attrs.frozen(slots=True)
 class ContextRecord(Audited):
     """What one per-turn context injected and what it had to do without."""
 
