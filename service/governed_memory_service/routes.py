@@ -265,9 +265,12 @@ class MemoryRoutes(TierRoutes, BlockRoutes, AuditRoutes, RememberRoutes):
 
     async def delete_user(self, request: Request, principal: Principal) -> Response:
         self._query(request, "delete_user")
-        receipt = await self.manager.delete_user(principal, request.path_params["tenant"],
-                                                 request.path_params["user_id"])
-        return JSONResponse(unstructure(receipt))
+        # Every tier the server keeps (turns, memory blocks), then the memories, each a
+        # governed erasure; the answer is the memories' receipt.
+        erasure = await self.tiers.delete_user(principal, request.path_params["tenant"],
+                                               request.path_params["user_id"])
+        assert erasure.memories is not None  # the tiers' long-term tier is the manager
+        return JSONResponse(unstructure(erasure.memories))
 
     async def list_pending(self, request: Request, principal: Principal) -> Response:
         values = self._query(request, "list_pending")

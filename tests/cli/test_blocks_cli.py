@@ -184,3 +184,17 @@ def test_reads_refuse_a_missing_database_and_edits_create_it(profile: str,
     assert db.is_file()
     assert blocks(profile, "history", "--db", str(db), *ALICE, "human",
                   "--json")["versions"][0]["value"] == "first"
+
+
+def test_delete_user_erases_the_users_blocks_with_their_memories(profile: str) -> None:
+    blocks(profile, "append", *ALICE, "human", "Name: Alice")
+    blocks(profile, "append", *SESSION, "persona", "for Alice")
+    erased = invoke("delete-user", "--profile", profile, "--tenant", "acme", "--user",
+                    "alice", "--yes", "--json")
+    body = json.loads(erased.stdout)
+    assert body["block_versions_removed"] == 2 and body["user_id"] == "alice"
+    shown = blocks(profile, "show", *SESSION, "--json")
+    assert [b["version"] for b in shown["blocks"]] == [0, 0]
+    text = invoke("delete-user", "--profile", profile, "--tenant", "acme", "--user",
+                  "alice", "--yes")
+    assert "memory-block versions erased: 0" in text.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from governed_memory import GovernedMemoryManager
+from governed_memory import GovernedMemoryManager, Permission
 from governed_memory.events import InMemoryEventSink
 from governed_memory.profiles.blocks import BlockSection
 from governed_memory.scope import ScopeLevel
@@ -34,8 +34,10 @@ async def http(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, dict[st
         await tiers.start()
         app = create_app(manager, BearerAuthenticator(keys, JwtVerifier(JWT)),
                          max_body_bytes=4096, tiers=tiers)
+        admin = await keys.create(tenant_id="acme", kind="service",
+                                  principal_id="svc:admin", permissions=list(Permission))
         tokens = {"alice": credentials.alice, "globex": credentials.bob_other_tenant,
-                  "reader": credentials.reader}
+                  "reader": credentials.reader, "admin": admin.token}
         async with httpx.AsyncClient(base_url="http://service.test",
                                      transport=httpx.ASGITransport(app=app)) as client:
             client.headers["Authorization"] = f"Bearer {credentials.alice}"
@@ -118,3 +120,16 @@ async def test_a_server_without_blocks_answers_501(tmp_path: Path) -> None:
                 "Authorization": f"Bearer {credentials.alice}"})
     assert response.status_code == 501
     assert response.json()["code"] == "capability_unsupported"
+
+
+async def test_erasing_a_user_over_rest_erases_their_blocks(
+        http: tuple[httpx.AsyncClient, dict[str, str]]) -> None:
+    client, tokens = http
+    await client.post(BLOCKS + "/human/edits", params=SESSION,
+                      json={"edit": "append", "text": "Name: Alice"})
+    erased = await client.delete("/v1/tenants/acme/users/alice",
+                                 headers={"Authorization": f"Bearer {tokens['admin']}"})
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["user_id"] == "alice"
+    after = await client.get(BLOCKS, params=SESSION)
+    assert [b["version"] for b in after.json()["blocks"]] == [0, 0]

@@ -42,13 +42,50 @@ def receipt_text(receipt: ErasureReceipt) -> str:
 @json_option
 def delete_user(db: Path | None, tenant_id: str, user_id: str, yes: bool,
                 as_json: bool) -> None:
-    """Erase a user in every scope of the tenant and print the erasure receipt."""
+    """Erase a user in every scope of the tenant (and the conversation turns and memory
+    blocks the profile keeps for them) and print the erasure receipt."""
     if not yes:
         click.confirm(f"Erase every memory of user {user_id!r} in tenant {tenant_id!r}?",
                       abort=True, err=True)
-    result = run_with_manager(db, lambda m: m.delete_user(operator(tenant_id), tenant_id,
-                                                          user_id))
-    emit(result, as_json, receipt_text)
+    async def erase(manager: GovernedMemoryManager) -> dict[str, Any]:
+        # Every tier the profile keeps (turns, memory blocks), then the memories: an
+        # erasure that left the user's conversation or blocks behind would not be one.
+        from governed_memory.converter import unstructure
+        from governed_memory.tiers import MemoryTiers
+
+        tiers = MemoryTiers.from_manager(manager)
+        stores = [s for s in (tiers.turn_store, tiers.working_store, tiers.block_store)
+                  if s is not None]
+        for store in stores:
+            await store.start()
+        try:
+            erasure = await tiers.delete_user(operator(tenant_id), tenant_id, user_id)
+        finally:
+            for store in stores:
+                await store.close()
+        assert erasure.memories is not None
+        body: dict[str, Any] = unstructure(erasure.memories)
+        for name in ("turns_removed", "block_versions_removed"):
+            if getattr(erasure, name) is not None:
+                body[name] = getattr(erasure, name)
+        return body
+
+    result = run_with_manager(db, erase)
+    emit(result, as_json, erasure_text)
+
+
+def erasure_text(body: dict[str, Any]) -> str:
+    from governed_memory.converter import structure
+    from governed_memory.records import ErasureReceipt
+
+    extra = {k: body[k] for k in ("turns_removed", "block_versions_removed") if k in body}
+    receipt = structure({k: v for k, v in body.items() if k not in extra}, ErasureReceipt)
+    lines = [receipt_text(receipt)]
+    if "turns_removed" in extra:
+        lines.append(f"conversation turns erased: {extra['turns_removed']}")
+    if "block_versions_removed" in extra:
+        lines.append(f"memory-block versions erased: {extra['block_versions_removed']}")
+    return "\n".join(lines)
 
 
 @click.command("delete-all")
