@@ -12,7 +12,7 @@ a manager the same way without going through its constructor's arguments.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -22,9 +22,10 @@ from governed_memory.clock import Clock
 from governed_memory.errors import MemoryConfigurationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.language_models import LanguageModel
-from governed_memory.plugins import PluginManager
+from governed_memory.plugins import PluginManager, Registration
 from governed_memory.policy import MemoryPolicy
 from governed_memory.profile_models import build_language_model
+from governed_memory.profile_stores import build_store
 from governed_memory.profiles.build import (
     build_components,
     build_rate_windows,
@@ -38,6 +39,7 @@ from governed_memory.profiles.spec import MemoryProfileSpec
 from governed_memory.provider import MemoryProvider
 from governed_memory.rates import RateWindows
 from governed_memory.sinks import build_sinks, default_base_dir
+from governed_memory.tiers.blocks import BlockStore
 
 
 @attrs.frozen(slots=True)
@@ -57,6 +59,8 @@ class Composition:
     process's."""
     language_model: LanguageModel | None = None
     """The model ``[stores.language_model]`` names (for ``remember``), if any."""
+    block_store: BlockStore | None = None
+    """The store ``[stores.blocks]`` names (the memory blocks'), unstarted, if any."""
 
     def attach(self, events: EventBus) -> None:
         """Point the cache's events at the manager's bus (built after the cache), so a
@@ -110,7 +114,24 @@ def compose_profile(profile: ProfileSource, *, plugins: PluginManager,
     return Composition(spec, provider, tuple(parts.policies),
                        parts.policy_configuration, chosen,
                        rate_windows=build_rate_windows(provider, spec, plugins),
-                       language_model=build_language_model(spec, plugins))
+                       language_model=build_language_model(spec, plugins),
+                       block_store=build_block_store(spec, plugins, clock))
+
+
+def build_block_store(spec: MemoryProfileSpec, plugins: PluginManager,
+                      clock: Clock) -> BlockStore | None:
+    """The store the profile's ``[stores.blocks]`` names, built and unstarted; ``None``
+    when it names none. A problem names its path (``stores.blocks.kind: ...``)."""
+
+    def lookup(kind: str) -> Registration[Callable[[Mapping[str, Any]], BlockStore]]:
+        found = plugins.block_stores.get(kind)
+
+        def factory(config: Mapping[str, Any]) -> BlockStore:
+            return found.factory(config, clock)
+
+        return Registration(found.name, factory, found.description, found.plugin)
+
+    return build_store(spec, "blocks", lookup, BlockStore, "block store")
 
 
 def resolve_pack(pack: str, use: str,

@@ -13,12 +13,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from governed_memory.errors import MemoryCapabilityUnsupportedError, MemoryUnavailableError
 from governed_memory.events import EventBus
 from governed_memory.outbox import OutboxDispatcher
 from governed_memory.provider import MemoryProvider
 from governed_memory.rates import RateWindows
+
+
+class Store(Protocol):
+    """What the lifetime needs of a store beside the provider."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +45,8 @@ class ManagerLifetime:
                  outbox: OutboxDispatcher | None, maintain: Callable[[], Awaitable[None]], *,
                  outbox_interval_s: float | None = None,
                  maintenance_interval_s: float | None = None,
-                 owned_windows: RateWindows | None = None) -> None:
+                 owned_windows: RateWindows | None = None,
+                 stores: tuple[Store, ...] = ()) -> None:
         self._provider = provider
         self._events = events
         self._outbox = outbox
@@ -44,6 +54,9 @@ class ManagerLifetime:
         self.outbox_interval_s = outbox_interval_s
         self.maintenance_interval_s = maintenance_interval_s
         self._owned_windows = owned_windows
+        self._stores = stores
+        """Stores beside the provider the manager owns (its memory blocks'): started
+        after the provider, closed before it."""
         self._maintenance: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
@@ -73,6 +86,8 @@ class ManagerLifetime:
     async def _start(self) -> None:
         await self._provider.start()
         try:
+            for store in self._stores:
+                await store.start()
             outbox = self._outbox
             if outbox is not None:
                 # Events a crash left between the provider's commit and the sinks.
@@ -85,12 +100,20 @@ class ManagerLifetime:
                     name="governed-memory-maintenance")
         except BaseException:
             # A start that fails leaves nothing open behind it (connections, threads).
+            await self._close_stores()
             try:
                 await self._provider.close()
             except Exception as exc:
                 log.error("closing the provider after a failed start failed: %s",
                           type(exc).__name__)
             raise
+
+    async def _close_stores(self) -> None:
+        for store in self._stores:
+            try:
+                await store.close()
+            except Exception as exc:  # the provider and the sinks still close
+                log.error("closing a store failed: %s", type(exc).__name__)
 
     async def _maintain_every(self, interval_s: float) -> None:
         while True:
@@ -120,6 +143,7 @@ class ManagerLifetime:
                     await outbox.drain()
                 except Exception as exc:  # stored events wait for the next start
                     log.error("event outbox: final drain failed: %s", type(exc).__name__)
+            await self._close_stores()
             await self._provider.close()
         if self._owned_windows is not None:
             try:

@@ -22,10 +22,11 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from governed_memory.binding import bind_principal, bind_scope
+from governed_memory.block_operations import BlockOperations
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.composition import compose_profile, provider_from_plugins, resolve_pack
-from governed_memory.errors import MemoryValidationError
+from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
 from governed_memory.events import EventBus, EventSink
 from governed_memory.governed_calls import build_request as build_request
 from governed_memory.language_models import LanguageModel
@@ -44,6 +45,9 @@ from governed_memory.scope import Scope
 from governed_memory.settings import DEFAULT_TIMEOUT_S, GovernanceSettings
 from governed_memory.store_operations import MAINTENANCE_BATCH, StoreOperations
 from governed_memory.telemetry import get_tracer
+from governed_memory.tiers.adapters import BlockTier
+from governed_memory.tiers.block_ops import MemoryBlocks
+from governed_memory.tiers.blocks import BlockStore
 
 MAINTENANCE_PRINCIPAL = Principal(
     "governed-memory:maintenance", PrincipalKind.SERVICE, "operator",
@@ -52,7 +56,7 @@ MAINTENANCE_PRINCIPAL = Principal(
 operator of no tenant's data, as its events say."""
 
 
-class GovernedMemoryManager(MemoryOperations, StoreOperations):
+class GovernedMemoryManager(MemoryOperations, BlockOperations, StoreOperations):
     """Scoped, authorized, decided, traced and audited memory over one provider."""
 
     def __init__(
@@ -75,6 +79,7 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         rate_windows: RateWindows | None = None,
         settings: GovernanceSettings | None = None,
         language_model: LanguageModel | None = None,
+        blocks: BlockStore | None = None,
     ) -> None:
         """``settings`` is how governance runs each operation (``from_profile`` passes
         ``GovernanceSettings.from_profile(spec)``); without it, it is built from
@@ -90,7 +95,9 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         (``governed_memory.rates``; default: the provider's own windows, else this
         process's); windows other than the provider's own are closed with the manager.
         ``language_model`` is the model :meth:`remember` reads conversations with
-        (``from_profile``: the profile's ``[stores.language_model]``)."""
+        (``from_profile``: the profile's ``[stores.language_model]``). ``blocks`` is the
+        store of the memory blocks ``profile_spec`` declares (``from_profile``: its
+        ``[stores.blocks]``), started and closed with the provider."""
         if maintenance_interval_s is not None and not maintenance_interval_s > 0:
             raise MemoryValidationError("maintenance_interval_s must be positive",
                                         field="maintenance_interval_s")
@@ -119,13 +126,20 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
             tracer=get_tracer(tracer_provider), settings=settings,
             provider_revision=provider_revision or str(getattr(provider, "revision", "unknown")),
             meter_provider=meter_provider, rate_windows=rate_windows)
+        specs = profile_spec.blocks if profile_spec is not None else {}
+        if blocks is not None and not specs:
+            raise MemoryConfigurationError(
+                "blocks= needs the profile_spec that declares them ([blocks.<name>])")
+        self.block_ops = (MemoryBlocks(self.activity.beside(BlockTier(blocks, specs)), specs)
+                          if blocks is not None else None)
         owned = rate_windows is not None and rate_windows is not provider.rate_windows
         # A store given for this manager (a profile's ``[quotas] rate_store``) is closed
         # with it; the provider closes its own windows.
         self._lifetime = ManagerLifetime(
             provider, self.events, self.activity.outbox, self._maintenance_round,
             outbox_interval_s=outbox_interval_s, maintenance_interval_s=maintenance_interval_s,
-            owned_windows=self.activity.rate_windows if owned else None)
+            owned_windows=self.activity.rate_windows if owned else None,
+            stores=(blocks,) if blocks is not None else ())
 
     @classmethod
     def from_plugins(
@@ -150,6 +164,7 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
         rate_windows: RateWindows | None = None,
         settings: GovernanceSettings | None = None,
         language_model: LanguageModel | None = None,
+        blocks: BlockStore | None = None,
     ) -> GovernedMemoryManager:
         """Build over a provider registered by a plugin (``native``, …) by name; every
         other argument is the constructor's."""
@@ -161,7 +176,7 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
                    meter_provider=meter_provider, fail_closed=fail_closed,
                    outbox_interval_s=outbox_interval_s,
                    maintenance_interval_s=maintenance_interval_s, rate_windows=rate_windows,
-                   settings=settings, language_model=language_model)
+                   settings=settings, language_model=language_model, blocks=blocks)
 
     @classmethod
     def from_profile(
@@ -210,7 +225,8 @@ class GovernedMemoryManager(MemoryOperations, StoreOperations):
                       policy_configuration=parts.policy_configuration,
                       meter_provider=meter_provider, outbox_interval_s=outbox_interval_s,
                       maintenance_interval_s=maintenance_interval_s,
-                      rate_windows=parts.rate_windows, language_model=parts.language_model)
+                      rate_windows=parts.rate_windows, language_model=parts.language_model,
+                      blocks=parts.block_store)
         parts.attach(manager.events)
         return manager
 
@@ -363,5 +379,10 @@ class BoundMemory:
     approve = bind_scope(GovernedMemoryManager.approve)
     reject = bind_scope(GovernedMemoryManager.reject)
     replay = bind_principal(GovernedMemoryManager.replay)
+    read_blocks = bind_scope(GovernedMemoryManager.read_blocks)
+    append_block = bind_scope(GovernedMemoryManager.append_block)
+    replace_block = bind_scope(GovernedMemoryManager.replace_block)
+    rethink_block = bind_scope(GovernedMemoryManager.rethink_block)
+    block_history = bind_scope(GovernedMemoryManager.block_history)
 
 

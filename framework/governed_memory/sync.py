@@ -196,6 +196,11 @@ class SyncMemoryManager:
     list_pending = blocking(GovernedMemoryManager.list_pending)
     approve = blocking(GovernedMemoryManager.approve)
     reject = blocking(GovernedMemoryManager.reject)
+    read_blocks = blocking(GovernedMemoryManager.read_blocks)
+    append_block = blocking(GovernedMemoryManager.append_block)
+    replace_block = blocking(GovernedMemoryManager.replace_block)
+    rethink_block = blocking(GovernedMemoryManager.rethink_block)
+    block_history = blocking(GovernedMemoryManager.block_history)
 
 
 class SyncBoundMemory:
@@ -237,6 +242,11 @@ class SyncBoundMemory:
     approve = blocking(BoundMemory.approve)
     reject = blocking(BoundMemory.reject)
     replay = blocking(BoundMemory.replay)
+    read_blocks = blocking(BoundMemory.read_blocks)
+    append_block = blocking(BoundMemory.append_block)
+    replace_block = blocking(BoundMemory.replace_block)
+    rethink_block = blocking(BoundMemory.rethink_block)
+    block_history = blocking(BoundMemory.block_history)
 
 
 class SyncAudit:

@@ -5,6 +5,7 @@ kept, one governed event per edit, erased with their user, fenced by the policie
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from actors import ADMIN, ALICE
@@ -234,3 +235,47 @@ async def test_the_context_builder_always_places_the_blocks_in_the_prompt() -> N
                     and e.type.endswith("completed")]
         assert recorded and "block:human" in recorded[-1].to_json()
         assert "block:persona" not in recorded[-1].to_json(), "version 0 is stored nowhere"
+
+
+def agent_profile(path: str) -> object:
+    return structure_profile({
+        "id": "agent", "version": "1.0.0",
+        "provider": {"name": "native", "config": {"backend": "memory"}},
+        "stores": {"blocks": {"kind": "sqlite", "config": {"path": path}}},
+        "blocks": {"persona": {"initial": "I help.", "level": "session"}, "human": {}},
+    })
+
+
+def test_the_sync_api_and_its_bound_handle_edit_the_managers_blocks(tmp_path: Path) -> None:
+    from governed_memory.sync import SyncMemoryManager
+
+    spec = agent_profile(str(tmp_path / "blocks.db"))
+    with SyncMemoryManager.from_profile(spec, sinks=()) as memory:  # type: ignore[arg-type]
+        assert [b.version for b in memory.read_blocks(ALICE, OWNER)] == [0, 0]
+        alice = memory.bind(ALICE, OWNER)
+        first = alice.append_block("human", "Likes tea", expected_version=0)
+        assert (first.version, first.value) == (1, "Likes tea")
+        alice.replace_block("human", "tea", "coffee")
+        alice.rethink_block("persona", "I plan trips.")
+        assert [v.version for v in alice.block_history("human").versions] == [2, 1]
+        with pytest.raises(MemoryConflictError):
+            memory.rethink_block(ALICE, OWNER, "human", "x", expected_version=1)
+    # Another manager (another process would do the same) over the same store.
+    with SyncMemoryManager.from_profile(spec, sinks=()) as again:  # type: ignore[arg-type]
+        assert [b.value for b in again.bind(ALICE, OWNER).read_blocks()] == [
+            "I plan trips.", "Likes coffee"]
+
+
+async def test_the_tiers_over_a_manager_with_blocks_share_them(tmp_path: Path) -> None:
+    spec = agent_profile(str(tmp_path / "blocks.db"))
+    async with GovernedMemoryManager.from_profile(spec, sinks=()) as manager:  # type: ignore[arg-type]
+        tiers = MemoryTiers.from_manager(manager)
+        assert tiers.blocks is manager.blocks and tiers.block_store is None
+        await tiers.blocks.append(ALICE, OWNER, "human", "via the tiers")
+        (human,) = await manager.read_blocks(ALICE, OWNER, ["human"])
+        assert human.value == "via the tiers"
+        with pytest.raises(MemoryConfigurationError, match="already keeps"):
+            MemoryTiers(long_term=manager, blocks=InMemoryBlockStore(), block_specs=SPECS)
+    plain = GovernedMemoryManager(build_native_provider({"backend": "memory"}, ManualClock()))
+    with pytest.raises(MemoryConfigurationError, match="keeps no memory blocks"):
+        await plain.read_blocks(ALICE, OWNER)

@@ -216,6 +216,7 @@ def check_against_plugins(spec: MemoryProfileSpec, plugins: PluginManager) -> No
     build_policies(spec, plugins)
     for name, registry in (("turns", plugins.turn_stores),
                            ("working_state", plugins.working_state_stores),
+                           ("blocks", plugins.block_stores),
                            ("language_model", plugins.language_models)):
         store = spec.stores.get(name)
         if store is not None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from governed_memory.errors import MemoryConflictError, MemoryNotFoundError, MemoryValidationError
-from governed_memory.manager import build_request
+from governed_memory.governed_calls import build_request
 from governed_memory.operations import Operation
 from governed_memory.pipeline import ActivityPort
 from governed_memory.principal import Principal

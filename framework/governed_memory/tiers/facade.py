@@ -143,12 +143,20 @@ class MemoryTiers:
         self._working = governance.port(WorkingTier(working)) if working is not None else None
         self._ledger = governance.port(ContextLedger())
         self.block_store = blocks
+        """The block store these tiers start and close (``None`` when the manager keeps
+        the blocks: it owns their store)."""
         if (blocks is None) != (not block_specs):
             raise MemoryConfigurationError(
                 "memory blocks need both a block store and the blocks it keeps "
                 "(block_specs, a profile's [blocks.<name>])")
-        self._blocks = (MemoryBlocks(governance.port(BlockTier(blocks, block_specs or {})),
-                                     block_specs or {}) if blocks is not None else None)
+        kept = long_term.block_ops if long_term is not None else None
+        if blocks is not None and kept is not None:
+            raise MemoryConfigurationError(
+                "the long-term manager already keeps memory blocks; give no block store "
+                "beside it")
+        self._blocks = kept if kept is not None else (
+            MemoryBlocks(governance.port(BlockTier(blocks, block_specs or {})),
+                         block_specs or {}) if blocks is not None else None)
 
     @classmethod
     def from_manager(cls, manager: GovernedMemoryManager, *,
@@ -163,7 +171,9 @@ class MemoryTiers:
         turns: TurnStore | None = None
         working: WorkingStateStore | None = None
         blocks: BlockStore | None = None
-        if "turns" in stores or "working_state" in stores or "blocks" in stores:
+        # A manager built from the profile keeps its blocks already (and their store).
+        own_blocks = "blocks" in stores and manager.block_ops is None
+        if "turns" in stores or "working_state" in stores or own_blocks:
             plugins = plugins or PluginManager.load()
             if "turns" in stores:
                 section = stores["turns"]
@@ -173,13 +183,13 @@ class MemoryTiers:
                 section = stores["working_state"]
                 working = plugins.working_state_stores.get(section.kind).factory(
                     dict(section.config), manager.clock)
-            if "blocks" in stores:
+            if own_blocks:
                 section = stores["blocks"]
                 blocks = plugins.block_stores.get(section.kind).factory(
                     dict(section.config), manager.clock)
         recent = min(spec.context.max_turns, MAX_RECENT_TURNS) if spec is not None else 20
         return cls(long_term=manager, turns=turns, working=working, blocks=blocks,
-                   block_specs=spec.blocks if spec is not None else None,
+                   block_specs=spec.blocks if spec is not None and own_blocks else None,
                    recent_limit=recent, working_ttl_s=working_ttl_s)
 
     # -- lifecycle ----------------------------------------------------------------------
