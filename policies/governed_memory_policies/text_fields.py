@@ -35,6 +35,7 @@ from governed_memory.tiers.requests import (
     AppendTurnRequest,
     ClearTurnsRequest,
     ClearWorkingStateRequest,
+    EraseUserTurnsRequest,
     UpdateWorkingStateRequest,
 )
 
@@ -44,7 +45,7 @@ TEXT_WRITES = (AddRequest, UpdateRequest, AppendTurnRequest, UpdateWorkingStateR
                EditBlockRequest)
 _TEXTLESS_WRITES = (DeleteRequest, DeleteAllRequest, DeleteUserRequest, PurgeExpiredRequest,
                     ApproveRequest, RejectRequest, ClearTurnsRequest, ClearWorkingStateRequest,
-                    EraseUserBlocksRequest)
+                    EraseUserTurnsRequest, EraseUserBlocksRequest)
 
 
 def inspectable(request: object) -> bool:

@@ -279,3 +279,20 @@ async def test_the_tiers_over_a_manager_with_blocks_share_them(tmp_path: Path) -
     plain = GovernedMemoryManager(build_native_provider({"backend": "memory"}, ManualClock()))
     with pytest.raises(MemoryConfigurationError, match="keeps no memory blocks"):
         await plain.read_blocks(ALICE, OWNER)
+
+
+async def test_erasing_a_user_from_every_tier_passes_the_guards() -> None:
+    """The guards refuse a write they cannot inspect: each tier's erasure (which stores
+    no text) is one they know, so a profile with the secret guard can still erase."""
+    from governed_memory.tiers import InMemoryTurnStore, TurnDraft
+
+    clock = ManualClock()
+    manager = GovernedMemoryManager(build_native_provider({"backend": "memory"}, clock),
+                                    policies=[SecretGuardPolicy(SecretGuardMode.REJECT)],
+                                    clock=clock)
+    async with MemoryTiers(long_term=manager, turns=InMemoryTurnStore(),
+                           blocks=InMemoryBlockStore(), block_specs=SPECS) as memory:
+        await memory.append(ALICE, OWNER, TurnDraft.user("hello"))
+        await memory.blocks.append(ALICE, OWNER, "human", "Alice")
+        erased = await memory.delete_user(ADMIN, "acme", "alice")
+        assert (erased.turns_removed, erased.block_versions_removed) == (1, 1)

@@ -48,8 +48,10 @@ COMMANDS: dict[str, LazyCommand] = {
                                             "profile declares, which every per-turn "
                                             "context places in the prompt.")),
     **_table("erasure",
-             ("delete-user", "delete_user", "Erase a user in every scope of the tenant and "
-                                            "print the erasure receipt."),
+             ("delete-user", "delete_user", "Erase a user in every scope of the tenant (and "
+                                            "the conversation turns and memory blocks the "
+                                            "profile keeps for them) and print the erasure "
+                                            "receipt."),
              ("delete-all", "delete_all", "Erase every memory of one exact scope (not its "
                                           "sub-scopes)."),
              ("purge-expired", "purge_expired", "Physically remove the expired memories of "
