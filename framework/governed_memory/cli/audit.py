@@ -28,7 +28,8 @@ line and the duplicate key.
 
 This module is the ``audit`` group; its commands live beside it by what they are for
 (``audit_integrity``: verify, checkpoint, export, keygen; ``audit_proofs``: prove,
-consistency, verify-proof; ``audit_reading``: query, report), on what every command
+consistency, verify-proof; ``audit_reading``: query, report; ``audit_c2sp``: tiles,
+cosign, verifier-key, verify-note, verify-tiles: the open C2SP formats), on what every command
 shares (``audit_inputs``: the trail, checkpoint and key arguments; ``audit_exits``: how
 an outcome is told and which code it exits with).
 """
@@ -37,6 +38,13 @@ from __future__ import annotations
 
 import click
 
+from governed_memory.cli.audit_c2sp import (
+    cosign,
+    tiles,
+    verifier_key,
+    verify_note,
+    verify_tiles,
+)
 from governed_memory.cli.audit_exits import (
     EXIT_CODES,
     EXIT_NOT_WITHIN,
@@ -56,7 +64,8 @@ from governed_memory.cli.audit_reading import SUMMARY_COLUMNS, TIME_HELP, query_
 
 
 @click.group(commands=[verify, checkpoint, export, keygen, prove, consistency, verify_proof,
-                       query_, report])
+                       query_, report, tiles, cosign, verifier_key, verify_note,
+                       verify_tiles])
 def audit() -> None:
     """Verify, query and report on a hash-chained audit trail (the ``audit`` sink).
 
@@ -91,11 +100,16 @@ __all__ = [
     "audit",
     "checkpoint",
     "consistency",
+    "cosign",
     "export",
     "keygen",
     "prove",
     "query_",
     "report",
+    "tiles",
+    "verifier_key",
     "verify",
+    "verify_note",
     "verify_proof",
+    "verify_tiles",
 ]

@@ -104,13 +104,37 @@ def _say_signed(found: list[tuple[str, AnyCheckpoint]], as_json: bool) -> None:
 @click.option("--sign", "key_file", type=A_FILE, default=None, metavar="KEYFILE",
               help="sign it with this Ed25519 private key (PEM PKCS 8, unencrypted, "
                    "mode 600)")
+@click.option("--note", "note_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None,
+              help="with --sign, also write it here as a C2SP tlog-checkpoint in a signed "
+                   "note (what open transparency-log tools verify)")
+@click.option("--origin", default=None,
+              help="the note's origin line, the log's identity (default "
+                   "governed-memory/<chain id>)")
+@click.option("--key-name", default=None,
+              help="the note's signing key name (default: the origin)")
 def checkpoint(trail: TrailArgs, store: str | None, schema: str | None,
-               key_file: Path | None) -> None:
+               key_file: Path | None, note_file: Path | None, origin: str | None,
+               key_name: str | None) -> None:
     """Print a checkpoint of a trail that verifies (entry count, Merkle root and chain
     head, optionally signed), to keep apart from the trail and pass to ``audit verify
-    --checkpoint``, ``audit prove`` and ``audit consistency`` later."""
+    --checkpoint``, ``audit prove`` and ``audit consistency`` later. With --note, the
+    same tree is also written as a signed C2SP checkpoint (``audit tiles``,
+    ``verifier-key``)."""
     from governed_memory.audit.verify import tree_checkpoint_of
 
+    if note_file is None and (origin or key_name):
+        raise click.UsageError("--origin and --key-name name the C2SP note: give --note")
+    if note_file is not None and key_file is None:
+        raise click.UsageError("a C2SP checkpoint is signed: give --sign KEYFILE with --note")
+    if origin is not None or key_name is not None:
+        from governed_memory.audit.notes import NoteFormatError, check_key_name
+
+        try:
+            check_key_name(origin or "-", "an origin")
+            check_key_name(key_name or origin or "-", "a key name")
+        except NoteFormatError as exc:
+            raise click.BadParameter(str(exc)) from None
     key = None
     if key_file is not None:  # before the long walk: a bad key fails at once
         from governed_memory.audit.signing import load_private_key
@@ -130,6 +154,15 @@ def checkpoint(trail: TrailArgs, store: str | None, schema: str | None,
         from governed_memory.audit.signing import sign_checkpoint
 
         found = sign_checkpoint(found, key)
+    if note_file is not None and key is not None:
+        from governed_memory.audit.checkpoint_notes import checkpoint_note
+        from governed_memory.audit.notes import NoteFormatError
+
+        try:
+            note = checkpoint_note(found, key, origin=origin, key_name=key_name)
+        except NoteFormatError as exc:  # a chain id no origin can hold
+            raise click.BadParameter(f"{exc}: give --origin", param_hint="--note") from None
+        note_file.write_bytes(note.to_bytes())
     click.echo(found.to_json())
 
 

@@ -23,6 +23,7 @@ from governed_memory.audit.proofs import (
 )
 from governed_memory.audit.strict_json import JsonDocumentError
 from governed_memory.audit.verify import TrailProblemError
+from governed_memory.cli.audit_c2sp import check_witnesses, witness_options
 from governed_memory.cli.audit_exits import bad_document, refuse, trail_failure
 from governed_memory.cli.audit_inputs import (
     A_FILE,
@@ -79,10 +80,14 @@ def prove(event_id: str, trail: TrailArgs, store: str | None, schema: str | None
 @store_options
 @click.option("--public-key", type=A_FILE, default=None,
               help="refuse (exit 5) unless both checkpoints are signed by this key")
+@witness_options
 def consistency(first: Path, second: Path, trail: TrailArgs, store: str | None,
-                schema: str | None, public_key: Path | None) -> None:
+                schema: str | None, public_key: Path | None, cosigned_file: Path | None,
+                witnesses: tuple[str, ...], quorum: int | None) -> None:
     """Print a consistency proof (JSON) that checkpoint SECOND's tree extends FIRST's:
-    nothing FIRST covers was changed or removed by the time SECOND was taken."""
+    nothing FIRST covers was changed or removed by the time SECOND was taken. With a
+    witness policy, refuse (exit 5) unless SECOND's C2SP note is cosigned by K of the
+    witnesses."""
     from governed_memory.audit.proofs import TreeSizeError
     from governed_memory.audit.proving import prove_consistency
 
@@ -90,6 +95,7 @@ def consistency(first: Path, second: Path, trail: TrailArgs, store: str | None,
     key = read_public_key(public_key)
     if key is not None:
         require_signed_by(key, [(str(first), older), (str(second), newer)])
+    check_witnesses(cosigned_file, witnesses, quorum, newer, "SECOND")
     if older.tree_size > newer.tree_size:
         raise click.BadParameter(f"FIRST covers {older.tree_size} entries, SECOND "
                                  f"{newer.tree_size}: give the older checkpoint first")
@@ -115,10 +121,15 @@ def consistency(first: Path, second: Path, trail: TrailArgs, store: str | None,
               help="the earlier checkpoint (consistency proofs)")
 @click.option("--public-key", type=A_FILE, default=None,
               help="refuse (exit 5) unless the checkpoint(s) are signed by this key")
+@witness_options
 def verify_proof(proof_file: Path, checkpoint_file: Path, event_file: Path | None,
-                 earlier_file: Path | None, public_key: Path | None) -> None:
+                 earlier_file: Path | None, public_key: Path | None,
+                 cosigned_file: Path | None, witnesses: tuple[str, ...],
+                 quorum: int | None) -> None:
     """Check an inclusion or consistency proof with nothing but it, the checkpoint(s)
-    and the event: no trail needed. Exit 5 (REFUSED) and why, if it does not hold."""
+    and the event: no trail needed. With a witness policy (--cosigned, --witness,
+    --quorum), the checkpoint must also be cosigned by K of the witnesses. Exit 5
+    (REFUSED) and why, if it does not hold."""
     try:
         document = load_document(proof_file.read_bytes(), source=str(proof_file))
     except JsonDocumentError as exc:
@@ -129,6 +140,7 @@ def verify_proof(proof_file: Path, checkpoint_file: Path, event_file: Path | Non
         refuse(f"{proof_file}: {exc}")
     later = read_tree_checkpoint(checkpoint_file)
     key = read_public_key(public_key)
+    also = check_witnesses(cosigned_file, witnesses, quorum, later, "--checkpoint")
     try:
         if isinstance(document, InclusionProof):
             if event_file is None:
@@ -141,7 +153,7 @@ def verify_proof(proof_file: Path, checkpoint_file: Path, event_file: Path | Non
             verify_inclusion(event, document, later, public_key=key)
             click.echo(f"OK event {document.event_id} is entry {document.seq} of chain "
                        f"{later.chain_id} at {later.tree_size} entries (root {later.root})"
-                       + (f", signed by {later.key_id}" if key is not None else ""))
+                       + (f", signed by {later.key_id}" if key is not None else "") + also)
         elif isinstance(document, ConsistencyProof):
             if earlier_file is None:
                 raise click.UsageError("a consistency proof is checked against two "
@@ -150,7 +162,8 @@ def verify_proof(proof_file: Path, checkpoint_file: Path, event_file: Path | Non
             verify_consistency(earlier, later, document, public_key=key)
             click.echo(f"OK chain {later.chain_id} at {later.tree_size} entries extends "
                        f"itself at {earlier.tree_size} entries"
-                       + (f", both signed by {later.key_id}" if key is not None else ""))
+                       + (f", both signed by {later.key_id}" if key is not None else "")
+                       + also)
         else:
             raise click.BadParameter(f"{proof_file}: a checkpoint, not a proof",
                                      param_hint="PROOF")
