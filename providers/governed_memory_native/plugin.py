@@ -12,13 +12,61 @@ from governed_memory_native.factory import build_native_provider
 if TYPE_CHECKING:
     from governed_memory.clock import Clock
 
+    from governed_memory_native.provider import NativeMemoryProvider
+
+
+class _NativeFactory:
+    """``build_native_provider``, and what each backend declares (``variants``) for
+    ``governed-memory providers list``, told without importing a backend's driver
+    (psycopg) or reaching its server. tests/cli/test_providers_list_backends.py holds
+    each declaration to what the built provider says."""
+
+    def __call__(self, config: Mapping[str, Any], clock: Clock) -> NativeMemoryProvider:
+        return build_native_provider(config, clock)
+
+    def variants(self) -> list[dict[str, Any]]:
+        import importlib.util
+
+        from governed_memory.capabilities import Capabilities
+
+        from governed_memory_native.provider import NATIVE_FEATURES
+
+        def installed(*modules: str) -> bool:
+            try:
+                return all(importlib.util.find_spec(name) is not None for name in modules)
+            except (ImportError, ValueError):  # a parent missing, or blocked in sys.modules
+                return False
+
+        def declared(durable: bool, multi_process: bool) -> Capabilities:
+            return Capabilities(durable=durable, transactional=True,
+                                multi_process=multi_process, usage=True, event_outbox=True,
+                                **NATIVE_FEATURES)
+
+        postgres = {"name": "postgres", "config": {"backend": "postgres"},
+                    "description": "PostgreSQL: shared by every process and node (dsn, or "
+                                   "$GOVERNED_MEMORY_POSTGRES_DSN).",
+                    "capabilities": declared(True, True)}
+        if not installed("psycopg", "psycopg_pool"):
+            postgres["missing"] = "pip install 'governed-memory[postgres]'"
+        return [
+            {"name": "sqlite", "config": {"backend": "sqlite"},
+             "description": "The default: an embedded SQLite file (WAL), durable, one "
+                            "machine, several processes.",
+             "capabilities": declared(True, True)},
+            {"name": "memory", "config": {"backend": "memory"},
+             "description": "Process memory: tests and demos, gone with the process.",
+             "capabilities": declared(False, False)},
+            postgres,
+        ]
+
 
 @hookimpl
 def register_memory_providers(register: Callable[..., None]) -> None:
     register(
         "native",
-        build_native_provider,
-        description="Built-in provider: SQLite (embedded, durable, default) or in-memory.",
+        _NativeFactory(),
+        description="Built-in provider: SQLite (embedded, durable, default), in-memory, "
+                    "or PostgreSQL (shared by every process and node).",
     )
 
 
