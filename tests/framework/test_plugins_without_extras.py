@@ -11,7 +11,7 @@ import textwrap
 
 EXTRAS = ("httpx", "mem0", "onnxruntime", "tokenizers", "faiss", "qdrant_client",
           "redis", "psycopg", "psycopg_pool", "opentelemetry.sdk",
-          "starlette", "uvicorn", "jwt")
+          "starlette", "uvicorn", "jwt", "langchain_core")
 
 
 def test_every_builtin_plugin_loads_and_the_demo_runs_without_the_extras(tmp_path) -> None:
@@ -22,7 +22,8 @@ def test_every_builtin_plugin_loads_and_the_demo_runs_without_the_extras(tmp_pat
         from governed_memory.plugins import PluginManager
         manager = PluginManager.load()
         names = set(manager.plugin_names)
-        assert {{"native", "mem0", "openai", "embedders", "redis", "service"}} <= names, names
+        assert {{"native", "mem0", "openai", "langchain", "embedders", "redis",
+                 "service"}} <= names, names
         from governed_memory.cli.main import main
         sys.argv = ["governed-memory", "demo", "--dir", {str(tmp_path)!r}]
         try:
