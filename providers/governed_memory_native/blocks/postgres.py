@@ -14,32 +14,20 @@ Config: ``dsn`` (else ``GOVERNED_MEMORY_POSTGRES_DSN``), ``schema`` (default
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import psycopg
 from governed_memory.clock import Clock
-from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.scope import Scope
 from governed_memory.tiers.blocks import BlockVersion, stale
-from psycopg import errors as pg_errors
 from psycopg import sql
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from governed_memory_native.blocks.rows import COLUMNS, INSERTED, TABLE, decode, distinct, encode
-from governed_memory_native.postgres.errors import translated
-
-DSN_ENV = "GOVERNED_MEMORY_POSTGRES_DSN"
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_KEYS = frozenset({"dsn", "schema", "pool_min_size", "pool_max_size", "timeout_s"})
-_CATALOG_RACE = (pg_errors.UniqueViolation, pg_errors.DuplicateSchema,
-                 pg_errors.DuplicateTable, pg_errors.DuplicateObject)
-
-Row = dict[str, Any]
+from governed_memory_native.postgres.store_pool import (
+    PoolSettings,
+    PostgresStorePool,
+    pool_settings,
+)
 
 
 def _schema_statements(schema: str) -> list[sql.Composed]:
@@ -68,10 +56,10 @@ class PostgresBlockStore:
 
     def __init__(self, dsn: str, *, schema: str = "governed_memory", pool_min_size: int = 1,
                  pool_max_size: int = 4, timeout_s: float = 5.0) -> None:
-        self._dsn = dsn
         self.schema = schema
-        self._min, self._max, self._timeout = pool_min_size, pool_max_size, timeout_s
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] | None = None
+        self._store = PostgresStorePool(
+            PoolSettings(dsn, schema, pool_min_size, pool_max_size, timeout_s), what="block",
+            schema_statements=_schema_statements)
         table = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(TABLE))
         self._table = table
         self._select = sql.SQL("SELECT {} FROM {}").format(
@@ -87,58 +75,16 @@ class PostgresBlockStore:
             values=sql.SQL(", ").join(_typed(column) for column in INSERTED))
 
     async def start(self) -> None:
-        if self._pool is not None:
-            return
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] = AsyncConnectionPool(
-            self._dsn, min_size=self._min, max_size=self._max, open=False,
-            timeout=self._timeout, name=f"governed-memory-blocks/{self.schema}",
-            kwargs={"row_factory": dict_row},
-            connection_class=psycopg.AsyncConnection[Row])
-        with translated("open"):
-            await pool.open(wait=True, timeout=self._timeout)
-        try:
-            await self._migrate(pool)
-        except BaseException:
-            await pool.close()
-            raise
-        self._pool = pool
-
-    async def _migrate(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]]) -> None:
-        """Create the schema and table idempotently. Our advisory lock orders this
-        store's migrators across processes; another store's migrator creating the same
-        schema in the same instant can still win the catalog race once, after which
-        ``IF NOT EXISTS`` holds, so that one collision is retried."""
-        with translated("migrate"):
-            try:
-                await self._create(pool)
-            except _CATALOG_RACE:
-                await self._create(pool)
-
-    async def _create(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]]) -> None:
-        async with pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                               (f"governed-memory-blocks/{self.schema}",))
-            for statement in _schema_statements(self.schema):
-                await conn.execute(statement)
+        await self._store.start()
 
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
-
-    @asynccontextmanager
-    async def _tx(self, action: str) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
-        if self._pool is None:
-            raise MemoryUnavailableError("the block store is not started")
-        with translated(action):
-            async with self._pool.connection() as conn, conn.transaction():
-                yield conn
+        await self._store.close()
 
     async def current(self, scope: Scope, names: Sequence[str]) -> Mapping[str, BlockVersion]:
         wanted = distinct(names)
         if not wanted:
             return {}
-        async with self._tx("current") as conn:
+        async with self._store.tx("current") as conn:
             cur = await conn.execute(
                 sql.SQL("SELECT DISTINCT ON (name) {} FROM {} "
                         "WHERE scope_hash = %s AND name = ANY(%s) "
@@ -152,7 +98,7 @@ class PostgresBlockStore:
     async def write(self, scope: Scope, name: str, value: str, *, expected_version: int,
                     edit: str, now: float) -> BlockVersion:
         written = BlockVersion(scope.scope_hash, name, expected_version + 1, value, edit, now)
-        async with self._tx("write") as conn:
+        async with self._store.tx("write") as conn:
             cur = await conn.execute(
                 self._insert,
                 (*encode(scope, written), scope.scope_hash, name, expected_version))
@@ -168,7 +114,7 @@ class PostgresBlockStore:
             return ()
         older = sql.SQL("") if before_version is None else sql.SQL(" AND version < %s")
         bounds = () if before_version is None else (before_version,)
-        async with self._tx("history") as conn:
+        async with self._store.tx("history") as conn:
             cur = await conn.execute(
                 self._select + sql.SQL(" WHERE scope_hash = %s AND name = %s") + older
                 + sql.SQL(" ORDER BY version DESC LIMIT %s"),
@@ -177,7 +123,7 @@ class PostgresBlockStore:
         return tuple(decode(row) for row in rows)
 
     async def delete_user(self, tenant_id: str, user_id: str) -> int:
-        async with self._tx("delete_user") as conn:
+        async with self._store.tx("delete_user") as conn:
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND user_id = %s").format(
                     self._table), (tenant_id, user_id))
@@ -194,24 +140,7 @@ def _typed(column: str) -> sql.Composable:
 
 
 def build_postgres_block_store(config: Mapping[str, Any], clock: Clock) -> PostgresBlockStore:
-    unknown = sorted(set(config) - _KEYS)
-    if unknown:
-        raise MemoryConfigurationError(f"block store 'postgres': unknown key(s) {unknown}")
-    dsn = config.get("dsn", os.environ.get(DSN_ENV))
-    if not isinstance(dsn, str) or not dsn.strip():
-        raise MemoryConfigurationError(
-            f"dsn: the postgres block store needs a dsn (or {DSN_ENV})")
-    schema = config.get("schema", "governed_memory")
-    if not isinstance(schema, str) or not _IDENT.match(schema):
-        raise MemoryConfigurationError("schema: a lower-case SQL identifier")
-    sizes = {k: config.get(k, d) for k, d in (("pool_min_size", 1), ("pool_max_size", 4))}
-    for key, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise MemoryConfigurationError(f"{key}: a positive integer")
-    if sizes["pool_min_size"] > sizes["pool_max_size"]:
-        raise MemoryConfigurationError("pool_min_size: must not exceed pool_max_size")
-    timeout = config.get("timeout_s", 5.0)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise MemoryConfigurationError("timeout_s: a positive number of seconds")
-    return PostgresBlockStore(dsn, schema=schema, pool_min_size=sizes["pool_min_size"],
-                              pool_max_size=sizes["pool_max_size"], timeout_s=float(timeout))
+    settings = pool_settings(config, "block")
+    return PostgresBlockStore(settings.dsn, schema=settings.schema,
+                 pool_min_size=settings.pool_min_size,
+                 pool_max_size=settings.pool_max_size, timeout_s=settings.timeout_s)

@@ -11,22 +11,19 @@ Config: ``path`` (the database file; required), ``busy_timeout_ms`` (default 500
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 from governed_memory.clock import Clock
-from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.scope import Scope
 from governed_memory.tiers.blocks import BlockVersion, stale
 
 from governed_memory_native.blocks.rows import COLUMNS, INSERTED, TABLE, decode, distinct, encode
 from governed_memory_native.sqlite.errors import translated
+from governed_memory_native.sqlite.store_file import SqliteStoreFile, file_config, row_mapping
 
 SCHEMA = (
     f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -55,67 +52,21 @@ class SqliteBlockStore:
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
         self.path = path
-        self._busy_timeout_ms = busy_timeout_ms
-        self._conn: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._file = SqliteStoreFile(path, SCHEMA, what="block",
+                                     busy_timeout_ms=busy_timeout_ms)
 
     async def start(self) -> None:
-        async with self._lock:
-            if self._conn is not None:
-                return
-            try:
-                await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
-            except OSError:
-                raise MemoryConfigurationError(
-                    "path: the block database directory cannot be created") from None
-            with translated("open"):
-                conn = await aiosqlite.connect(self.path, isolation_level=None,
-                                               timeout=self._busy_timeout_ms / 1000)
-            try:
-                with translated("open"):
-                    conn.row_factory = sqlite3.Row
-                    await conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
-                    await conn.execute("PRAGMA journal_mode = WAL")
-                    await conn.execute("PRAGMA synchronous = FULL")
-                    await conn.execute("PRAGMA secure_delete = ON")
-                    await conn.execute("BEGIN IMMEDIATE")
-                    for statement in SCHEMA:
-                        await conn.execute(statement)
-                    await conn.execute("COMMIT")
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
+        await self._file.start()
 
     async def close(self) -> None:
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    await conn.close()
+        await self._file.close()
 
-    @asynccontextmanager
-    async def _tx(self, action: str, *, write: bool) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise MemoryUnavailableError("the block store is not started")
-            with translated(action):
-                await conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                # Queued behind anything in flight, and awaited even when cancelled.
-                await asyncio.shield(_rollback(conn))
-                raise
-            with translated(action):
-                await asyncio.shield(conn.execute("COMMIT"))
 
     async def current(self, scope: Scope, names: Sequence[str]) -> Mapping[str, BlockVersion]:
         wanted = distinct(names)
         if not wanted:
             return {}
-        async with self._tx("current", write=False) as conn:
+        async with self._file.tx("current", write=False) as conn:
             with translated("current"):
                 rows = await conn.execute_fetchall(
                     f"{_SELECT} AS v WHERE scope_hash = ? "
@@ -123,12 +74,12 @@ class SqliteBlockStore:
                     f"AND version = (SELECT max(version) FROM {TABLE} AS n "
                     "WHERE n.scope_hash = v.scope_hash AND n.name = v.name)",
                     (scope.scope_hash, *wanted))
-        found = {row["name"]: decode(_mapping(row)) for row in rows}
+        found = {row["name"]: decode(row_mapping(row)) for row in rows}
         return {name: found[name] for name in wanted if name in found}
 
     async def write(self, scope: Scope, name: str, value: str, *, expected_version: int,
                     edit: str, now: float) -> BlockVersion:
-        async with self._tx("write", write=True) as conn:
+        async with self._file.tx("write", write=True) as conn:
             with translated("write"):
                 current = await _newest(conn, scope, name)
                 if current != expected_version:
@@ -149,16 +100,16 @@ class SqliteBlockStore:
             return ()
         older = "" if before_version is None else " AND version < ?"
         bounds = () if before_version is None else (before_version,)
-        async with self._tx("history", write=False) as conn:
+        async with self._file.tx("history", write=False) as conn:
             with translated("history"):
                 rows = await conn.execute_fetchall(
                     f"{_SELECT} WHERE scope_hash = ? AND name = ?{older} "
                     "ORDER BY version DESC LIMIT ?",
                     (scope.scope_hash, name, *bounds, limit))
-        return tuple(decode(_mapping(row)) for row in rows)
+        return tuple(decode(row_mapping(row)) for row in rows)
 
     async def delete_user(self, tenant_id: str, user_id: str) -> int:
-        async with self._tx("delete_user", write=True) as conn:
+        async with self._file.tx("delete_user", write=True) as conn:
             with translated("delete_user"):
                 cursor = await conn.execute(
                     f"DELETE FROM {TABLE} WHERE tenant_id = ? AND user_id = ?",
@@ -171,23 +122,8 @@ async def _newest(conn: aiosqlite.Connection, scope: Scope, name: str) -> int:
     return int(next(iter(rows))[0])
 
 
-async def _rollback(conn: aiosqlite.Connection) -> None:
-    with contextlib.suppress(sqlite3.Error):
-        await conn.execute("ROLLBACK")
-
-
-def _mapping(row: Any) -> Mapping[str, Any]:
-    return {key: row[key] for key in row.keys()}  # noqa: SIM118 - sqlite3.Row
 
 
 def build_sqlite_block_store(config: Mapping[str, Any], clock: Clock) -> SqliteBlockStore:
-    unknown = sorted(set(config) - {"path", "busy_timeout_ms"})
-    if unknown:
-        raise MemoryConfigurationError(f"block store 'sqlite': unknown key(s) {unknown}")
-    path = config.get("path")
-    if not isinstance(path, str | Path) or not str(path).strip():
-        raise MemoryConfigurationError("path: the sqlite block store needs a database path")
-    timeout = config.get("busy_timeout_ms", 5000)
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
-        raise MemoryConfigurationError("busy_timeout_ms: must be a non-negative integer")
-    return SqliteBlockStore(Path(path), busy_timeout_ms=timeout)
+    path, timeout = file_config(config, "block")
+    return SqliteBlockStore(path, busy_timeout_ms=timeout)

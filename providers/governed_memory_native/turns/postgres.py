@@ -12,29 +12,20 @@ Config: ``dsn`` (else ``GOVERNED_MEMORY_POSTGRES_DSN``), ``schema`` (default
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from typing import Any
 
-import psycopg
 from governed_memory.clock import Clock
-from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.scope import Scope
 from governed_memory.tiers.turns import Turn, TurnDraft, new_turn, replayed
 from psycopg import sql
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
-from governed_memory_native.postgres.errors import translated
+from governed_memory_native.postgres.store_pool import (
+    PoolSettings,
+    PostgresStorePool,
+    pool_settings,
+)
 from governed_memory_native.turns.rows import COLUMNS, decode, encode
-
-DSN_ENV = "GOVERNED_MEMORY_POSTGRES_DSN"
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_KEYS = frozenset({"dsn", "schema", "pool_min_size", "pool_max_size", "timeout_s"})
-
-Row = dict[str, Any]
 
 
 def _schema_statements(schema: str) -> list[sql.Composed]:
@@ -73,10 +64,10 @@ class PostgresTurnStore:
 
     def __init__(self, dsn: str, *, schema: str = "governed_memory", pool_min_size: int = 1,
                  pool_max_size: int = 4, timeout_s: float = 5.0) -> None:
-        self._dsn = dsn
         self.schema = schema
-        self._min, self._max, self._timeout = pool_min_size, pool_max_size, timeout_s
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] | None = None
+        self._store = PostgresStorePool(
+            PoolSettings(dsn, schema, pool_min_size, pool_max_size, timeout_s), what="turn",
+            schema_statements=_schema_statements)
         s = sql.Identifier(schema)
         self._turns = sql.SQL("{}.conversation_turns").format(s)
         self._sessions = sql.SQL("{}.conversation_sessions").format(s)
@@ -84,44 +75,14 @@ class PostgresTurnStore:
             sql.SQL(", ").join(map(sql.Identifier, COLUMNS)), self._turns)
 
     async def start(self) -> None:
-        if self._pool is not None:
-            return
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] = AsyncConnectionPool(
-            self._dsn, min_size=self._min, max_size=self._max, open=False,
-            timeout=self._timeout, name=f"governed-memory-turns/{self.schema}",
-            kwargs={"row_factory": dict_row},
-            connection_class=psycopg.AsyncConnection[Row])
-        with translated("open"):
-            await pool.open(wait=True, timeout=self._timeout)
-        try:
-            with translated("migrate"):
-                async with pool.connection() as conn, conn.transaction():
-                    # One migrator at a time across processes.
-                    await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                                       (f"governed-memory-turns/{self.schema}",))
-                    for statement in _schema_statements(self.schema):
-                        await conn.execute(statement)
-        except BaseException:
-            await pool.close()
-            raise
-        self._pool = pool
+        await self._store.start()
 
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
-
-    @asynccontextmanager
-    async def _tx(self, action: str) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
-        if self._pool is None:
-            raise MemoryUnavailableError("the turn store is not started")
-        with translated(action):
-            async with self._pool.connection() as conn, conn.transaction():
-                yield conn
+        await self._store.close()
 
     async def append(self, scope: Scope, draft: TurnDraft, now: float) -> Turn:
         draft.validate()
-        async with self._tx("append") as conn:
+        async with self._store.tx("append") as conn:
             # Take the session row lock first: it orders every append to the session.
             cur = await conn.execute(
                 sql.SQL("INSERT INTO {} AS s (scope_hash, tenant_id, user_id, last_seq) "
@@ -152,7 +113,7 @@ class PostgresTurnStore:
         return turn
 
     async def recent(self, scope: Scope, limit: int) -> tuple[Turn, ...]:
-        async with self._tx("recent") as conn:
+        async with self._store.tx("recent") as conn:
             cur = await conn.execute(
                 self._select + sql.SQL(" WHERE scope_hash = %s ORDER BY seq DESC LIMIT %s"),
                 (scope.scope_hash, limit))
@@ -160,7 +121,7 @@ class PostgresTurnStore:
         return tuple(decode(r) for r in reversed(rows))
 
     async def after(self, scope: Scope, after_seq: int, limit: int) -> tuple[Turn, ...]:
-        async with self._tx("after") as conn:
+        async with self._store.tx("after") as conn:
             cur = await conn.execute(
                 self._select + sql.SQL(" WHERE scope_hash = %s AND seq > %s "
                                        "ORDER BY seq LIMIT %s"),
@@ -169,14 +130,14 @@ class PostgresTurnStore:
         return tuple(decode(r) for r in rows)
 
     async def clear(self, scope: Scope) -> int:
-        async with self._tx("clear") as conn:
+        async with self._store.tx("clear") as conn:
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE scope_hash = %s").format(self._turns),
                 (scope.scope_hash,))
             return int(cur.rowcount)
 
     async def delete_user(self, tenant_id: str, user_id: str) -> int:
-        async with self._tx("delete_user") as conn:
+        async with self._store.tx("delete_user") as conn:
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND user_id = %s").format(
                     self._turns), (tenant_id, user_id))
@@ -188,23 +149,7 @@ class PostgresTurnStore:
 
 
 def build_postgres_turn_store(config: Mapping[str, Any], clock: Clock) -> PostgresTurnStore:
-    unknown = sorted(set(config) - _KEYS)
-    if unknown:
-        raise MemoryConfigurationError(f"turn store 'postgres': unknown key(s) {unknown}")
-    dsn = config.get("dsn", os.environ.get(DSN_ENV))
-    if not isinstance(dsn, str) or not dsn.strip():
-        raise MemoryConfigurationError(f"dsn: the postgres turn store needs a dsn (or {DSN_ENV})")
-    schema = config.get("schema", "governed_memory")
-    if not isinstance(schema, str) or not _IDENT.match(schema):
-        raise MemoryConfigurationError("schema: a lower-case SQL identifier")
-    sizes = {k: config.get(k, d) for k, d in (("pool_min_size", 1), ("pool_max_size", 4))}
-    for key, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise MemoryConfigurationError(f"{key}: a positive integer")
-    if sizes["pool_min_size"] > sizes["pool_max_size"]:
-        raise MemoryConfigurationError("pool_min_size: must not exceed pool_max_size")
-    timeout = config.get("timeout_s", 5.0)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise MemoryConfigurationError("timeout_s: a positive number of seconds")
-    return PostgresTurnStore(dsn, schema=schema, pool_min_size=sizes["pool_min_size"],
-                             pool_max_size=sizes["pool_max_size"], timeout_s=float(timeout))
+    settings = pool_settings(config, "turn")
+    return PostgresTurnStore(settings.dsn, schema=settings.schema,
+                 pool_min_size=settings.pool_min_size,
+                 pool_max_size=settings.pool_max_size, timeout_s=settings.timeout_s)

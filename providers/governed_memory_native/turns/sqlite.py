@@ -12,21 +12,16 @@ Config: ``path`` (the database file; required), ``busy_timeout_ms`` (default 500
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import sqlite3
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 from governed_memory.clock import Clock
-from governed_memory.errors import MemoryConfigurationError, MemoryUnavailableError
 from governed_memory.scope import Scope
 from governed_memory.tiers.turns import Turn, TurnDraft, new_turn, replayed
 
 from governed_memory_native.sqlite.errors import translated
+from governed_memory_native.sqlite.store_file import SqliteStoreFile, file_config, row_mapping
 from governed_memory_native.turns.rows import COLUMNS, decode, encode
 
 SCHEMA = (
@@ -68,72 +63,26 @@ class SqliteTurnStore:
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000) -> None:
         self.path = path
-        self._busy_timeout_ms = busy_timeout_ms
-        self._conn: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._file = SqliteStoreFile(path, SCHEMA, what="turn",
+                                     busy_timeout_ms=busy_timeout_ms)
 
     async def start(self) -> None:
-        async with self._lock:
-            if self._conn is not None:
-                return
-            try:
-                await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
-            except OSError:
-                raise MemoryConfigurationError(
-                    "path: the turn database directory cannot be created") from None
-            with translated("open"):
-                conn = await aiosqlite.connect(self.path, isolation_level=None,
-                                               timeout=self._busy_timeout_ms / 1000)
-            try:
-                with translated("open"):
-                    conn.row_factory = sqlite3.Row
-                    await conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
-                    await conn.execute("PRAGMA journal_mode = WAL")
-                    await conn.execute("PRAGMA synchronous = FULL")
-                    await conn.execute("PRAGMA secure_delete = ON")
-                    await conn.execute("BEGIN IMMEDIATE")
-                    for statement in SCHEMA:
-                        await conn.execute(statement)
-                    await conn.execute("COMMIT")
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
+        await self._file.start()
 
     async def close(self) -> None:
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    await conn.close()
+        await self._file.close()
 
-    @asynccontextmanager
-    async def _tx(self, action: str, *, write: bool) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise MemoryUnavailableError("the turn store is not started")
-            with translated(action):
-                await conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                # Queued behind anything in flight, and awaited even when cancelled.
-                await asyncio.shield(_rollback(conn))
-                raise
-            with translated(action):
-                await asyncio.shield(conn.execute("COMMIT"))
 
     async def append(self, scope: Scope, draft: TurnDraft, now: float) -> Turn:
         draft.validate()
-        async with self._tx("append", write=True) as conn:
+        async with self._file.tx("append", write=True) as conn:
             with translated("append"):
                 if draft.turn_id is not None:
                     rows = await conn.execute_fetchall(
                         _SELECT + " WHERE scope_hash = ? AND turn_id = ?",
                         (scope.scope_hash, draft.turn_id))
                     if rows:
-                        return replayed(decode(_mapping(next(iter(rows)))), draft)
+                        return replayed(decode(row_mapping(next(iter(rows)))), draft)
                 rows = await conn.execute_fetchall(
                     "SELECT last_seq FROM conversation_sessions WHERE scope_hash = ?",
                     (scope.scope_hash,))
@@ -151,30 +100,30 @@ class SqliteTurnStore:
         return turn
 
     async def recent(self, scope: Scope, limit: int) -> tuple[Turn, ...]:
-        async with self._tx("recent", write=False) as conn:
+        async with self._file.tx("recent", write=False) as conn:
             with translated("recent"):
                 rows = await conn.execute_fetchall(
                     _SELECT + " WHERE scope_hash = ? ORDER BY seq DESC LIMIT ?",
                     (scope.scope_hash, limit))
-        return tuple(decode(_mapping(r)) for r in reversed(list(rows)))
+        return tuple(decode(row_mapping(r)) for r in reversed(list(rows)))
 
     async def after(self, scope: Scope, after_seq: int, limit: int) -> tuple[Turn, ...]:
-        async with self._tx("after", write=False) as conn:
+        async with self._file.tx("after", write=False) as conn:
             with translated("after"):
                 rows = await conn.execute_fetchall(
                     _SELECT + " WHERE scope_hash = ? AND seq > ? ORDER BY seq LIMIT ?",
                     (scope.scope_hash, after_seq, limit))
-        return tuple(decode(_mapping(r)) for r in rows)
+        return tuple(decode(row_mapping(r)) for r in rows)
 
     async def clear(self, scope: Scope) -> int:
-        async with self._tx("clear", write=True) as conn:
+        async with self._file.tx("clear", write=True) as conn:
             with translated("clear"):
                 cursor = await conn.execute("DELETE FROM conversation_turns WHERE scope_hash = ?",
                                             (scope.scope_hash,))
                 return int(cursor.rowcount)
 
     async def delete_user(self, tenant_id: str, user_id: str) -> int:
-        async with self._tx("delete_user", write=True) as conn:
+        async with self._file.tx("delete_user", write=True) as conn:
             with translated("delete_user"):
                 cursor = await conn.execute(
                     "DELETE FROM conversation_turns WHERE tenant_id = ? AND user_id = ?",
@@ -185,23 +134,8 @@ class SqliteTurnStore:
                 return int(cursor.rowcount)
 
 
-async def _rollback(conn: aiosqlite.Connection) -> None:
-    with contextlib.suppress(sqlite3.Error):
-        await conn.execute("ROLLBACK")
-
-
-def _mapping(row: Any) -> Mapping[str, Any]:
-    return {key: row[key] for key in row.keys()}  # noqa: SIM118 - sqlite3.Row
 
 
 def build_sqlite_turn_store(config: Mapping[str, Any], clock: Clock) -> SqliteTurnStore:
-    unknown = sorted(set(config) - {"path", "busy_timeout_ms"})
-    if unknown:
-        raise MemoryConfigurationError(f"turn store 'sqlite': unknown key(s) {unknown}")
-    path = config.get("path")
-    if not isinstance(path, str | Path) or not str(path).strip():
-        raise MemoryConfigurationError("path: the sqlite turn store needs a database path")
-    timeout = config.get("busy_timeout_ms", 5000)
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
-        raise MemoryConfigurationError("busy_timeout_ms: must be a non-negative integer")
-    return SqliteTurnStore(Path(path), busy_timeout_ms=timeout)
+    path, timeout = file_config(config, "turn")
+    return SqliteTurnStore(path, busy_timeout_ms=timeout)
