@@ -61,6 +61,10 @@ class Capabilities:
     """``expires_at`` hides a record from every read once it has passed."""
     purge_expired: bool = False
     """``purge_expired`` removes expired records physically, in pages."""
+    purge_expired_all: bool = False
+    """``purge_expired_all`` removes a bounded batch of expired records of every scope,
+    earliest expiry first, as ``purge_expired`` removes them from one, and is safe when
+    several processes run it at once (the maintenance round's data minimisation)."""
     delete_all: bool = False
     """``delete_all`` erases one exact scope."""
     delete_user: bool = False

@@ -2,7 +2,9 @@
 
 These act on the store as a whole rather than on one scope: a worker round embeds
 whatever jobs are due, of any tenant, a reindex walks every live record, and a
-maintenance round removes retrieval snapshots past their retention. They still pass
+maintenance round removes retrieval snapshots past their retention and expired records
+of every scope (so data minimisation does not wait for someone to purge each scope by
+hand). They still pass
 the activity port like every other operation (a decision, a span, and ``memory.index.*``
 or ``memory.maintenance.*`` events: the index lifecycle and the maintenance worker as a
 trail sees them), so nothing reaches a provider's outbox or its housekeeping except
@@ -14,13 +16,13 @@ operator's tenant and carry counts, never record content.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from collections.abc import Iterable, Sequence, Set
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 import attrs
 
 from governed_memory.capabilities import offered
-from governed_memory.errors import MemoryValidationError
+from governed_memory.errors import MemoryStorageError, MemoryValidationError
 from governed_memory.indexing import (
     HasIndexing,
     IndexingProvider,
@@ -234,5 +236,74 @@ class PurgeSnapshotsRequest(StoreRequest[Purged]):
                       "expired retrieval snapshots removed")
 
 
+def _pairs(value: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(set(value)))
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ExpiredPurge(Audited):
+    """What one store-wide purge of expired records removed.
+
+    ``scopes`` are the ``(tenant id, scope hash)`` pairs it removed records from: a search
+    cache keeping revisions in its own store bumps them (a provider with revisions of its
+    own advanced them in the erasing transactions). They stay out of the events, which
+    name the operator's tenant and carry counts only. ``more`` says the batch was full,
+    so expired records may remain for the next call.
+    """
+
+    records: int = 0
+    versions: int = 0
+    index_entries: int = 0
+    idempotency_entries: int = 0
+    scopes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
+    more: bool = False
+
+    @property
+    def tenants(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(tenant for tenant, _ in self.scopes))
+
+    def audit(self, allowed: Set[str]) -> Checked[ExpiredPurge]:
+        counts = (self.records, self.versions, self.index_entries, self.idempotency_entries)
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in counts):
+            return Checked(self, error=MemoryStorageError(
+                "the provider reported a purge of expired records it cannot have made"))
+        return summarised(self, count=self.records, reasons=(
+            f"expired records removed {self.records}", f"versions {self.versions}",
+            f"index entries {self.index_entries}",
+            f"idempotency entries {self.idempotency_entries}",
+            f"scopes {len(self.scopes)}", f"tenants {len(self.tenants)}",
+            "more" if self.more else "done"))
+
+
+class ExpiredRecordsPurger(Protocol):
+    """What a provider declaring ``purge_expired_all`` offers (the activity port checks
+    the flag before sending, so a provider without it is refused with a typed
+    ``MemoryCapabilityUnsupportedError`` and never called)."""
+
+    async def purge_expired_all(self, request: PurgeExpiredAllRequest,
+                                ctx: OperationContext) -> ExpiredPurge: ...
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class PurgeExpiredAllRequest(StoreRequest[ExpiredPurge]):
+    """Remove up to ``limit`` expired records of every scope, earliest expiry first, as
+    ``purge_expired`` removes them from one scope (versions, index entries, vectors, index
+    jobs and idempotency entries with them; retrieval snapshots stay, holding no
+    content). One call is one bounded batch with its own events; the maintenance round
+    repeats it. Safe with several workers at once: each record is counted by the call
+    that removed it."""
+
+    operation: ClassVar[Operation] = Operation.PURGE_EXPIRED_ALL
+    capability: ClassVar[str | None] = "purge_expired_all"
+
+    limit: int = 500
+
+    def validate(self) -> None:
+        _check_int(self.limit, "limit", 1, MAX_PURGE)
+
+    async def send(self, target: ExpiredRecordsPurger, ctx: OperationContext) -> ExpiredPurge:
+        return await target.purge_expired_all(self, ctx)
+
+
 STORE_REQUESTS = (OutboxStatusRequest, ProcessIndexJobsRequest, RetryDeadJobsRequest,
-                  ReindexRequest, PurgeSnapshotsRequest)
+                  ReindexRequest, PurgeSnapshotsRequest, PurgeExpiredAllRequest)

@@ -26,7 +26,11 @@ from governed_memory.block_operations import BlockOperations
 from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock, SystemClock
 from governed_memory.composition import compose_profile, provider_from_plugins, resolve_pack
-from governed_memory.errors import MemoryConfigurationError, MemoryValidationError
+from governed_memory.errors import (
+    MemoryCapabilityUnsupportedError,
+    MemoryConfigurationError,
+    MemoryValidationError,
+)
 from governed_memory.events import EventBus, EventSink
 from governed_memory.governed_calls import build_request as build_request
 from governed_memory.language_models import LanguageModel
@@ -43,7 +47,8 @@ from governed_memory.provider import MemoryProvider
 from governed_memory.rates import RateWindows
 from governed_memory.scope import Scope
 from governed_memory.settings import DEFAULT_TIMEOUT_S, GovernanceSettings
-from governed_memory.store_operations import MAINTENANCE_BATCH, StoreOperations
+from governed_memory.store_operations import MAINTENANCE_BATCH as MAINTENANCE_BATCH
+from governed_memory.store_operations import StoreOperations
 from governed_memory.telemetry import get_tracer
 from governed_memory.tiers.adapters import BlockTier
 from governed_memory.tiers.block_ops import MemoryBlocks
@@ -89,11 +94,12 @@ class GovernedMemoryManager(MemoryOperations, BlockOperations, StoreOperations):
         cannot all record). ``outbox_interval_s`` drains a transactional provider's
         event outbox in the background at that period (it is always drained on
         ``start`` and after each write). ``maintenance_interval_s`` runs the maintenance
-        round (:meth:`purge_snapshots`, as :data:`MAINTENANCE_PRINCIPAL`) in the
-        background at that period; without it, run ``governed-memory worker`` or
-        ``maintain``. ``rate_windows`` is where write-rate limits are counted
-        (``governed_memory.rates``; default: the provider's own windows, else this
-        process's); windows other than the provider's own are closed with the manager.
+        round (:meth:`maintain`: snapshots past retention, then expired records of every
+        scope in bounded batches, as :data:`MAINTENANCE_PRINCIPAL`) in the background at
+        that period; without it, run ``governed-memory worker`` or ``maintain``.
+        ``rate_windows`` is where write-rate limits are counted (``governed_memory.rates``;
+        default: the provider's own windows, else this process's); windows other than
+        the provider's own are closed with the manager.
         ``language_model`` is the model :meth:`remember` reads conversations with
         (``from_profile``: the profile's ``[stores.language_model]``). ``blocks`` is the
         store of the memory blocks ``profile_spec`` declares (``from_profile``: its
@@ -296,8 +302,14 @@ class GovernedMemoryManager(MemoryOperations, BlockOperations, StoreOperations):
         return 0 if outbox is None else len((await outbox.drain()).delivered)
 
     async def _maintenance_round(self) -> None:
-        while await self.purge_snapshots(MAINTENANCE_PRINCIPAL) == MAINTENANCE_BATCH:
-            pass  # a full page: more may be due
+        """:meth:`maintain` as :data:`MAINTENANCE_PRINCIPAL`: snapshots past retention,
+        then expired records of every scope in bounded batches. A provider that can do
+        neither ends the loop (``MemoryCapabilityUnsupportedError``); one that can do
+        one of them has the other skipped, with the reason logged."""
+        report = await self.maintain(MAINTENANCE_PRINCIPAL)
+        if report.nothing_supported:
+            raise MemoryCapabilityUnsupportedError(
+                "nothing to maintain: " + "; ".join(reason for _, reason in report.skipped))
 
     async def close(self) -> None:
         """Stop the background loops, deliver what the outbox holds, close the provider
@@ -368,6 +380,7 @@ class BoundMemory:
     remember = bind_scope(GovernedMemoryManager.remember)
     get = bind_scope(GovernedMemoryManager.get)
     lookup = bind_scope(GovernedMemoryManager.lookup)
+    put = bind_scope(GovernedMemoryManager.put)
     list = bind_scope(GovernedMemoryManager.list)
     search = bind_scope(GovernedMemoryManager.search)
     update = bind_scope(GovernedMemoryManager.update)

@@ -13,11 +13,14 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from governed_memory.arguments import member, memory_type_tuple, optional_member, string_tuple
 from governed_memory.batch import MAX_BATCH_ITEMS, AddItem, BatchAddResult, ItemOutcome
 from governed_memory.clock import Clock
 from governed_memory.errors import GovernedMemoryError, MemoryValidationError
 from governed_memory.governed_calls import GovernedCalls
+from governed_memory.keyed_writes import put_by_key
 from governed_memory.language_models import LanguageModel
 from governed_memory.lookup import LookupRequest
 from governed_memory.operations import Operation
@@ -60,6 +63,7 @@ from governed_memory.requests import (
     UpdateRequest,
 )
 from governed_memory.scope import Scope
+from governed_memory.search_pages import next_page_cursor, page_offset
 
 
 class MemoryOperations(GovernedCalls):
@@ -183,6 +187,30 @@ class MemoryOperations(GovernedCalls):
                                                                key=key))
         return found.record
 
+    async def put(
+        self,
+        principal: Principal,
+        scope: Scope,
+        key: str,
+        content: str,
+        *,
+        expected_revision: str | None = None,
+        memory_type: MemoryType | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        importance: float | None = None,
+        visibility: Visibility | str | None = None,
+        entity_ids: Iterable[str] | None = None,
+        expires_at: float | None = None,
+    ) -> MemoryRecord:
+        """Write ``content`` under ``key``: an add when no live record holds the key,
+        else an update of the holder; racing puts of a key leave one record (last
+        writer wins), ``expected_revision`` makes it a compare-and-set
+        (``governed_memory.keyed_writes``)."""
+        return await put_by_key(
+            self, principal, scope, key, content, expected_revision=expected_revision,
+            memory_type=memory_type, metadata=metadata, importance=importance,
+            visibility=visibility, entity_ids=entity_ids, expires_at=expires_at)
+
     async def list(self, principal: Principal, scope: Scope, *, limit: int = 20,
                    cursor: str | None = None,
                    memory_types: Iterable[MemoryType | str] | None = None
@@ -200,21 +228,40 @@ class MemoryOperations(GovernedCalls):
                      ranking: RankingOptions | None = None,
                      occurred_since: float | None = None,
                      occurred_before: float | None = None,
-                     as_of: float | None = None) -> SearchResult:
+                     as_of: float | None = None,
+                     visibility: Visibility | str | None = None,
+                     source_types: Iterable[str] = (),
+                     sensitivity: Iterable[str] = (),
+                     exclude_sensitivity: Iterable[str] = (),
+                     cursor: str | None = None) -> SearchResult:
         """Search one or more exact scopes. ``limit`` defaults to the profile's
         ``retrieval.top_k`` (10 without a profile). ``ranking`` re-weighs this search
         within the profile's bounds (``[retrieval.request_ranking]``; see
         ``governed_memory.ranking_options``). ``occurred_since``/``occurred_before`` keep
         records whose ``event_time`` lies in ``[since, before)``; ``as_of`` searches
         memory as it stood then (what had happened and was valid at that time, recency
-        measured from it)."""
+        measured from it). ``visibility`` keeps ``private`` or ``shared`` records only,
+        ``source_types`` records whose ``provenance.source_type`` is one of them,
+        ``sensitivity`` records labelled (``metadata["sensitivity"]``) with one of them,
+        and ``exclude_sensitivity`` leaves out records labelled with one of them; each is
+        applied before the top ``limit`` is taken (``governed_memory.read_filters``).
+        ``cursor`` (a result's ``next_cursor``) asks for the next ``limit`` results of the
+        same search (``governed_memory.search_pages`` says what paging guarantees)."""
         scope_tuple = ((scopes,) if isinstance(scopes, Scope)
                        else tuple(scopes) if isinstance(scopes, list | tuple) else (scopes,))
         if limit is None:
             limit = self.profile_spec.retrieval.top_k if self.profile_spec else 10
         hits = limit
+        offset = 0
 
         def build() -> SearchRequest:
+            nonlocal offset
+            request = page_request()
+            offset = page_offset(cursor, request)
+            return (request if offset == 0
+                    else attrs.evolve(request, limit=offset + request.limit))
+
+        def page_request() -> SearchRequest:
             if ranking is not None:
                 if not isinstance(ranking, RankingOptions):
                     raise MemoryValidationError("ranking is RankingOptions", field="ranking")
@@ -231,9 +278,18 @@ class MemoryOperations(GovernedCalls):
                                  metadata_filter=metadata_filter or {},
                                  entity_ids=string_tuple(entity_ids, "entity_ids"),
                                  ranking=ranking, occurred_since=occurred_since,
-                                 occurred_before=occurred_before, as_of=as_of)
+                                 occurred_before=occurred_before, as_of=as_of,
+                                 visibility=optional_member(Visibility, visibility,
+                                                            "visibility"),
+                                 source_types=string_tuple(source_types, "source_types"),
+                                 sensitivity=string_tuple(sensitivity, "sensitivity"),
+                                 exclude_sensitivity=string_tuple(exclude_sensitivity,
+                                                                  "exclude_sensitivity"))
 
-        return await self._execute(Operation.SEARCH, principal, build)
+        result: SearchResult = await self._execute(Operation.SEARCH, principal, build)
+        return attrs.evolve(result, hits=result.hits[offset:offset + hits],
+                            next_cursor=next_page_cursor(page_request(), offset,
+                                                         len(result.hits)))
 
     async def replay(self, principal: Principal, snapshot_id: str) -> ReplayResult:
         """The exact record versions a past search returned (its ``snapshot_id``), with

@@ -18,11 +18,15 @@ class OperationKind(enum.StrEnum):
     READ = "read"
     WRITE = "write"
     INDEX = "index"
-    """Store-wide work on the indexing outbox (``governed_memory.maintenance``): its
-    events are the index lifecycle, ``memory.index.*``. It changes no memory."""
+    """Store-wide work on the indexing outbox (``governed_memory.maintenance``), and the
+    extraction queue (``governed_memory.extraction_requests``: a caller enqueues, an
+    operator's worker leases and settles): its events are the index lifecycle,
+    ``memory.index.*``. It changes no memory (a job's facts are its principal's own
+    writes)."""
     MAINTENANCE = "maintenance"
-    """Store-wide housekeeping (retention of retrieval snapshots): the maintenance
-    worker's ``memory.maintenance.*`` events. It changes no memory."""
+    """Store-wide housekeeping (retention of retrieval snapshots, removal of expired
+    records): the maintenance worker's ``memory.maintenance.*`` events. It changes
+    nothing a read can see: what it removes is already invisible to every read."""
     AUDIT = "audit"
     """Reading the audit trail (``governed_memory.audit_requests``): an auditor's query,
     subject report, verification and proofs, with ``memory.audit.*`` events. It reads
@@ -83,6 +87,16 @@ class Operation(enum.StrEnum):
     RETRY_INDEX_JOBS = "retry_index_jobs"
     REINDEX = "reindex"
     PURGE_SNAPSHOTS = "purge_snapshots"
+    PURGE_EXPIRED_ALL = "purge_expired_all"
+    """Remove a bounded batch of expired records of every scope (the maintenance round's
+    data minimisation; ``purge_expired`` is the same for one scope, by hand)."""
+    # The extraction queue (governed_memory.extraction_requests): a caller queues a
+    # turn's extraction; an operator's worker leases, settles and requeues the jobs.
+    ENQUEUE_EXTRACTION = "enqueue_extraction"
+    EXTRACTION_STATUS = "extraction_status"
+    LEASE_EXTRACTION_JOBS = "lease_extraction_jobs"
+    SETTLE_EXTRACTION_JOBS = "settle_extraction_jobs"
+    RETRY_EXTRACTION_JOBS = "retry_extraction_jobs"
     # Reading the audit trail (governed_memory.audit_requests): an auditor's.
     AUDIT_QUERY = "audit_query"
     AUDIT_REPORT = "audit_report"
@@ -145,6 +159,13 @@ _INFO: dict[Operation, _OperationInfo] = {
     Operation.REINDEX: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
     Operation.PURGE_SNAPSHOTS: _OperationInfo(OperationKind.MAINTENANCE, Permission.ADMIN,
                                               "delete_memory"),
+    Operation.PURGE_EXPIRED_ALL: _OperationInfo(OperationKind.MAINTENANCE, Permission.ADMIN,
+                                                "delete_memory"),
+    Operation.ENQUEUE_EXTRACTION: _OperationInfo(_I, Permission.WRITE, "index_memory"),
+    Operation.EXTRACTION_STATUS: _OperationInfo(_I, Permission.ADMIN, "index_status"),
+    Operation.LEASE_EXTRACTION_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
+    Operation.SETTLE_EXTRACTION_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
+    Operation.RETRY_EXTRACTION_JOBS: _OperationInfo(_I, Permission.ADMIN, "index_memory"),
     Operation.AUDIT_QUERY: _OperationInfo(OperationKind.AUDIT, Permission.AUDIT, "audit_query"),
     Operation.AUDIT_REPORT: _OperationInfo(OperationKind.AUDIT, Permission.AUDIT,
                                            "audit_report"),
@@ -155,7 +176,9 @@ _INFO: dict[Operation, _OperationInfo] = {
 
 STORE_OPERATIONS: frozenset[Operation] = frozenset(
     {Operation.INDEX_STATUS, Operation.PROCESS_INDEX_JOBS, Operation.RETRY_INDEX_JOBS,
-     Operation.REINDEX, Operation.PURGE_SNAPSHOTS})
+     Operation.REINDEX, Operation.PURGE_SNAPSHOTS, Operation.PURGE_EXPIRED_ALL,
+     Operation.EXTRACTION_STATUS, Operation.LEASE_EXTRACTION_JOBS,
+     Operation.SETTLE_EXTRACTION_JOBS, Operation.RETRY_EXTRACTION_JOBS})
 """Operations on the store as a whole (no scope): only an operator runs them."""
 
 MAINTENANCE: frozenset[Operation] = frozenset(

@@ -20,6 +20,7 @@ __all__ = ["MemoryProvider", "ProviderFactory", "ReviewingProvider"]
 and named here too, where provider authors look for it."""
 
 if TYPE_CHECKING:
+    from governed_memory.extraction_jobs import ExtractionJobStore
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
     from governed_memory.rates import RateWindows
@@ -93,6 +94,13 @@ class MemoryProvider(Operations, Protocol):
         """Write-rate windows kept in the provider's storage, so every process sharing
         that storage counts into the same windows (``governed_memory.rates``): what
         ``[quotas] rate_store = "provider"`` uses for writes-per-minute limits."""
+        ...
+
+    @property
+    def extraction_jobs(self) -> ExtractionJobStore | None:
+        """The extraction queue kept in the provider's storage
+        (``governed_memory.extraction_jobs``): turns whose facts a worker extracts
+        later, surviving a crash or a model timeout."""
         ...
 
 

@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from governed_memory.extraction_jobs import ExtractionJobStore
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
     from governed_memory.provider import ReviewingProvider
@@ -59,8 +60,8 @@ T = TypeVar("T")
 
 class NoOptionalFeatures:
     """The optional-feature accessors of a provider that offers none of them (review,
-    indexing, event outbox, replay, usage, scope revisions, rate windows): mix it in and
-    override the ones you offer."""
+    indexing, event outbox, replay, usage, scope revisions, rate windows, extraction
+    jobs): mix it in and override the ones you offer."""
 
     __slots__ = ()
 
@@ -90,6 +91,10 @@ class NoOptionalFeatures:
 
     @property
     def rate_windows(self) -> RateWindows | None:
+        return None
+
+    @property
+    def extraction_jobs(self) -> ExtractionJobStore | None:
         return None
 
 
@@ -251,9 +256,9 @@ def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> 
 
 
 def matches_filters(record: MemoryRecord, request: SearchRequest, now: float) -> bool:
-    """A search's type, entity, metadata, validity and event-time filters, for a provider
-    that applies them in Python: valid at ``as_of`` (``now`` without one) and inside the
-    request's event window."""
+    """A search's type, entity, metadata, visibility, source, sensitivity, validity and
+    event-time filters, for a provider that applies them in Python: valid at ``as_of``
+    (``now`` without one) and inside the request's event window."""
     if not record.is_valid_at(now if request.as_of is None else request.as_of):
         return False
     if not record.happened_within(*request.event_window()):
@@ -262,4 +267,5 @@ def matches_filters(record: MemoryRecord, request: SearchRequest, now: float) ->
         return False
     if request.entity_ids and not set(request.entity_ids).intersection(record.entity_ids):
         return False
-    return metadata_matches(record.metadata, request.metadata_filter)
+    return (metadata_matches(record.metadata, request.metadata_filter)
+            and request.admits(record))

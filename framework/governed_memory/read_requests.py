@@ -24,12 +24,14 @@ from governed_memory.limits import (
 )
 from governed_memory.operations import Operation
 from governed_memory.ranking_options import RankingOptions
+from governed_memory.read_filters import check_read_filters, passes_read_filters
 from governed_memory.records import (
     MemoryRecord,
     MemoryType,
     MemoryVersion,
     Page,
     SearchResult,
+    Visibility,
     _frozen_mapping,
 )
 from governed_memory.request import Checked, Summary, wrong_result
@@ -112,6 +114,24 @@ class SearchRequest(LongTermRequest[SearchResult]):
     (``event_time <= as_of``) and were valid then (``valid_from <= as_of < invalid_at``,
     so superseded facts answer for their time), with recency measured from it. Expiry,
     deletion and review still apply as of now: what is gone stays gone."""
+    visibility: Visibility | None = None
+    """Only records of this visibility (``governed_memory.read_filters``)."""
+    source_types: tuple[str, ...] = ()
+    """Only records whose ``provenance.source_type`` is one of these; a record with no
+    source type never matches."""
+    sensitivity: tuple[str, ...] = ()
+    """Only records whose sensitivity label (the string ``metadata["sensitivity"]``) is
+    one of these."""
+    exclude_sensitivity: tuple[str, ...] = ()
+    """No record whose sensitivity label is one of these; unlabelled records stay."""
+
+    def admits(self, record: MemoryRecord) -> bool:
+        """Whether ``record`` passes this search's visibility, source and sensitivity
+        filters (a provider that filters in Python applies them before its top-k)."""
+        return passes_read_filters(record, visibility=self.visibility,
+                                   source_types=self.source_types,
+                                   sensitivity=self.sensitivity,
+                                   exclude_sensitivity=self.exclude_sensitivity)
 
     def event_window(self) -> tuple[float | None, float | None]:
         """``[since, before)`` on ``event_time`` that this search's filters and ``as_of``
@@ -157,6 +177,8 @@ class SearchRequest(LongTermRequest[SearchResult]):
                 raise MemoryValidationError("metadata_filter keys and values cannot hold NUL",
                                             field=f"metadata_filter.{name}")
         check_entities(self.entity_ids)
+        check_read_filters(self.visibility, self.source_types, self.sensitivity,
+                           self.exclude_sensitivity)
         for name in ("occurred_since", "occurred_before", "as_of"):
             check_time(getattr(self, name), name)
         if (self.occurred_since is not None and self.occurred_before is not None
@@ -184,7 +206,8 @@ class SearchRequest(LongTermRequest[SearchResult]):
         # What the search asked to leave out is left out even if a provider returned it.
         hits = tuple(h for h in result.hits
                      if owned(h.record, allowed) and h.record.is_visible(ctx.now)
-                     and h.record.is_valid_at(moment) and h.record.happened_within(*window))
+                     and h.record.is_valid_at(moment) and h.record.happened_within(*window)
+                     and self.admits(h.record))
         shown = attrs.evolve(result, hits=hits)  # keeps candidates, snapshot_id
         return Checked(shown, self.summarize(shown), stray)
 

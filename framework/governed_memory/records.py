@@ -210,6 +210,9 @@ class SearchResult:
     """The stored retrieval snapshot of this search, for ``manager.replay`` (``None``
     when the provider keeps none). Not part of equality: two searches that returned
     the same hits are equal results, each recorded by its own snapshot."""
+    next_cursor: str | None = attrs.field(default=None, eq=False)
+    """Pass it back as ``search(..., cursor=)`` for the next page of the same search
+    (``governed_memory.search_pages``); ``None`` on the last page."""
 
     @property
     def records(self) -> tuple[MemoryRecord, ...]:

@@ -4,8 +4,8 @@ ledger, or nothing gone at all from the ledger's point of view.
 Mem0's own delete leaves the text in Mem0's history database, and a write that timed
 out may have left a second copy in the namespace. Every path that erases (a hard
 delete, a key freed from an expired holder, ``delete_all``, ``delete_user``,
-``purge_expired``) goes through here, so each removes the same things in the same
-order and counts them for the erasure receipt.
+``purge_expired``, ``purge_expired_all``) goes through here, so each removes the same
+things in the same order and counts them for the erasure receipt.
 """
 
 from __future__ import annotations
@@ -130,3 +130,16 @@ class Erasure:
         erased = (self.rows(expired, tombstone_idempotency=False) if expired
                   else Erased())
         return [row.record.id for row in rows], erased.records
+
+    def expired_everywhere(self, limit: int, ctx: OperationContext
+                           ) -> tuple[int, Erased, frozenset[tuple[str, str]]]:
+        """Up to ``limit`` expired records of every scope erased, earliest expiry first:
+        how many the ledger found, what was erased, and the ``(tenant, scope hash)``
+        pairs erased from. The store lock is held, so no other purge of this store runs
+        meanwhile (the adapter is one process's)."""
+        rows = self._store.ledger.expired(ctx.now, limit)
+        if not rows:
+            return 0, Erased(), frozenset()
+        erased = self.rows(rows, tombstone_idempotency=False)
+        scopes = frozenset((row.record.scope.tenant_id, row.record.scope_hash) for row in rows)
+        return len(rows), erased, scopes

@@ -88,6 +88,8 @@ CREATE TABLE IF NOT EXISTS namespaces (
 CREATE INDEX IF NOT EXISTS namespaces_user ON namespaces (tenant_id, user_id);
 CREATE INDEX IF NOT EXISTS records_expiry ON records (scope_hash, expires_at)
     WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_expiring ON records (expires_at, id)
+    WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS scope_revisions (
     name TEXT PRIMARY KEY,
     revision INTEGER NOT NULL
@@ -324,6 +326,15 @@ class Ledger:
         rows = self.db.execute(
             "SELECT body, mem0_id, stray FROM records WHERE scope_hash = ? AND id > ? "
             "ORDER BY id LIMIT ?", (scope_hash, after or "", limit))
+        return [LedgerRow(record_from_json(b), m, bool(s)) for b, m, s in rows]
+
+    def expired(self, now: float, limit: int) -> list[LedgerRow]:
+        """Up to ``limit`` records of any scope expired at ``now``, earliest expiry first
+        (the store-wide purge; ``records_expiring`` serves it, and is created on the
+        next open of a ledger written before it)."""
+        rows = self.db.execute(
+            "SELECT body, mem0_id, stray FROM records WHERE expires_at IS NOT NULL "
+            "AND expires_at <= ? ORDER BY expires_at, id LIMIT ?", (now, limit))
         return [LedgerRow(record_from_json(b), m, bool(s)) for b, m, s in rows]
 
     def screen(self, mem0_ids: Sequence[str]) -> dict[str, Screen]:

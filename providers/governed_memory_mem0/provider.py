@@ -12,7 +12,8 @@ Every rule a caller observes is enforced by this adapter, never delegated to Mem
 - **revisions and compare-and-set**: checked against the ledger under the store lock
   (``store.py``), which serializes every operation on one Mem0 store in this process;
   they hold for one process (``multi_process`` is not declared);
-- **idempotency**, **expiry** (on every read and by ``purge_expired``), **bounded and
+- **idempotency**, **expiry** (on every read, by ``purge_expired`` and, in every
+  scope, by ``purge_expired_all`` from the ledger's expiry index), **bounded and
   cursor-stable lists** (ordered by our time-sortable ids in the ledger, never by
   Mem0's truncating ``get_all``);
 - **erasure** (``erasure.py``): a hard delete, ``delete_all`` and ``delete_user``
@@ -36,6 +37,7 @@ from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.errors import MemoryCapabilityUnsupportedError
+from governed_memory.maintenance import ExpiredPurge, PurgeExpiredAllRequest
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider_kit import NoOptionalFeatures
 from governed_memory.records import (
@@ -133,6 +135,7 @@ class Mem0MemoryProvider(NoOptionalFeatures):
             metadata_filters=True,
             expiry=True,
             purge_expired=True,
+            purge_expired_all=True,  # the ledger knows every record's expiry
             delete_all=True,
             delete_user=True,
             scope_revisions=True,
@@ -259,6 +262,15 @@ class Mem0MemoryProvider(NoOptionalFeatures):
         cursor = (encode_cursor("purge", sh, inspected[-1])
                   if len(inspected) == request.limit else None)
         return CleanupPage(deleted=deleted, next_cursor=cursor)
+
+    async def purge_expired_all(self, request: PurgeExpiredAllRequest,
+                                ctx: OperationContext) -> ExpiredPurge:
+        self._store.require_open()
+        found, erased, scopes = await self._store.locked(self._erasure.expired_everywhere,
+                                                         request.limit, ctx)
+        return ExpiredPurge(records=erased.records, versions=erased.versions,
+                            idempotency_entries=erased.idempotency_entries, scopes=scopes,
+                            more=found == request.limit)
 
 
 def _elapsed_ms(began: float) -> float:

@@ -96,9 +96,11 @@ class Reads:
         """The scope's best ``limit`` visible matches and how many candidates were screened.
 
         Mem0 is asked for ``limit`` plus the scope's hidden records first, since hidden
-        ones (pending, expired) may outrank visible ones; if filters thin the answer out,
-        or an unseen item could still tie the last match, the request doubles, up to
-        everything the namespace holds. Candidates are screened on the ledger's plain
+        ones (pending, expired) may outrank visible ones; if filters thin the answer out
+        (types, entities, metadata, event time, visibility, source, sensitivity), or an
+        unseen item could still tie the last match, the request doubles, up to
+        everything the namespace holds: a filter never leaves the answer short while a
+        matching record is left unread. Candidates are screened on the ledger's plain
         columns and only read in full while the limit still needs them.
         """
         store, ledger, client = self._store, self._store.ledger, self._store.client
@@ -136,7 +138,8 @@ class Reads:
                     seen[record_id] = (None if row is None
                                        else self._reconciler.merged(row, item))
                 record = seen[record_id]
-                if record is not None and matches_filters(record, request, ctx.now):
+                if (record is not None and matches_filters(record, request, ctx.now)
+                        and request.admits(record)):
                     found.append((score, record))
                     kept += 1
             # A store that filters before ranking is done once it answers short; faiss

@@ -1,5 +1,5 @@
 """Erasure that no one asked for record by record: a whole scope, a data subject, or
-what has expired.
+what has expired (in one scope, or in every scope: the maintenance round's purge).
 
 Large erasures commit in batches of ``ERASURE_BATCH`` records so none holds the write
 lock long; erasing a user keeps its progress in storage, so the receipt accounts for
@@ -10,18 +10,20 @@ batch the backend scrubs what it can of erased bytes (SQLite's write-ahead log).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from governed_memory.clock import Clock
 from governed_memory.cursor import decode_cursor, encode_cursor
 from governed_memory.errors import MemoryUnavailableError
+from governed_memory.maintenance import ExpiredPurge, PurgeExpiredAllRequest
 from governed_memory.operation_context import OperationContext
 from governed_memory.records import CleanupPage, ErasureReceipt
 from governed_memory.requests import DeleteAllRequest, DeleteUserRequest, PurgeExpiredRequest
 
 from governed_memory_native.replaying import NativeReplay
 from governed_memory_native.retrieval.snapshots import tombstone
-from governed_memory_native.storage.port import Removal, WriteTransaction
+from governed_memory_native.storage.port import ReadTransaction, Removal, WriteTransaction
 from governed_memory_native.units import Units
 
 ERASURE_BATCH: Final = 500
@@ -131,3 +133,49 @@ class NativeErasure:
             return CleanupPage(deleted=removed.records, next_cursor=cursor)
 
         return await self._units.write(ctx, unit, request.scope.tenant_id)
+
+    async def purge_expired_all(self, request: PurgeExpiredAllRequest,
+                                ctx: OperationContext) -> ExpiredPurge:
+        """Erase up to ``request.limit`` expired records of every scope, earliest expiry
+        first, exactly as :meth:`purge_expired` erases them from one scope.
+
+        The batch is found in one read (an index on ``expires_at`` serves it), then
+        erased tenant by tenant, each in a unit under that tenant's writer lock (so a
+        store-wide purge never stops every tenant's writers, as a global unit would on
+        PostgreSQL). Each unit reads again which of its records are still there and
+        still expired: another worker, in this process or another, may have erased them
+        since, and a record is counted only by the unit that erased it. Each unit
+        advances the revisions of the scopes it erased from, as every erasure does.
+        """
+        self._units.require_open()
+        now = ctx.now
+
+        async def candidates(tx: ReadTransaction) -> list[tuple[str, str]]:
+            return await tx.records.expired(now, request.limit)
+
+        found = await self._units.backend.run_read(candidates)
+        by_tenant: dict[str, list[str]] = {}
+        for record_id, tenant_id in found:
+            by_tenant.setdefault(tenant_id, []).append(record_id)
+        removed = Removal()
+        scopes: set[tuple[str, str]] = set()
+        for tenant_id, ids in by_tenant.items():
+            batch = await self._units.write(ctx, _erase_expired(tenant_id, ids, now),
+                                            tenant_id)
+            removed += batch
+            scopes.update((tenant_id, scope_hash) for scope_hash in batch.scope_hashes)
+        return ExpiredPurge(records=removed.records, versions=removed.versions,
+                            index_entries=removed.index_entries,
+                            idempotency_entries=removed.idempotency_entries,
+                            scopes=scopes, more=len(found) == request.limit)
+
+
+def _erase_expired(tenant_id: str, record_ids: list[str],
+                   now: float) -> Callable[[WriteTransaction], Awaitable[Removal]]:
+    """The unit erasing what is left of one tenant's share of a purge batch."""
+
+    async def unit(tx: WriteTransaction) -> Removal:
+        still = await tx.records.expired_among(tenant_id, record_ids, now)
+        return await tx.erasure.erase(still) if still else Removal()
+
+    return unit

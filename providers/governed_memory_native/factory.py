@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from governed_memory.clock import Clock
     from governed_memory.rates import RateWindows
 
+    from governed_memory_native.extraction.queue import ClosableJobStore
     from governed_memory_native.provider import NativeMemoryProvider
     from governed_memory_native.storage.port import StorageBackend
 
@@ -27,10 +28,13 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
     settings = parse_config(config)
     backend: StorageBackend
     rates: RateWindows | None = None  # the memory backend's: windows in this process
+    jobs: ClosableJobStore
     if settings.backend is BackendKind.MEMORY:
+        from governed_memory_native.extraction.memory import MemoryExtractionJobs
         from governed_memory_native.memory.backend import MemoryBackend
 
         backend = MemoryBackend()
+        jobs = MemoryExtractionJobs()
     elif settings.backend is BackendKind.POSTGRES:
         try:  # imported here: psycopg is the optional ``postgres`` extra
             from governed_memory_native.postgres.backend import PostgresBackend
@@ -47,6 +51,10 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
 
         rates = PostgresRateWindows(settings.dsn, schema=settings.schema,
                                     busy_timeout_ms=settings.busy_timeout_ms)
+        from governed_memory_native.extraction.postgres import PostgresExtractionJobs
+
+        jobs = PostgresExtractionJobs(settings.dsn, schema=settings.schema,
+                                      busy_timeout_ms=settings.busy_timeout_ms)
     else:
         from governed_memory_native.sqlite.backend import SqliteBackend
         from governed_memory_native.sqlite.rates import SqliteRateWindows, sidecar_path
@@ -55,5 +63,8 @@ def build_native_provider(config: Mapping[str, Any], clock: Clock) -> NativeMemo
         backend = SqliteBackend(settings.path, busy_timeout_ms=settings.busy_timeout_ms)
         rates = SqliteRateWindows(sidecar_path(settings.path),
                                   busy_timeout_ms=settings.busy_timeout_ms)
+        from governed_memory_native.extraction.sqlite import SqliteExtractionJobs
+
+        jobs = SqliteExtractionJobs(settings.path, busy_timeout_ms=settings.busy_timeout_ms)
     return NativeMemoryProvider(backend, clock, indexing=parse_indexing_config(config),
-                                rate_windows=rates)
+                                rate_windows=rates, extraction_jobs=jobs)

@@ -11,7 +11,8 @@ that keeps its rules:
 - :mod:`searching`: search; :mod:`replaying`: retrieval snapshots and replay;
 - :mod:`erasing`: a scope, a user, or what expired;
 - :mod:`event_outbox`: committed events until the sinks acknowledge them;
-- :mod:`retrieval.indexer`: vectors, the indexing outbox and its worker.
+- :mod:`retrieval.indexer`: vectors, the indexing outbox and its worker;
+- :mod:`extraction`: the extraction queue (turns whose facts a worker extracts later).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from governed_memory.capabilities import Capabilities, HealthStatus
 from governed_memory.clock import Clock
 from governed_memory.errors import MemoryNotFoundError
 from governed_memory.events import MemoryEvent
+from governed_memory.extraction_jobs import ExtractionJobStore
 from governed_memory.indexing import (
     IndexingProvider,
     IndexingSettings,
@@ -35,6 +37,7 @@ from governed_memory.indexing import (
     ReindexPage,
     WorkerReport,
 )
+from governed_memory.maintenance import ExpiredPurge, PurgeExpiredAllRequest
 from governed_memory.operation_context import OperationContext
 from governed_memory.outbox import EventOutboxProvider
 from governed_memory.provider import ReviewingProvider
@@ -70,6 +73,8 @@ from governed_memory.usage import Usage, UsageMeter, UsageQuery
 from governed_memory_native.config import IndexingConfig
 from governed_memory_native.erasing import NativeErasure
 from governed_memory_native.event_outbox import NativeEventOutbox
+from governed_memory_native.extraction.memory import MemoryExtractionJobs
+from governed_memory_native.extraction.queue import ClosableJobStore, NativeExtractionJobs
 from governed_memory_native.replaying import NativeReplay
 from governed_memory_native.retrieval.indexer import Indexer, NativeIndexing
 from governed_memory_native.retrieval.merger import LexicalMerger
@@ -90,8 +95,8 @@ logger = logging.getLogger("governed_memory_native")
 NATIVE_FEATURES: Final = {
     "compare_and_set": True, "idempotency": True, "history": True, "soft_delete": True,
     "hard_delete": True, "lexical_search": True, "metadata_filters": True, "expiry": True,
-    "purge_expired": True, "delete_all": True, "delete_user": True, "review": True,
-    "dedup": True, "scope_revisions": True,
+    "purge_expired": True, "purge_expired_all": True, "delete_all": True,
+    "delete_user": True, "review": True, "dedup": True, "scope_revisions": True,
 }
 """What the provider core implements over any backend; the backend adds what depends on
 the storage (durable, transactional, multi_process, usage, event_outbox)."""
@@ -104,7 +109,8 @@ class NativeMemoryProvider:
 
     def __init__(self, backend: StorageBackend, clock: Clock,
                  indexing: IndexingConfig | None = None,
-                 rate_windows: RateWindows | None = None) -> None:
+                 rate_windows: RateWindows | None = None,
+                 extraction_jobs: ClosableJobStore | None = None) -> None:
         self._backend = backend
         self._clock = clock
         self._config = config = indexing or IndexingConfig()
@@ -123,6 +129,10 @@ class NativeMemoryProvider:
         # Full lexical deltas (SQLite) merged in the background; None for other backends.
         self._merger = LexicalMerger.attach(backend, config.lexical_delta_max)
         self._revisions = StoredScopeRevisions(backend, self._require_open)
+        # The extraction queue beside the backend's storage (extraction.sqlite,
+        # extraction.postgres; the factory picks it), in this process by default.
+        self._extraction_jobs = NativeExtractionJobs(
+            extraction_jobs or MemoryExtractionJobs(), self._require_open)
 
     @property
     def backend(self) -> StorageBackend:
@@ -164,6 +174,10 @@ class NativeMemoryProvider:
     def rate_windows(self) -> RateWindows | None:
         return self._rate_windows
 
+    @property
+    def extraction_jobs(self) -> ExtractionJobStore | None:
+        return self._extraction_jobs
+
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -190,6 +204,10 @@ class NativeMemoryProvider:
                 await self._rate_windows.close()
             except Exception as exc:  # the backend still closes
                 logger.error("closing the rate windows failed: %s", type(exc).__name__)
+            try:
+                await self._extraction_jobs.close()
+            except Exception as exc:  # the backend still closes
+                logger.error("closing the extraction queue failed: %s", type(exc).__name__)
             await self._backend.close()
         embedder = self._indexer.embedder
         if embedder is not None:
@@ -247,11 +265,18 @@ class NativeMemoryProvider:
 
     async def delete_user(self, request: DeleteUserRequest,
                           ctx: OperationContext) -> ErasureReceipt:
+        # Queued extractions of the user first (they hold the user's identifiers), so
+        # no job of theirs is leased once their memories are being erased.
+        await self._extraction_jobs.erase_user(request.tenant_id, request.user_id)
         return await self._erasure.delete_user(request, ctx)
 
     async def purge_expired(self, request: PurgeExpiredRequest,
                             ctx: OperationContext) -> CleanupPage:
         return await self._erasure.purge_expired(request, ctx)
+
+    async def purge_expired_all(self, request: PurgeExpiredAllRequest,
+                                ctx: OperationContext) -> ExpiredPurge:
+        return await self._erasure.purge_expired_all(request, ctx)
 
     async def get(self, request: GetRequest, ctx: OperationContext) -> MemoryRecord:
         self._require_open()

@@ -80,7 +80,8 @@ class NativeSearch:
         """Hard filters in storage, lexical and vector candidates, fusion, a snapshot.
 
         Every filter (scopes, status, expiry, validity at ``ctx.now``, types, entities,
-        metadata) is applied by the backend before any candidate is ranked. A profile
+        metadata, visibility, provenance source, sensitivity) is applied by the backend
+        before any candidate is ranked. A profile
         with only the lexical mode and no recency or importance weight ranks by BM25
         alone (the score is the BM25 score); otherwise :mod:`retrieval.fusion` fuses the
         signals. The search is then stored as a retrieval snapshot for ``replay``.
@@ -107,6 +108,9 @@ class NativeSearch:
             memory_types=request.memory_types, entity_ids=request.entity_ids,
             metadata_filter=dict(request.metadata_filter), valid_at=moment,
             occurred_since=since, occurred_before=before,
+            visibilities=() if request.visibility is None else (request.visibility,),
+            source_types=request.source_types, sensitivity=request.sensitivity,
+            exclude_sensitivity=request.exclude_sensitivity,
         )
 
         lexical_on = bool(tokens) and "lexical" in ranking.modes

@@ -19,8 +19,8 @@ from governed_memory.errors import MemoryValidationError
 from governed_memory.ranking_options import RankingOptions
 from governed_memory.tiers import Role, ToolCall
 
-__all__ = ["AddBody", "ContextBody", "MultiSearchBody", "ScopeBody", "SearchBody", "TurnBody",
-           "UpdateBody", "WorkingStateBody", "parse_body"]
+__all__ = ["AddBody", "ContextBody", "MultiSearchBody", "PutBody", "ScopeBody", "SearchBody",
+           "TurnBody", "UpdateBody", "WorkingStateBody", "parse_body"]
 
 B = TypeVar("B")
 
@@ -63,9 +63,26 @@ class UpdateBody:
 
 
 @attrs.frozen(kw_only=True)
+class PutBody:
+    """``PUT .../memories/by-key/{key}``: the content written under the key; the other
+    fields set a new record's values, or change the holder's when given (``If-Match``
+    makes the put a compare-and-set)."""
+
+    content: str
+    memory_type: MemoryType | None = None
+    metadata: Mapping[str, Any] | None = None
+    importance: float | None = None
+    visibility: Visibility | None = None
+    entity_ids: tuple[str, ...] | None = None
+    expires_at: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class SearchBody:
     """``POST .../memories/search``: the query travels in the body so that it never
-    lands in an access log or a proxy's URL cache."""
+    lands in an access log or a proxy's URL cache. ``visibility``, ``source_types``,
+    ``sensitivity`` and ``exclude_sensitivity`` are the read-time filters of
+    ``governed_memory.read_filters``, applied before the top ``limit``."""
 
     query: str
     limit: int | None = None
@@ -76,6 +93,12 @@ class SearchBody:
     occurred_since: float | None = None
     occurred_before: float | None = None
     as_of: float | None = None
+    visibility: Visibility | None = None
+    source_types: tuple[str, ...] = ()
+    sensitivity: tuple[str, ...] = ()
+    exclude_sensitivity: tuple[str, ...] = ()
+    cursor: str | None = None
+    """A result's ``next_cursor``: the next page of the same search."""
 
 
 @attrs.frozen(kw_only=True)

@@ -14,12 +14,11 @@ user (whose requests that leave ``user_id`` out otherwise mean its own user).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import attrs
-import httpx
 from governed_memory import (
     DeleteResult,
     ErasureReceipt,
@@ -32,6 +31,7 @@ from governed_memory import (
     SearchResult,
     Visibility,
 )
+from governed_memory.arguments import optional_member, string_tuple
 from governed_memory.audit_requests import (
     DEFAULT_EVENTS,
     AuditEvents,
@@ -42,8 +42,8 @@ from governed_memory.audit_requests import (
     SubjectAudit,
     TrailCheck,
 )
-from governed_memory.converter import structure, unstructure
-from governed_memory.errors import GovernedMemoryError, MemoryValidationError
+from governed_memory.converter import unstructure
+from governed_memory.errors import MemoryValidationError
 from governed_memory.ranking_options import RankingOptions
 from governed_memory.records import CleanupPage
 from governed_memory.remembering import (
@@ -60,84 +60,17 @@ from governed_memory_service.bodies import (
     AddBody,
     ContextBody,
     MultiSearchBody,
+    PutBody,
     ScopeBody,
     SearchBody,
     TurnBody,
     UpdateBody,
     WorkingStateBody,
 )
-from governed_memory_service.problems import error_from_problem
+from governed_memory_service.client_wire import Call, RemoteOperation, Reply, replies
 
 __all__ = ["Call", "Calls", "RemoteOperation", "Reply"]
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-@attrs.frozen(kw_only=True)
-class Call:
-    """One HTTP request, built once and sent by either client."""
-
-    method: str
-    path: str
-    params: tuple[tuple[str, str], ...] = ()
-    body: Any = None
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-
-
-@attrs.frozen
-class Reply(Generic[T]):
-    """What a response carries: a value of ``kind``, or with ``field`` the one named
-    field of its JSON object (``{"deleted": 3}``). An error response raises the typed
-    error its problem names. ``derived`` names keys the server adds for readers of the
-    JSON that the value computes itself (a block's ``chars``): left out before the
-    strict converter reads the object (or each object of a list)."""
-
-    kind: type[T]
-    field: str | None = None
-    derived: tuple[str, ...] = ()
-
-    def read(self, response: httpx.Response) -> T:
-        if not response.is_success:
-            raise _error(response)
-        data = response.json()
-        if self.field is not None:
-            data = data.get(self.field) if isinstance(data, dict) else None
-        if self.derived:
-            data = _without(data, self.derived)
-        return structure(data, self.kind)
-
-
-def _without(data: Any, keys: tuple[str, ...]) -> Any:
-    if isinstance(data, dict):
-        return {k: v for k, v in data.items() if k not in keys}
-    if isinstance(data, list):
-        return [_without(item, keys) for item in data]
-    return data
-
-
-class RemoteOperation(Generic[P, T]):
-    """One operation: called with its arguments, the request they make; ``reply``
-    reads the response."""
-
-    def __init__(self, request: Callable[P, Call], reply: Reply[T]) -> None:
-        self.request = request
-        self.reply = reply
-        self.__name__ = request.__name__
-        self.__doc__ = request.__doc__
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Call:
-        return self.request(*args, **kwargs)
-
-
-def replies(kind: type[T], *, field: str | None = None, derived: tuple[str, ...] = ()
-            ) -> Callable[[Callable[P, Call]], RemoteOperation[P, T]]:
-    """Declare a request builder an operation whose response carries ``kind``."""
-
-    def operation(request: Callable[P, Call]) -> RemoteOperation[P, T]:
-        return RemoteOperation(request, Reply(kind, field, derived))
-
-    return operation
 
 
 def _scope_params(scope: Scope) -> list[tuple[str, str]]:
@@ -282,15 +215,26 @@ class Calls:
                entity_ids: Iterable[str] = (),
                ranking: RankingOptions | None = None,
                occurred_since: float | None = None, occurred_before: float | None = None,
-               as_of: float | None = None) -> Call:
+               as_of: float | None = None,
+               visibility: Visibility | str | None = None,
+               source_types: Iterable[str] = (),
+               sensitivity: Iterable[str] = (),
+               exclude_sensitivity: Iterable[str] = (),
+               cursor: str | None = None) -> Call:
         """One scope goes to ``.../search`` (its dimensions in the query, like every
         other route); several go to ``.../multi-search`` as a list in the body."""
         types = tuple(MemoryType(t) for t in memory_types or ())
+        filters: dict[str, Any] = {
+            "visibility": optional_member(Visibility, visibility, "visibility"),
+            "source_types": string_tuple(source_types, "source_types"),
+            "sensitivity": string_tuple(sensitivity, "sensitivity"),
+            "exclude_sensitivity": string_tuple(exclude_sensitivity, "exclude_sensitivity"),
+            "cursor": cursor}
         if isinstance(scopes, Scope):
             body = SearchBody(query=query, limit=limit, memory_types=types,
                               metadata_filter=metadata_filter, entity_ids=tuple(entity_ids),
                               ranking=ranking, occurred_since=occurred_since,
-                              occurred_before=occurred_before, as_of=as_of)
+                              occurred_before=occurred_before, as_of=as_of, **filters)
             return Call(method="POST", path=_base(scopes) + "/search",
                         params=tuple(_scope_params(scopes)), body=_body(body))
         listed = tuple(scopes)
@@ -305,7 +249,7 @@ class Calls:
                                 metadata_filter=metadata_filter,
                                 entity_ids=tuple(entity_ids), ranking=ranking,
                                 occurred_since=occurred_since,
-                                occurred_before=occurred_before, as_of=as_of)
+                                occurred_before=occurred_before, as_of=as_of, **filters)
         data = _body(multi)
         data["scopes"] = [_body(scope) for scope in multi.scopes]
         return Call(method="POST", path=_base(listed[0]) + "/multi-search", body=data)
@@ -331,6 +275,25 @@ class Calls:
         return Call(method="PATCH", path=_record(scope, record_id),
                     params=tuple(_scope_params(scope)), body=_body(body),
                     headers=_write_headers(idempotency_key, expected_revision))
+
+    @staticmethod
+    @replies(MemoryRecord)
+    def put(scope: Scope, key: str, content: str, *, expected_revision: str | None = None,
+            memory_type: MemoryType | str | None = None,
+            metadata: Mapping[str, Any] | None = None, importance: float | None = None,
+            visibility: Visibility | str | None = None,
+            entity_ids: Iterable[str] | None = None,
+            expires_at: float | None = None) -> Call:
+        body = PutBody(
+            content=content,
+            memory_type=None if memory_type is None else MemoryType(memory_type),
+            metadata=metadata, importance=importance,
+            visibility=None if visibility is None else Visibility(visibility),
+            entity_ids=None if entity_ids is None else tuple(entity_ids),
+            expires_at=expires_at)
+        return Call(method="PUT", path=f"{_base(scope)}/by-key/{quote(key, safe='')}",
+                    params=tuple(_scope_params(scope)), body=_body(body),
+                    headers=_write_headers(None, expected_revision))
 
     @staticmethod
     @replies(DeleteResult)
@@ -565,12 +528,3 @@ def _audit_filter(where: AuditFilter | None) -> list[tuple[str, str]]:
 
 def _no_verify(verify: bool) -> tuple[tuple[str, str], ...]:
     return () if verify else (("no_verify", "true"),)
-
-
-def _error(response: httpx.Response) -> GovernedMemoryError:
-    try:
-        problem = response.json()
-    except ValueError:
-        problem = {}
-    return error_from_problem(response.status_code,
-                              problem if isinstance(problem, dict) else {})

@@ -93,8 +93,9 @@ def working_state_written(state: WorkingState, scope: Scope) -> CallToolResult:
 
 def context_result(context: MemoryContext) -> CallToolResult:
     """The per-turn context: its quoted memory block as the text, and as structured
-    content the versions it injected, the window's turn ids, the summary's version and
-    what it had to do without (``degraded``).
+    content the versions it injected, the window's turn ids, the summary's version,
+    what it had to do without (``degraded``), and its cost against the total budget
+    (``total_tokens``, ``total_budget_tokens`` and what the total ``cuts``).
 
     The builder fails a turn only on its owner; a read it may not make (no
     ``memory:read``) or that fails degrades the context instead. So an incomplete
@@ -112,7 +113,12 @@ def context_result(context: MemoryContext) -> CallToolResult:
         "summary_version": context.summary_version,
         "degraded": list(context.degraded),
         "window_tokens": context.window_tokens, "block_tokens": context.block_tokens,
-        "blocks": [{"name": b.name, "version": b.version} for b in context.blocks]}
+        "blocks": [{"name": b.name, "version": b.version} for b in context.blocks],
+        "blocks_tokens": context.blocks_tokens, "summary_tokens": context.summary_tokens,
+        "total_tokens": context.total_tokens,
+        "total_budget_tokens": context.total_budget_tokens,
+        "cuts": [{"part": c.part, "removed": c.removed, "unit": c.unit, "tokens": c.tokens}
+                 for c in context.cuts]}
     return _text(text, summary)
 
 

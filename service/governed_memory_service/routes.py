@@ -27,6 +27,7 @@ from governed_memory_service.block_routes import BLOCK_ENDPOINTS, BlockRoutes
 from governed_memory_service.bodies import (
     AddBody,
     MultiSearchBody,
+    PutBody,
     SearchBody,
     UpdateBody,
     parse_body,
@@ -78,6 +79,10 @@ LONG_TERM_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(path=RECORD, method="PATCH", operation_id="update", body=UpdateBody,
              headers_in=("If-Match", "Idempotency-Key"), etag=True,
              summary="Update a memory (compare-and-set with If-Match)"),
+    Endpoint(path=MEMORIES + "/by-key/{key}", method="PUT", operation_id="put", body=PutBody,
+             headers_in=("If-Match",), etag=True,
+             summary="Write a memory under its key: added when new, else a new version "
+                     "(compare-and-set with If-Match)"),
     Endpoint(path=RECORD, method="DELETE", operation_id="delete",
              query=(*SCOPE_PARAMS, "hard"), headers_in=("If-Match", "Idempotency-Key"),
              summary="Delete a memory (soft: a tombstone version; hard=true: erase it)"),
@@ -228,6 +233,25 @@ class MemoryRoutes(TierRoutes, BlockRoutes, AuditRoutes, RememberRoutes):
             occurred_at=body.occurred_at))
         return JSONResponse(unstructure(record), headers=etag(record.revision))
 
+    async def put(self, request: Request, principal: Principal) -> Response:
+        scope = scope_of(request, self._query(request, "put"), principal)
+        expected = expected_revision(request)
+        body: PutBody = await self._body(request, PutBody)
+        try:
+            record = await self.manager.put(
+                principal, scope, request.path_params["key"], body.content,
+                expected_revision=expected, memory_type=body.memory_type,
+                metadata=body.metadata, importance=body.importance,
+                visibility=body.visibility, entity_ids=body.entity_ids,
+                expires_at=body.expires_at)
+        except MemoryConflictError:
+            if expected is None:
+                raise
+            # A put given a revision conflicts only when the key's holder is not at it.
+            raise PreconditionFailedError("the key's record is not at the revision If-Match "
+                                          "names; re-read it and retry") from None
+        return JSONResponse(unstructure(record), headers=etag(record.revision))
+
     async def delete(self, request: Request, principal: Principal) -> Response:
         values = self._query(request, "delete")
         scope = scope_of(request, values, principal)
@@ -311,7 +335,10 @@ class MemoryRoutes(TierRoutes, BlockRoutes, AuditRoutes, RememberRoutes):
             principal, scopes, body.query, limit=body.limit, memory_types=body.memory_types,
             metadata_filter=body.metadata_filter, entity_ids=body.entity_ids,
             ranking=body.ranking, occurred_since=body.occurred_since,
-            occurred_before=body.occurred_before, as_of=body.as_of)
+            occurred_before=body.occurred_before, as_of=body.as_of,
+            visibility=body.visibility, source_types=body.source_types,
+            sensitivity=body.sensitivity, exclude_sensitivity=body.exclude_sensitivity,
+            cursor=body.cursor)
         return JSONResponse(unstructure(result))
 
     async def _compare_and_set(self, principal: Principal, scope: Scope, record_id: str,

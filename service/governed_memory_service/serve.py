@@ -43,6 +43,10 @@ DEFAULT_LISTEN_MODE: Final[ListenMode] = ("reuseport" if sys.platform.startswith
 the option only lets sockets share a port, without spreading, so one socket is shared."""
 DEFAULT_MAX_RESTARTS: Final = 5
 DEFAULT_RESTART_WINDOW_S: Final = 60
+DEFAULT_MAINTAIN_EVERY_S: Final = 300.0
+"""How often a served manager runs its maintenance round (snapshots past retention,
+expired records of every scope), so a deployment minimises data without a separate
+worker; ``--maintain-every 0`` leaves it to ``governed-memory worker``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -58,6 +62,8 @@ class ServeOptions:
     listen_mode: ListenMode = DEFAULT_LISTEN_MODE
     max_restarts: int = DEFAULT_MAX_RESTARTS
     restart_window_s: int = DEFAULT_RESTART_WINDOW_S
+    maintain_every_s: float = DEFAULT_MAINTAIN_EVERY_S
+    """Seconds between the manager's maintenance rounds; 0: none in the server."""
 
     def to_json(self) -> str:
         """For a worker process (its stdin, never its argv: ``keys`` may hold a
@@ -89,11 +95,14 @@ def require_service_extra() -> None:
 
 
 def build_manager(profile: str, db: Path | None, *,
-                  also_creates: tuple[tuple[str, Path], ...] = ()) -> Any:
+                  also_creates: tuple[tuple[str, Path], ...] = (),
+                  maintain_every_s: float = 0.0) -> Any:
     """The manager ``profile`` builds: a registered ``id@version`` or a TOML file, over
     ``db``, with the CLI's audit trail. The CLI's own construction
     (:func:`governed_memory.cli.building.build_manager`), so a served request does what
-    ``governed-memory add`` would.
+    ``governed-memory add`` would. With ``maintain_every_s`` the manager runs its
+    maintenance round at that period while it is started (every worker process does:
+    the round is safe with several at once).
 
     A server may create its database and the ``[stores.*]`` files the profile names,
     and ``also_creates`` (the key store), but only in a directory that exists or the
@@ -107,7 +116,8 @@ def build_manager(profile: str, db: Path | None, *,
 
     plugins = PluginManager.load()
     creatable([*profile_files(profile, db, plugins), *also_creates])
-    return build(profile, db, plugins=plugins)
+    return build(profile, db, plugins=plugins,
+                 maintenance_interval_s=maintain_every_s if maintain_every_s > 0 else None)
 
 
 def authenticating_jwt(manager: Any) -> Any:
@@ -129,7 +139,8 @@ def server_parts(options: ServeOptions) -> tuple[Any, Any, Any]:
 
     location = key_store_location(options.keys, profile=options.profile)
     creates = () if location.path is None else (("the key store", location.path),)
-    manager = build_manager(options.profile, options.db, also_creates=creates)
+    manager = build_manager(options.profile, options.db, also_creates=creates,
+                            maintain_every_s=options.maintain_every_s)
     refuse_memory_schema(location, manager.profile_spec)
     return manager, location.store(), authenticating_jwt(manager)
 

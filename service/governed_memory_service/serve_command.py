@@ -14,6 +14,7 @@ import click
 from governed_memory_service.command_files import keys_option
 from governed_memory_service.serve import (
     DEFAULT_LISTEN_MODE,
+    DEFAULT_MAINTAIN_EVERY_S,
     DEFAULT_MAX_RESTARTS,
     DEFAULT_RESTART_WINDOW_S,
     LISTEN_MODES,
@@ -54,13 +55,18 @@ from governed_memory_service.workers import supervise
                    "connections over them by a hash of the client's address) or one "
                    "socket every worker accepts from (shared: the first worker awake "
                    "takes a burst of connections)")
+@click.option("--maintain-every", "maintain_every", type=click.FloatRange(min=0),
+              default=DEFAULT_MAINTAIN_EVERY_S, show_default=True, metavar="SECONDS",
+              help="seconds between maintenance rounds in each server process: retrieval "
+                   "snapshots past retention, then expired records of every scope in "
+                   "bounded, governed batches; 0: none (run `governed-memory worker`)")
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="a line per request on stderr; off by default, since a request's URL "
                    "names the data subject (user_id and the other scope dimensions)")
 @keys_option
 def serve(profile: str, db: Path | None, keys: str | None, host: str, port: int,
           workers: int, shutdown_timeout: int, max_restarts: int, restart_window: int,
-          listen_mode: ListenMode, access_log: bool) -> None:
+          listen_mode: ListenMode, maintain_every: float, access_log: bool) -> None:
     """Run the HTTP API; SIGTERM (or Ctrl-C) stops it gracefully (exit 0)."""
     require_service_extra()
     from governed_memory.cli.common import EXIT_CODES
@@ -69,7 +75,8 @@ def serve(profile: str, db: Path | None, keys: str | None, host: str, port: int,
     options = ServeOptions(profile=profile, db=db, keys=keys, host=host, port=port,
                            shutdown_timeout=shutdown_timeout, access_log=access_log,
                            workers=workers, listen_mode=listen_mode,
-                           max_restarts=max_restarts, restart_window_s=restart_window)
+                           max_restarts=max_restarts, restart_window_s=restart_window,
+                           maintain_every_s=maintain_every)
     if workers > 1:
         sys.exit(supervise(options))
     previous = {sig: signal.signal(sig, stop_requested)

@@ -337,8 +337,9 @@ def _matches(record: MemoryRecord, request: SearchRequest, now: float) -> bool:
         return False
     if request.entity_ids and not set(request.entity_ids) & set(record.entity_ids):
         return False
-    return all(name in record.metadata and _same_json(record.metadata[name], value)
-               for name, value in request.metadata_filter.items())
+    return request.admits(record) and all(  # visibility, source and sensitivity
+        name in record.metadata and _same_json(record.metadata[name], value)
+        for name, value in request.metadata_filter.items())
 
 
 def _same_json(left: object, right: object) -> bool:

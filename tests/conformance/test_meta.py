@@ -75,13 +75,13 @@ def test_the_example_provider_passes_the_whole_suite(pytester: pytest.Pytester) 
     assert set(results) == set(suite_tests())
     failed = sorted(name for name, outcome in results.items() if outcome == "failed")
     assert not failed
-    # The example declares neither review, usage, dedup nor scope revisions, and it is
-    # not durable; everything else runs.
+    # The example declares neither review, usage, dedup, scope revisions nor the
+    # store-wide expiry purge, and it is not durable; everything else runs.
     reasons = skip_reasons(reprec)
     assert set(reasons) == {name for name, outcome in results.items() if outcome == "skipped"}
     assert {reason.split(" not declared")[0] for reason in reasons.values()} == {
         "capability review", "capability usage", "capability durable", "capability dedup",
-        "capability scope_revisions",
+        "capability scope_revisions", "capability purge_expired_all",
         "thorough run not requested (pytest -m slow or --conformance-thorough; "
         "governed-memory conformance --thorough)"}
 

@@ -18,7 +18,7 @@ from governed_memory_service import AsyncMemoryClient, MemoryClient
 
 IN_PROCESS: dict[str, Callable[..., Any]] = {
     **{name: getattr(GovernedMemoryManager, name) for name in (
-        "add", "list", "search", "update", "delete", "history", "delete_all",
+        "add", "put", "list", "search", "update", "delete", "history", "delete_all",
         "delete_user", "purge_expired", "list_pending", "approve", "reject", "replay",
         "remember")},
     **{name: getattr(MemoryTiers, name) for name in (

@@ -20,6 +20,7 @@ from governed_memory_conformance.suite.keys import KeyTests
 from governed_memory_conformance.suite.limits import LimitTests
 from governed_memory_conformance.suite.maintenance import MaintenanceTests
 from governed_memory_conformance.suite.pagination import PaginationTests
+from governed_memory_conformance.suite.read_filters import ReadFilterTests
 from governed_memory_conformance.suite.review import ReviewTests, UsageTests
 from governed_memory_conformance.suite.revisions import ScopeRevisionTests
 from governed_memory_conformance.suite.search import SearchTests
@@ -40,7 +41,7 @@ AREAS: Final[tuple[tuple[str, tuple[type, ...]], ...]] = (
     ("history", (HistoryTests,)),
     ("scope isolation", (IsolationTests,)),
     ("maintenance", (MaintenanceTests,)),
-    ("search", (SearchTests,)),
+    ("search", (SearchTests, ReadFilterTests)),
     ("event time", (EventTimeTests,)),
     ("limits", (LimitTests,)),
     ("review", (ReviewTests,)),
@@ -79,6 +80,7 @@ class ProviderConformance(
     IsolationTests,
     MaintenanceTests,
     SearchTests,
+    ReadFilterTests,
     EventTimeTests,
     LimitTests,
     ReviewTests,

@@ -1,16 +1,20 @@
-"""Expiry: invisible the moment ``expires_at <= now``; purged in bounded pages."""
+"""Expiry: invisible the moment ``expires_at <= now``; purged in bounded pages, one
+scope at a time or every scope at once."""
 
 from __future__ import annotations
 
+import asyncio
+
 from governed_memory.errors import MemoryConflictError, MemoryNotFoundError
-from governed_memory.records import CleanupPage
+from governed_memory.maintenance import PurgeExpiredAllRequest
+from governed_memory.records import CleanupPage, MemoryRecord
 from governed_memory.requests import PurgeExpiredRequest
 from governed_memory.scope import Scope
 
 from governed_memory_conformance.base import ConformanceBase, scenario
 from governed_memory_conformance.capabilities import requires
 from governed_memory_conformance.harness import Harness, expect_error
-from governed_memory_conformance.scopes import HOME, SIBLING
+from governed_memory_conformance.scopes import ELSEWHERE, HOME, PARENT, SIBLING
 
 
 async def purge_all(h: Harness, scope: Scope, limit: int) -> list[CleanupPage]:
@@ -137,3 +141,73 @@ class ExpiryTests(ConformanceBase):
             f"{len(expired)} expired records behind {len(live)} live ones "
             f"(pages: {[(p.deleted, p.next_cursor is not None) for p in pages]})")
         assert await h.ids() == sorted(record.id for record in live)
+
+    @requires("expiry", "purge_expired_all")
+    @scenario
+    async def test_purge_expired_all_removes_expired_records_of_every_scope(
+        self, h: Harness
+    ) -> None:
+        """Every scope's expired records go, earliest expiry first, in bounded batches
+        whose counts add up exactly; nothing unexpired goes, in any scope."""
+        now = h.clock.now()
+        scopes = (HOME, SIBLING, PARENT, ELSEWHERE)
+        expired: list[MemoryRecord] = []
+        for n in range(9):  # expiries interleaved across scopes, so id order is not theirs
+            expired.append(await h.add(f"short-lived {n}", scope=scopes[n % len(scopes)],
+                                       expires_at=now + 50 - n))
+        kept = {scope: [await h.add("kept a while", scope=scope, expires_at=now + 1_000),
+                        await h.add("kept for good", scope=scope)] for scope in scopes}
+        h.advance(100)
+        earliest = sorted(expired, key=lambda record: (record.expires_at, record.id))
+        first = await h.send(PurgeExpiredAllRequest(limit=2))
+        assert (first.records, first.more) == (2, True), (
+            f"a batch of 2 over 9 expired records removed {first.records} "
+            f"(more: {first.more})")
+        assert set(first.scopes) == {(r.scope.tenant_id, r.scope_hash) for r in earliest[:2]}, (
+            "the first batch names other scopes than those of the two earliest expiries")
+        removed = first.records
+        for _ in range(20):
+            batch = await h.send(PurgeExpiredAllRequest(limit=2))
+            assert 0 <= batch.records <= 2, f"a batch of 2 removed {batch.records}"
+            removed += batch.records
+            if not batch.more:
+                break
+        assert removed == len(expired), (
+            f"batches removed {removed} of {len(expired)} expired records")
+        for scope, records in kept.items():
+            assert await h.ids(scope) == sorted(record.id for record in records), (
+                f"purging every scope touched an unexpired record of {scope}")
+        again = await h.send(PurgeExpiredAllRequest(limit=100))
+        assert (again.records, again.more) == (0, False), "a second purge found more"
+        if h.capabilities.purge_expired:
+            for scope in scopes:
+                pages = await purge_all(h, scope, limit=100)
+                assert sum(page.deleted for page in pages) == 0, (
+                    f"purge_expired still found expired records in {scope}")
+
+    @requires("expiry", "purge_expired_all")
+    @scenario
+    async def test_concurrent_purges_of_every_scope_count_each_record_once(
+        self, h: Harness
+    ) -> None:
+        now = h.clock.now()
+        scopes = (HOME, SIBLING, ELSEWHERE)
+        for n in range(24):
+            await h.add(f"short-lived {n}", scope=scopes[n % 3], expires_at=now + 1 + n % 5)
+        kept = [await h.add("kept", scope=scope) for scope in scopes]
+        h.advance(10)
+
+        async def drain() -> int:
+            total = 0
+            for _ in range(100):
+                batch = await h.send(PurgeExpiredAllRequest(limit=3))
+                total += batch.records
+                if not batch.more:
+                    break
+            return total
+
+        counts = await asyncio.gather(*(drain() for _ in range(4)))
+        assert sum(counts) == 24, (
+            f"four concurrent purges counted {counts} for 24 expired records")
+        for record in kept:
+            assert not await h.is_invisible(record), "a concurrent purge removed a live record"

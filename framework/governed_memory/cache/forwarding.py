@@ -19,9 +19,10 @@ inner provider offered.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from governed_memory.capabilities import Capabilities, offered
+from governed_memory.maintenance import ExpiredPurge, ExpiredRecordsPurger, PurgeExpiredAllRequest
 from governed_memory.operation_context import OperationContext
 from governed_memory.provider import MemoryProvider, ReviewingProvider
 from governed_memory.records import CleanupPage, DeleteResult, ErasureReceipt, MemoryRecord, Page
@@ -39,6 +40,7 @@ from governed_memory.requests import (
 from governed_memory.usage import Usage, UsageMeter, UsageQuery
 
 if TYPE_CHECKING:
+    from governed_memory.extraction_jobs import ExtractionJobStore
     from governed_memory.indexing import IndexingProvider
     from governed_memory.outbox import EventOutboxProvider
     from governed_memory.rates import RateWindows
@@ -60,8 +62,8 @@ class _Forwarding:
 
 
 class ForwardedFeatures(_Forwarding):
-    """Capabilities, indexing, the event outbox, replay, scope revisions and rate
-    windows: the inner provider's own."""
+    """Capabilities, indexing, the event outbox, replay, scope revisions, rate windows
+    and the extraction queue: the inner provider's own."""
 
     @property
     def inner(self) -> MemoryProvider:
@@ -95,6 +97,12 @@ class ForwardedFeatures(_Forwarding):
         are, never in a wrapper."""
         return self._inner.rate_windows
 
+    @property
+    def extraction_jobs(self) -> ExtractionJobStore | None:
+        """The inner provider's extraction queue: its jobs change no record a cached
+        page holds (a job's facts are ordinary writes, through the wrapper)."""
+        return self._inner.extraction_jobs
+
 
 class WriteForwarding(_Forwarding):
     """The writes, each on the inner provider through the wrapper's ``_write``."""
@@ -121,6 +129,15 @@ class WriteForwarding(_Forwarding):
                             ctx: OperationContext) -> CleanupPage:
         return await self._write("purge_expired",
                                  lambda: self._inner.purge_expired(request, ctx), request, ctx)
+
+    async def purge_expired_all(self, request: PurgeExpiredAllRequest,
+                                ctx: OperationContext) -> ExpiredPurge:
+        """Store-wide: the scopes to invalidate are the ones the result names (the
+        request names none). The port sends it only when the inner provider declares
+        ``purge_expired_all``, which the wrapper's capabilities forward."""
+        inner = cast(ExpiredRecordsPurger, self._inner)
+        return await self._write("purge_expired_all",
+                                 lambda: inner.purge_expired_all(request, ctx), request, ctx)
 
 
 class ReviewForwarding(_Forwarding):

@@ -29,6 +29,7 @@ from governed_memory.cache.timed_store import TimedStore
 from governed_memory.clock import Clock
 from governed_memory.errors import REFUSALS
 from governed_memory.events import AuditUnavailableError
+from governed_memory.maintenance import ExpiredPurge, StoreRequest
 from governed_memory.operation_context import OperationContext
 from governed_memory.scope import Scope
 
@@ -95,7 +96,7 @@ class Invalidation:
         tenant unbumped."""
         expiries = _expiries(request, result)
         signals = [await self._bump_one(operation, ctx, tenant_id, names, expiries)
-                   for tenant_id, names in _write_targets(request, ctx)]
+                   for tenant_id, names in _write_targets(request, ctx, result)]
         refused: AuditUnavailableError | None = None
         for signal in signals:
             try:
@@ -194,9 +195,22 @@ class Invalidation:
                 log.exception("search cache: quarantine retry failed")
 
 
-def _write_targets(request: Any, ctx: OperationContext) -> list[tuple[str, tuple[str, ...]]]:
+def _write_targets(request: Any, ctx: OperationContext,
+                   result: object = None) -> list[tuple[str, tuple[str, ...]]]:
     """(tenant, revision names) a write touched: its exact scopes, or — when it names
-    none, as ``delete_user`` does — the tenant epoch."""
+    none, as ``delete_user`` does — the tenant epoch.
+
+    A store-wide purge of expired records names no scope either: the scopes are those
+    its result says it removed records from, grouped by tenant. If it failed, nothing is
+    known to bump, and nothing needs to be: every record it may have removed had
+    expired, and a cached page is served only until the first expiry among its hits."""
+    if isinstance(result, ExpiredPurge):
+        touched: dict[str, dict[str, None]] = {}
+        for owner, scope_hash in result.scopes:
+            touched.setdefault(owner, {})[scope_hash] = None
+        return [(owner, tuple(names)) for owner, names in touched.items()]
+    if isinstance(request, StoreRequest):
+        return []
     try:
         scopes = tuple(scope for scope in request.target_scopes() if isinstance(scope, Scope))
     except Exception:  # a malformed request that still reached a provider

@@ -102,12 +102,15 @@ def cli_sinks(spec: MemoryProfileSpec, plugins: PluginManager,
 
 def build_manager(profile: ProfileSource, db: Path | None, *, must_exist: bool = False,
                   plugins: PluginManager | None = None,
-                  extra_sinks: tuple[EventSink, ...] = ()) -> GovernedMemoryManager:
+                  extra_sinks: tuple[EventSink, ...] = (),
+                  maintenance_interval_s: float | None = None) -> GovernedMemoryManager:
     """The manager ``profile`` builds, over ``db`` (or the profile's own database),
     with the CLI's trail; unstarted (``async with`` starts it).
 
     ``must_exist``: refuse a database file that does not exist yet (see the module
-    docstring) instead of letting the provider create it.
+    docstring) instead of letting the provider create it. ``maintenance_interval_s``:
+    the manager runs its maintenance round at that period while started (the server's
+    ``--maintain-every``); ``None``, never.
     """
     from governed_memory.manager import GovernedMemoryManager
     from governed_memory.plugins import PluginManager
@@ -122,4 +125,4 @@ def build_manager(profile: ProfileSource, db: Path | None, *, must_exist: bool =
         else {"path": str(file)}
     return GovernedMemoryManager.from_profile(
         spec, plugins=plugins, sinks=(*cli_sinks(spec, plugins, file), *extra_sinks),
-        provider_config_overrides=overrides)
+        provider_config_overrides=overrides, maintenance_interval_s=maintenance_interval_s)

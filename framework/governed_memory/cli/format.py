@@ -63,6 +63,8 @@ def search_text(result: SearchResult) -> str:
         lines.append(f"    why: {signals}")
     if result.snapshot_id is not None:
         lines.append(f"snapshot: {result.snapshot_id}  (governed-memory replay)")
+    if result.next_cursor:
+        lines.append(f"next cursor: {result.next_cursor}")
     return "\n".join(lines)
 
 

@@ -1,10 +1,12 @@
-"""``governed-memory worker | reindex | outbox status|retry``: the indexing outbox.
+"""``governed-memory worker | reindex | outbox status|retry | maintain``: the indexing
+outbox and the maintenance round.
 
 Every step is a governed, store-wide operation of the manager (``outbox_status``,
-``process_index_jobs``, ``retry_dead_jobs``, ``reindex``): a decision, a span and
-``memory.index.*`` events in the profile's trail, like any other command. The CLI acts
-as the operator ``cli:<user>`` of the tenant ``operator`` (store-wide work belongs to
-no tenant; see ``governed_memory.maintenance``).
+``process_index_jobs``, ``retry_dead_jobs``, ``reindex``; the maintenance round's
+``purge_snapshots`` and ``purge_expired_all`` batches): a decision, a span and
+``memory.index.*`` or ``memory.maintenance.*`` events in the profile's trail, like any
+other command. The CLI acts as the operator ``cli:<user>`` of the tenant ``operator``
+(store-wide work belongs to no tenant; see ``governed_memory.maintenance``).
 
 Indexing needs a profile with an embedder (``[stores.embedder]``), and no built-in
 profile has one (they rank lexically): pass a TOML file with ``--profile``. Without
@@ -37,14 +39,16 @@ from governed_memory.cli.common import (
 from governed_memory.cli.common import open_manager as _open_manager
 from governed_memory.cli.common import operator as _operator
 from governed_memory.converter import unstructure
-from governed_memory.errors import (
-    GovernedMemoryError,
-    MemoryCapabilityUnsupportedError,
-    MemoryConfigurationError,
-)
+from governed_memory.errors import GovernedMemoryError, MemoryConfigurationError
 from governed_memory.indexing import OutboxStatus, WorkerReport, run_worker
+from governed_memory.maintenance import MAX_PURGE
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Principal
+from governed_memory.store_operations import (
+    EXPIRED_BATCH,
+    EXPIRED_ROUND_CAP,
+    MaintenanceReport,
+)
 
 T = TypeVar("T")
 
@@ -110,12 +114,14 @@ def _report_text(report: WorkerReport) -> str:
 @click.option("--once", is_flag=True, help="process every due job, then exit")
 @click.option("--maintain-every", "maintain_s", type=click.FloatRange(min=0), default=300.0,
               show_default=True,
-              help="seconds between maintenance rounds (snapshot retention); 0: none")
+              help="seconds between maintenance rounds (snapshot retention, expired "
+                   "records of every scope); 0: none")
 @creates_database
 def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, idle_s: float,
            once: bool, maintain_s: float) -> None:
-    """Run the indexing and maintenance worker: embed what writes queued, and enforce
-    retrieval-snapshot retention, until SIGINT/SIGTERM (every round is governed).
+    """Run the indexing and maintenance worker: embed what writes queued, enforce
+    retrieval-snapshot retention and remove expired records of every scope, until
+    SIGINT/SIGTERM (every round, every batch is governed).
 
     Under a profile with no embedder (every built-in one) there is nothing to index:
     the worker says so and runs the maintenance rounds only.
@@ -149,7 +155,11 @@ def worker(db: Path | None, worker_id: str | None, batch: int, lease_s: float, i
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
-    total = _run(db, work)
+    # Queued extractions run beside it when the profile names a language model and a
+    # turn store (governed_memory.cli.extraction).
+    from governed_memory.cli.extraction import with_extraction
+
+    total = _run(db, with_extraction(work, worker_id=name, once=once, idle_s=idle_s))
     click.echo(f"worker {name} stopped: {_report_text(total)}")
 
 
@@ -173,17 +183,32 @@ async def _maintenance_only(manager: GovernedMemoryManager, operator: Principal,
     return WorkerReport()
 
 
-async def _maintenance_round(manager: GovernedMemoryManager, operator: Principal) -> int:
-    """Purge expired snapshots page by page; 0 when the provider keeps none."""
-    removed = 0
-    try:
-        while (step := await manager.purge_snapshots(operator)) > 0:
-            removed += step
-    except MemoryCapabilityUnsupportedError:
-        return 0
-    if removed:
-        click.echo(f"maintenance: removed {removed} expired retrieval snapshot(s)", err=True)
-    return removed
+def _maintenance_text(report: MaintenanceReport) -> str:
+    text = (f"removed {report.snapshots} expired retrieval snapshot(s) and "
+            f"{report.expired_records} expired record(s)")
+    if report.capped:
+        text += " (this round's cap reached: the next round goes on)"
+    return text
+
+
+async def _maintenance_round(manager: GovernedMemoryManager,
+                             operator: Principal) -> MaintenanceReport:
+    """One maintenance round (:meth:`~governed_memory.manager.GovernedMemoryManager.maintain`):
+    snapshots past retention, then expired records of every scope in bounded batches.
+    A step the provider cannot do is skipped and said once on stderr."""
+    report = await manager.maintain(operator)
+    for operation, reason in report.skipped:
+        if (operation, reason) not in _SAID:
+            _SAID.add((operation, reason))
+            click.echo(f"maintenance: {operation} skipped: {reason}", err=True)
+    if report.snapshots or report.expired_records:
+        click.echo(f"maintenance: {_maintenance_text(report)}", err=True)
+    return report
+
+
+_SAID: set[tuple[str, str]] = set()
+"""Skipped maintenance steps this process has already reported (a worker runs a round
+every few minutes; the reason does not change)."""
 
 
 async def _maintain(manager: GovernedMemoryManager, operator: Principal,
@@ -199,13 +224,31 @@ async def _maintain(manager: GovernedMemoryManager, operator: Principal,
 
 @click.command()
 @db_option
-def maintain(db: Path | None) -> None:
-    """Run one maintenance round now: remove retrieval snapshots past their retention."""
+@click.option("--batch", type=click.IntRange(1, MAX_PURGE), default=EXPIRED_BATCH,
+              show_default=True,
+              help="expired records removed per batch (each batch one governed operation)")
+@click.option("--max-records", type=click.IntRange(min=0), default=EXPIRED_ROUND_CAP,
+              show_default=True,
+              help="expired records the round removes at most; 0: none this round")
+@json_option
+def maintain(db: Path | None, batch: int, max_records: int, as_json: bool) -> None:
+    """Run one maintenance round now: remove retrieval snapshots past their retention,
+    then expired records of every scope, in bounded batches (every batch governed)."""
 
-    async def work(manager: GovernedMemoryManager, operator: Principal) -> int:
-        return await _maintenance_round(manager, operator)
+    async def work(manager: GovernedMemoryManager, operator: Principal) -> MaintenanceReport:
+        report = await manager.maintain(operator, expired_batch=batch,
+                                        max_expired=max_records)
+        for operation, reason in report.skipped:
+            click.echo(f"maintenance: {operation} skipped: {reason}", err=True)
+        return report
 
-    click.echo(f"removed {_run(db, work)} expired retrieval snapshot(s)")
+    report = _run(db, work)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(unstructure(report), indent=2, sort_keys=True))
+    else:
+        click.echo(_maintenance_text(report))
 
 
 @click.command()

@@ -33,6 +33,9 @@ COMMANDS: dict[str, LazyCommand] = {
              ("get", "get", "Read one memory by id or key."),
              ("list", "list_", "Page through the memories of one exact scope, oldest first."),
              ("search", "search", "Search the memories of one exact scope."),
+             ("put", "put", "Write CONTENT (or - for stdin) under KEY: added when the "
+                            "key is new, else a new version; compare-and-set with "
+                            "--expected-revision."),
              ("update", "update", "Change a memory: new CONTENT (or - for stdin) and/or "
                                   "fields; compare-and-set with --expected-revision."),
              ("delete", "delete", "Delete a memory (soft: a tombstone version; --hard: gone "
@@ -73,14 +76,20 @@ COMMANDS: dict[str, LazyCommand] = {
                                          "trail (the ``audit`` sink).")),
     **_table("indexing",
              ("worker", "worker", "Run the indexing and maintenance worker: embed what writes "
-                                  "queued, and enforce retrieval-snapshot retention, until "
-                                  "SIGINT/SIGTERM (every round is governed)."),
+                                  "queued, enforce retrieval-snapshot retention and remove "
+                                  "expired records of every scope, until SIGINT/SIGTERM "
+                                  "(every round, every batch is governed)."),
              ("reindex", "reindex", "Re-embed, through the outbox, every live record lacking a "
                                     "vector of the profile's embedder (after the embedder or "
                                     "its model changed)."),
              ("outbox", "outbox", "Inspect and requeue the indexing outbox."),
              ("maintain", "maintain", "Run one maintenance round now: remove retrieval "
-                                      "snapshots past their retention.")),
+                                      "snapshots past their retention, then expired records "
+                                      "of every scope, in bounded batches (every batch "
+                                      "governed).")),
+    **_table("extraction", ("extraction", "extraction", "Inspect and requeue the "
+                                                        "extraction queue (turns whose "
+                                                        "facts a worker extracts).")),
     **_table("plugin_commands", ("commands", "commands", "The commands plugins add (loads "
                                                          "every plugin, which --help does "
                                                          "not).")),

@@ -1,9 +1,9 @@
-"""``governed-memory add|get|list|search|update|delete|history|replay``: one governed
+"""``governed-memory add|put|get|list|search|update|delete|history|replay``: one governed
 operation each, on one exact scope, as the tenant's operator.
 
-``add`` and ``update`` take the content the same way: a positional argument, or ``-``
-for stdin. Only ``add`` may create the database; the others refuse one that does not
-exist (exit 4), naming it.
+``add``, ``put`` and ``update`` take the content the same way: a positional argument,
+or ``-`` for stdin. Only ``add`` and ``put`` may create the database; the others refuse
+one that does not exist (exit 4), naming it.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ from governed_memory.cli.common import (
     scope_from,
     scope_options,
 )
-from governed_memory.records import MemoryType
+from governed_memory.records import MemoryType, Visibility
 
 if TYPE_CHECKING:
     from governed_memory.manager import GovernedMemoryManager
 
 TYPES = click.Choice([t.value for t in MemoryType])
+VISIBILITIES = click.Choice([v.value for v in Visibility])
 
 
 @click.command()
@@ -118,18 +119,58 @@ def list_(db: Path | None, limit: int, cursor: str | None, memory_types: tuple[s
 @click.option("--before", type=MOMENT, default=None, help="only what happened before this time")
 @click.option("--as-of", type=MOMENT, default=None,
               help="search memory as it stood at this time")
+@click.option("--visibility", type=VISIBILITIES, default=None,
+              help="only private or only shared memories")
+@click.option("--source-type", "source_types", multiple=True,
+              help="only memories whose provenance source type is this (repeatable)")
+@click.option("--sensitivity", multiple=True,
+              help="only memories labelled with this sensitivity (repeatable)")
+@click.option("--exclude-sensitivity", multiple=True,
+              help="leave out memories labelled with this sensitivity (repeatable)")
+@click.option("--cursor", default=None,
+              help="a previous page's next cursor: the next --limit results of the search")
 @json_option
 def search(db: Path | None, query: str, limit: int, memory_types: tuple[str, ...],
            since: float | None, before: float | None, as_of: float | None,
-           as_json: bool, **scope_kw: Any) -> None:
+           visibility: str | None, source_types: tuple[str, ...],
+           sensitivity: tuple[str, ...], exclude_sensitivity: tuple[str, ...],
+           cursor: str | None, as_json: bool, **scope_kw: Any) -> None:
     """Search the memories of one exact scope. Times are ISO 8601 (UTC when they name
-    no offset) or epoch seconds."""
+    no offset) or epoch seconds. A sensitivity label is a memory's
+    metadata["sensitivity"]; the filters apply before the top --limit."""
     scope = scope_from(scope_kw)
-    result = run_with_manager(db, lambda m: m.search(operator(scope.tenant_id), scope, query,
-                                                     limit=limit, memory_types=memory_types,
-                                                     occurred_since=since,
-                                                     occurred_before=before, as_of=as_of))
+    result = run_with_manager(db, lambda m: m.search(
+        operator(scope.tenant_id), scope, query, limit=limit, memory_types=memory_types,
+        occurred_since=since, occurred_before=before, as_of=as_of, visibility=visibility,
+        source_types=source_types, sensitivity=sensitivity,
+        exclude_sensitivity=exclude_sensitivity, cursor=cursor))
     emit(result, as_json, fmt.search_text)
+
+
+@click.command()
+@db_option
+@scope_options
+@click.argument("key")
+@content_argument()
+@click.option("--expected-revision", default=None, help="refuse if the record has moved on")
+@click.option("--type", "memory_type", type=TYPES, default=None)
+@click.option("--metadata", default=None, help="JSON object (replaces the metadata)")
+@click.option("--importance", type=float, default=None)
+@json_option
+@creates_database
+def put(db: Path | None, key: str, content: str, expected_revision: str | None,
+        memory_type: str | None, metadata: str | None, importance: float | None,
+        as_json: bool, **scope_kw: Any) -> None:
+    """Write CONTENT (or - for stdin) under KEY: added when the key is new, else a new
+    version; compare-and-set with --expected-revision."""
+    scope = scope_from(scope_kw)
+    text = read_content(content)
+    assert text is not None  # the argument is required
+    meta = parse_metadata(metadata)
+    result = run_with_manager(db, lambda m: m.put(
+        operator(scope.tenant_id), scope, key, text, expected_revision=expected_revision,
+        memory_type=memory_type, metadata=meta, importance=importance))
+    emit(result, as_json, fmt.record_text)
 
 
 @click.command()

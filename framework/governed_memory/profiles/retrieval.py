@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import attrs
@@ -23,6 +23,7 @@ from governed_memory.profiles.problems import (
     check_unique,
     frozen_dict,
 )
+from governed_memory.read_filters import MAX_FILTER_VALUES, label_problem
 
 
 class RetrievalMode(enum.StrEnum):
@@ -94,7 +95,54 @@ class ContextSection:
     budget_tokens: int = 2_000
     max_memories: int = 20
     max_turns: int = 20
+    total_budget_tokens: int | None = None
+    """The most the whole context may add to a prompt (memory blocks, summary, window
+    and recalled memories together), in the builder's token counter's units; ``None``:
+    each part keeps only its own budget. Added after profiles were published: left out
+    of the revision while unset."""
+    exclude_sensitivity: tuple[str, ...] = ()
+    """Sensitivity labels (the string ``metadata["sensitivity"]``) whose memories a
+    context build never places in the prompt: recall's searches leave them out before
+    their top-k (``governed_memory.read_filters``). Added after profiles were published:
+    left out of the revision while empty."""
 
     def __attrs_post_init__(self) -> None:
-        for name in ("budget_tokens", "max_memories", "max_turns"):
-            check_at_least_one(name, getattr(self, name))
+        for name in ("budget_tokens", "max_memories", "max_turns", "total_budget_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool):
+                raise ProfileProblem(name, "must be a whole number, not true or false")
+            check_at_least_one(name, value)
+        excluded = self.exclude_sensitivity
+        if len(excluded) > MAX_FILTER_VALUES:
+            raise ProfileProblem("exclude_sensitivity",
+                                 f"names {len(excluded)} labels; the limit is "
+                                 f"{MAX_FILTER_VALUES}")
+        for index, label in enumerate(excluded):
+            problem = label_problem(label)
+            if problem is not None:
+                raise ProfileProblem(f"exclude_sensitivity[{index}]", problem)
+        check_unique("exclude_sensitivity", excluded)
+
+
+def block_tokens_estimate(limits: Iterable[int]) -> int:
+    """About how many tokens full blocks of these limits (in characters) take: four
+    characters a token, the default counter's rate for plain text. The frame, names
+    and descriptions ride on top, and non-ASCII text costs more; the builder cuts what
+    still does not fit at run time, so this only refuses the impossible up front."""
+    return sum(-(-limit // 4) for limit in limits)
+
+
+def context_budget_problems(total: int | None, block_limits: Mapping[str, int], *,
+                            path: str = "context.total_budget_tokens"
+                            ) -> list[ProfileProblem]:
+    """The declared blocks must fit the total budget: they are in every prompt, first,
+    so a total they overrun would cut the agent's own memory on every turn."""
+    if total is None or not block_limits:
+        return []
+    needed = block_tokens_estimate(block_limits.values())
+    if needed <= total:
+        return []
+    return [ProfileProblem(path,
+                           f"is {total}, but the declared blocks ({', '.join(block_limits)}) "
+                           f"may hold about {needed} tokens (their limits at four "
+                           "characters a token); raise it or lower the block limits")]

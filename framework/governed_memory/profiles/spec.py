@@ -50,6 +50,7 @@ from governed_memory.profiles.retrieval import (
     RetrievalMode,
     RetrievalSection,
     SnapshotStorage,
+    context_budget_problems,
 )
 from governed_memory.profiles.rules import (
     BUILT_IN_RATE_STORES,
@@ -167,6 +168,9 @@ class MemoryProfileSpec:
         check_positive("timeout_s", self.timeout_s)
         found = self._store_problems()
         found.extend(block_problems(self.blocks, "blocks" in self.stores))
+        found.extend(context_budget_problems(
+            self.context.total_budget_tokens,
+            {name: block.limit for name, block in self.blocks.items()}))
         if (self.fallback.provider == self.provider.name
                 and self.fallback.config == self.provider.config):
             # The same provider elsewhere (a replica) is a fallback; the very same one
@@ -239,6 +243,8 @@ _LATER_SECTIONS: Final[Mapping[tuple[str, ...], Any]] = {
     ("blocks",): {},
     ("retrieval", "request_ranking"): RequestRankingSection(),
     ("quotas", "rate_store"): RATE_STORE_PROVIDER,
+    ("context", "total_budget_tokens"): None,
+    ("context", "exclude_sensitivity"): (),
 }
 """Sections added after profiles were published: hashed only when set away from their
 default, so every earlier profile keeps the revision its events and packs recorded."""

@@ -16,9 +16,12 @@
 8. recall long-term memories for that query within the block budget;
 
 and finally read the memory blocks the profile declares (every turn, whatever the
-policy: they are the agent's own memory) and record which memory and block versions
-the prompt received (an event through the activity port). The question being
-answered must not be appended yet: the window is the history before this turn.
+policy: they are the agent's own memory), divide the policy's total budget, if it
+sets one, among blocks, window, summary and recalled memories in that order (``budget``:
+what does not fit is cut from the end of that order, and each cut is recorded and
+named in ``degraded`` as ``budget.cut.<part>``), and record which memory and block
+versions the prompt received (an event through the activity port). The question
+being answered must not be appended yet: the window is the history before this turn.
 
 Nothing after step 1 fails the turn: a model, search or repository failure is logged
 at WARNING, named in ``degraded`` and in the context event, and the turn continues
@@ -29,9 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from governed_memory.errors import GovernedMemoryError, MemoryScopeError
+from governed_memory.errors import (
+    GovernedMemoryError,
+    MemoryConfigurationError,
+    MemoryScopeError,
+)
 from governed_memory.language_models import LanguageModel
 from governed_memory.principal import Principal
+from governed_memory.profiles.retrieval import context_budget_problems
 from governed_memory.records import MemoryRecord, MemoryType, content_hash
 from governed_memory.scope import Scope, ScopeLevel, narrow
 from governed_memory.tiers.blocks import Block
@@ -39,11 +47,11 @@ from governed_memory.tiers.facade import MemoryTiers
 from governed_memory.tiers.owners import owner_scope
 from governed_memory.tiers.results import InjectedVersion
 from governed_memory.tiers.turns import Turn
+from governed_memory.turncontext.budget import divide
 from governed_memory.turncontext.condenser import Condensed, condense
 from governed_memory.turncontext.degrade import Degradations
 from governed_memory.turncontext.policy import ContextPolicy
 from governed_memory.turncontext.recall import MemoryRecall, RecallResult
-from governed_memory.turncontext.render import render_blocks
 from governed_memory.turncontext.result import MemoryContext
 from governed_memory.turncontext.summarizer import fold, frontier, load_summary
 from governed_memory.turncontext.tokens import (
@@ -66,6 +74,7 @@ class MemoryContextBuilder:
             policy = (ContextPolicy.from_profile(spec.context) if spec is not None
                       else ContextPolicy())
         self.policy = policy
+        self._check_blocks_fit(tiers, policy)
         self.model = model
         self.count_tokens = token_counter
         self.recall = MemoryRecall(self.policy, tiers.long_term_or_none,
@@ -95,7 +104,7 @@ class MemoryContextBuilder:
             window, over = trim(loaded, policy.recent_max_tokens, self.count_tokens)
             if over:
                 degraded.add("window.over_budget")
-            return await self._finish(principal, owner, session, question, window, None, None,
+            return await self._finish(principal, owner, session, question, window, None,
                                       Condensed(question), RecallResult(), anchors, degraded)
 
         # Step 4: the rolling summary and what it covers.
@@ -128,8 +137,20 @@ class MemoryContextBuilder:
                                             wanted=condensed.wanted_types)
         degraded.extend(recalled.degraded)
         return await self._finish(principal, owner, session, question, window, summary,
-                                  summary.content if summary else None, condensed, recalled,
-                                  anchors, degraded)
+                                  condensed, recalled, anchors, degraded)
+
+    @staticmethod
+    def _check_blocks_fit(tiers: MemoryTiers, policy: ContextPolicy) -> None:
+        """A total the declared blocks cannot fit is refused at wiring time, as a
+        profile with one is at load: the blocks would be cut on every turn."""
+        if policy.total_budget_tokens is None or not tiers.has_blocks:
+            return
+        problems = context_budget_problems(
+            policy.total_budget_tokens,
+            {name: spec.limit for name, spec in tiers.blocks.specs.items()},
+            path="total_budget_tokens")
+        if problems:
+            raise MemoryConfigurationError(str(problems[0]))
 
     async def _recent(self, principal: Principal, session: Scope,
                       degraded: Degradations) -> tuple[Turn, ...]:
@@ -205,41 +226,48 @@ class MemoryContextBuilder:
     async def _finish(self, principal: Principal, owner: Scope, session: Scope,
                       question: str,
                       window: tuple[Turn, ...], summary: MemoryRecord | None,
-                      summary_text: str | None, condensed: Condensed,
+                      condensed: Condensed,
                       recalled: RecallResult, anchors: tuple[str, ...],
                       degraded: Degradations) -> MemoryContext:
         blocks = await self._blocks(principal, owner, degraded)
+        total = self.policy.total_budget_tokens
+        parts = divide(total, self.count_tokens, blocks=blocks, window=window,
+                       summary=summary.content if summary else None, recalled=recalled)
+        # Named like the failures, but not logged as one: a total that cuts is doing
+        # what it was set for, and the context and its event say what it cut.
+        degraded.extend(tuple(f"budget.cut.{cut.part}" for cut in parts.cuts))
         injected = tuple(InjectedVersion(m.record.id, m.record.version,
                                          m.record.content_hash, m.record.scope_hash)
-                         for m in recalled.memories)
+                         for m in parts.recalled)
         scopes = {session.scope_hash: session}
-        for block in blocks:
+        for block in blocks if parts.blocks_text else ():
             if block.version > 0:  # version 0 is the profile's text, stored nowhere
                 scopes.setdefault(block.scope_hash,
                                   self.tiers.blocks.scope_of(principal, owner, block.name))
                 injected += (InjectedVersion(f"block:{block.name}", block.version,
                                              content_hash(block.value), block.scope_hash),)
-        for m in recalled.memories:
+        for m in parts.recalled:
             scopes.setdefault(m.record.scope_hash, m.record.scope)
-        if summary is not None:
+        if summary is not None and parts.summary:
             injected = (InjectedVersion(summary.id, summary.version, summary.content_hash,
                                         summary.scope_hash), *injected)
         snapshot = degraded.as_tuple()
         try:
             await self.tiers.record_context(principal, tuple(scopes.values()), injected,
-                                            snapshot, tuple(t.turn_id for t in window))
+                                            snapshot, tuple(t.turn_id for t in parts.window))
         except GovernedMemoryError as exc:
             degraded.add("context.record_failed", exc)
         wanted: tuple[MemoryType, ...] = condensed.wanted_types
-        blocks_text = render_blocks(blocks)
         return MemoryContext(
-            question=question, messages=window, summary=summary_text,
+            question=question, messages=parts.window, summary=parts.summary,
             standalone_query=condensed.query, rewritten=condensed.rewritten,
-            wanted_types=wanted, recalled=recalled.memories,
-            memory_block=recalled.block, anchor_entity_ids=anchors,
+            wanted_types=wanted, recalled=parts.recalled,
+            memory_block=parts.memory_block, anchor_entity_ids=anchors,
             degraded=degraded.as_tuple(),
-            window_tokens=window_tokens(window, self.count_tokens),
-            block_tokens=recalled.block_tokens,
-            summary_version=summary.version if summary else None,
-            blocks=blocks, blocks_text=blocks_text,
-            blocks_tokens=self.count_tokens(blocks_text) if blocks_text else 0)
+            window_tokens=window_tokens(parts.window, self.count_tokens),
+            block_tokens=parts.block_tokens,
+            summary_version=summary.version if summary and parts.summary else None,
+            blocks=blocks, blocks_text=parts.blocks_text,
+            blocks_tokens=self.count_tokens(parts.blocks_text) if parts.blocks_text else 0,
+            summary_tokens=parts.summary_tokens, total_tokens=parts.total_tokens,
+            total_budget_tokens=total, cuts=parts.cuts)

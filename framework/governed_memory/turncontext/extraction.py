@@ -34,18 +34,40 @@ was said. If the amendment fails,
 the new row's ``supersedes`` still hides the old one from recall.
 
 Failure semantics: every model, search or repository failure is logged at WARNING and
-``extract`` returns what was already saved; it never raises into the turn.
+``extract`` returns what was already saved; it never raises into the turn. A model call
+that outlasts ``model_timeout_s`` is such a failure.
+
+Surviving a crash. ``extract`` runs in the turn, so a crash or a failed model call loses
+that turn's facts. ``enqueue`` queues the turns instead, as a durable job of the
+provider's (``governed_memory.extraction_jobs``), idempotent per (owner, turns); a worker
+(``governed_memory.turncontext.extraction_worker``) runs ``extract`` for it later, as
+the same principal, and retries what a model or repository failure left undone
+(``ExtractionResult.retryable``). Each fact's add carries an idempotency key derived
+from its turns and its hash, so two runs of one job racing (a lease taken over from a
+worker that was only slow) store a fact once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Sequence
+from typing import Final
 
 import attrs
 
-from governed_memory.errors import REFUSALS, GovernedMemoryError, MemoryScopeError
+from governed_memory.canonical import canonical_json
+from governed_memory.errors import (
+    REFUSALS,
+    GovernedMemoryError,
+    MemoryConfigurationError,
+    MemoryScopeError,
+    MemoryValidationError,
+)
+from governed_memory.extraction_jobs import MAX_JOB_TURNS, EnqueuedJob
+from governed_memory.extraction_requests import enqueue_extraction
 from governed_memory.language_models import LanguageModel
-from governed_memory.limits import clip_query
+from governed_memory.limits import clip_query, is_real
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.policy import authorize_scope
 from governed_memory.principal import Principal
@@ -70,6 +92,11 @@ from governed_memory.turncontext.scoping import addressable, recall_scopes
 EXTRACT_LEVELS = (ScopeLevel.SESSION, ScopeLevel.USER, ScopeLevel.PROJECT)
 KNOWN_PER_LEVEL = 10
 MIN_REFERENCE_CHARS = 6
+MODEL_FAILED: Final = "extraction.model_failed"
+REPOSITORY_FAILED: Final = "extraction.repository_failed"
+RETRYABLE: Final = (MODEL_FAILED, REPOSITORY_FAILED)
+"""Degradations a later attempt may mend: the model gave no usable answer, or a write
+failed midway. A queued job with one of them is retried."""
 
 
 @attrs.frozen(slots=True)
@@ -86,16 +113,52 @@ class ExtractionResult:
     skipped: tuple[Skipped, ...] = ()
     degraded: tuple[str, ...] = ()
 
+    @property
+    def retryable(self) -> str | None:
+        """The degradation that makes this run worth another attempt (the model failed
+        or timed out, or a write failed midway), or ``None`` when it finished."""
+        return next((d for d in self.degraded if d in RETRYABLE), None)
+
 
 class MemoryExtractor:
     def __init__(self, memories: GovernedMemoryManager, model: LanguageModel | None, *,
                  policy: ContextPolicy | None = None,
-                 entities: EntityResolver | None = None) -> None:
+                 entities: EntityResolver | None = None,
+                 model_timeout_s: float | None = None) -> None:
+        """``model_timeout_s`` bounds the extraction model call (``None``: the model's
+        own timeout only); a call past it is ``extraction.model_failed``."""
+        if model_timeout_s is not None and (not is_real(model_timeout_s)
+                                            or not model_timeout_s > 0):
+            raise MemoryConfigurationError("model_timeout_s must be a positive number")
         self.memories = memories
         self.model = model
         self.policy = policy or ContextPolicy()
         self.entities = entities
+        self.model_timeout_s = model_timeout_s
         self._ledger = Governance.of(memories).port(ContextLedger())
+
+    async def enqueue(self, principal: Principal, owner: Scope,
+                      turns: Sequence[Turn]) -> EnqueuedJob:
+        """Queue the extraction of ``turns`` (stored turns of the owner's session) as a
+        durable job that a worker runs as ``principal``; the same turns queued again
+        are the same job. A governed operation (``enqueue_extraction``,
+        ``memory:write``); a provider without a queue refuses it with
+        ``MemoryCapabilityUnsupportedError`` (call ``extract`` instead)."""
+        owner = owner_scope(principal, owner)
+        if owner.session_id is None:
+            raise MemoryScopeError("extraction needs an owner with a session_id")
+        session = narrow(owner, ScopeLevel.SESSION)
+        if not turns or len(turns) > MAX_JOB_TURNS:
+            raise MemoryValidationError(f"a job names 1 to {MAX_JOB_TURNS} turns",
+                                        field="turns")
+        if any(not isinstance(t, Turn) or t.scope_hash != session.scope_hash
+               for t in turns):
+            raise MemoryValidationError("every turn must be a stored turn of the owner's "
+                                        "session", field="turns")
+        ordered = sorted(turns, key=lambda t: t.seq)
+        return await enqueue_extraction(self.memories, principal, owner,
+                                        [t.turn_id for t in ordered], ordered[0].seq,
+                                        ordered[-1].seq)
 
     async def extract(self, principal: Principal, owner: Scope,
                       turns: Sequence[Turn]) -> ExtractionResult:
@@ -108,14 +171,15 @@ class MemoryExtractor:
         now = self.memories.clock.now()
         known = await self._known(principal, owner, turns, now, degraded)
         try:
-            answer = await self.model.generate_structured(
-                system=EXTRACT_SYSTEM,
-                user=extract_user(turns, [(reference(r.content_hash), r.memory_type,
-                                           r.content) for r in known]),
-                schema=EXTRACT_SCHEMA)
+            async with asyncio.timeout(self.model_timeout_s):
+                answer = await self.model.generate_structured(
+                    system=EXTRACT_SYSTEM,
+                    user=extract_user(turns, [(reference(r.content_hash), r.memory_type,
+                                               r.content) for r in known]),
+                    schema=EXTRACT_SCHEMA)
             facts = parse_facts(answer)
         except Exception as exc:
-            degraded.add("extraction.model_failed", exc)
+            degraded.add(MODEL_FAILED, exc)
             await self._record(principal, owner, (), (), degraded)
             return ExtractionResult(degraded=degraded.as_tuple())
         stored: list[MemoryRecord] = []
@@ -132,7 +196,7 @@ class MemoryExtractor:
                 skipped.append(Skipped("", f"refused: {exc.code}"))
                 continue
             except GovernedMemoryError as exc:
-                degraded.add("extraction.repository_failed", exc)
+                degraded.add(REPOSITORY_FAILED, exc)
                 break
             if isinstance(outcome, Skipped):
                 skipped.append(outcome)
@@ -211,17 +275,19 @@ class MemoryExtractor:
                                    floor=self.policy.entity_confidence_floor,
                                    degraded=degraded)
         stated_at = stated_time(turns)
+        turn_ids = [t.turn_id for t in turns]
         record = await self.memories.add(
             principal, scope, fact.content, memory_type=fact.memory_type,
             importance=fact.importance, entity_ids=entity_ids, valid_from=stated_at,
             occurred_at=stated_at,
             supersedes=old.id if old is not None else None,
             metadata={FACT_HASH_KEY: digest,
-                      "source_turn_ids": [t.turn_id for t in turns][-50:],
+                      "source_turn_ids": turn_ids[-50:],
                       "source_session_id": owner.session_id},
             provenance=Provenance(source_type="conversation", source_id=turns[-1].turn_id,
                                   session_id=owner.session_id, run_id=owner.run_id,
-                                  agent_id=owner.agent_id))
+                                  agent_id=owner.agent_id),
+            idempotency_key=fact_write_key(turn_ids, digest))
         return record, old
 
     async def _exists(self, principal: Principal, scope: Scope, content: str, digest: str,
@@ -262,6 +328,13 @@ class MemoryExtractor:
         except GovernedMemoryError as exc:
             degraded.add("extraction.supersede_failed", exc)
             return None
+
+
+def fact_write_key(turn_ids: Sequence[str], digest: str) -> str:
+    """The idempotency key of a fact's add: its turns and its hash (which names its
+    scope), so two runs over the same turns storing the same fact store it once."""
+    body = canonical_json({"turns": list(turn_ids), "fact": digest})
+    return "xf1:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 def stated_time(turns: Sequence[Turn]) -> float:

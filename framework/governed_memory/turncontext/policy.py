@@ -65,6 +65,12 @@ class ContextPolicy:
     """Pages of unread history one turn may fold into the summary."""
     summary_page_size: int = 50
     """Turns per catch-up page."""
+    total_budget_tokens: int | None = None
+    """The most the whole context may add to a prompt: memory blocks, summary, window
+    and recalled memories together, by the builder's token counter (characters, if
+    that counter counts characters). The builder divides it in that order and never
+    exceeds it, cutting from the end of the order; ``None`` keeps only each part's own
+    budget (and the summary on top of them)."""
 
     def __attrs_post_init__(self) -> None:
         for name in ("enabled", "query_rewrite"):
@@ -76,6 +82,8 @@ class ContextPolicy:
         _int(self, "recall_top_k", 0, MAX_RECALL_TOP_K)
         _int(self, "summary_catchup_pages", 1, 16)
         _int(self, "summary_page_size", 1, 100)
+        if self.total_budget_tokens is not None:
+            _int(self, "total_budget_tokens", 1, 10_000_000)
         _number(self, "summary_trigger_fraction", 0.0, 1.0, low_open=True)
         _number(self, "block_budget_fraction", 0.0, 1.0, low_open=True)
         _number(self, "recency_half_life_hours", 0.0, 1e9, low_open=True)
@@ -109,13 +117,15 @@ class ContextPolicy:
 
     @classmethod
     def from_profile(cls, section: ContextSection, **overrides: Any) -> ContextPolicy:
-        """The profile's ``[context]`` budgets as a policy (turns, tokens, memories)."""
+        """The profile's ``[context]`` budgets as a policy (turns, tokens, memories, and
+        the total the whole context must fit)."""
         turns = min(section.max_turns, MAX_RECENT_MESSAGES)
         values: dict[str, Any] = {
             "recent_max_messages": turns,
             "recent_max_tokens": section.budget_tokens,
             "summary_keep_messages": min(8, turns),
             "recall_top_k": min(section.max_memories, MAX_RECALL_TOP_K),
+            "total_budget_tokens": section.total_budget_tokens,
         }
         values.update(overrides)
         return cls(**values)

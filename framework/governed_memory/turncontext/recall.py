@@ -14,6 +14,11 @@ memory stays readable for "as of" questions (``as_of=``) and is skipped otherwis
 "as of" recall is the search's own ``as_of``: memories that had happened by then
 (``event_time <= as_of``) and were valid then, with recency measured from that moment;
 the listing fallback keeps the same rule.
+
+What must never reach a prompt is decided by the profile, not by the turn: the
+labels of its ``[context] exclude_sensitivity`` (and any a host adds here) are left out
+by every search recall makes, in the datastore before the search's top-k, so the
+candidates stay as many as asked for; the listing fallback drops them too.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from collections.abc import Iterable
 import attrs
 
 from governed_memory.clock import Clock
-from governed_memory.errors import REFUSALS, GovernedMemoryError
+from governed_memory.errors import REFUSALS, GovernedMemoryError, MemoryValidationError
 from governed_memory.limits import clip_query
 from governed_memory.manager import GovernedMemoryManager
 from governed_memory.principal import Principal
+from governed_memory.profiles.spec import MemoryProfileSpec
+from governed_memory.read_filters import check_values, sensitivity_label
 from governed_memory.records import MemoryRecord, MemoryType
 from governed_memory.scope import Scope, ScopeLevel
 from governed_memory.turncontext.degrade import Degradations
@@ -80,14 +87,32 @@ def wanted_types(values: Iterable[MemoryType | str]) -> frozenset[MemoryType]:
     return frozenset(out)
 
 
+def excluded_labels(memories: GovernedMemoryManager | None,
+                    extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The sensitivity labels a context build keeps out of the prompt: the profile's
+    ``[context] exclude_sensitivity`` and ``extra``, each once, in that order."""
+    spec: MemoryProfileSpec | None = getattr(memories, "profile_spec", None)
+    profile = spec.context.exclude_sensitivity if spec is not None else ()
+    if isinstance(extra, str):
+        raise MemoryValidationError("exclude_sensitivity must be a list of labels, not a "
+                                    "string", field="exclude_sensitivity")
+    labels = tuple(dict.fromkeys((*profile, *extra)))
+    check_values(labels, "exclude_sensitivity")  # refused here, never on every turn
+    return labels
+
+
 class MemoryRecall:
     def __init__(self, policy: ContextPolicy, memories: GovernedMemoryManager | None, *,
                  token_counter: TokenCounter = approximate_tokens,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None,
+                 exclude_sensitivity: Iterable[str] = ()) -> None:
+        """``exclude_sensitivity`` adds labels to the profile's ``[context]
+        exclude_sensitivity``; nothing here can take one of the profile's away."""
         self.policy = policy
         self.memories = memories
         self.count_tokens = token_counter
         self.clock = clock or (memories.clock if memories is not None else None)
+        self.exclude_sensitivity = excluded_labels(memories, exclude_sensitivity)
 
     async def recall(self, principal: Principal, owner: Scope, query: str, *,
                      anchor_entity_ids: Iterable[str] = (),
@@ -115,7 +140,8 @@ class MemoryRecall:
         live = [(level, record, rel) for level, record, rel in fetched
                 if record.memory_type in RECALL_MEMORY_TYPES
                 and is_valid_at(record, moment)
-                and (as_of is None or record.event_time <= as_of)]
+                and (as_of is None or record.event_time <= as_of)
+                and self._allowed(record)]
         if as_of is None:
             # A replacement that is valid hides what it supersedes even if amending the
             # old row never happened (a crash between the two writes).
@@ -139,8 +165,9 @@ class MemoryRecall:
         assert self.memories is not None
         limit = min(100, max(20, self.policy.recall_top_k * 4))
         try:
-            result = await self.memories.search(principal, scope, query, limit=limit,
-                                                memory_types=RECALL_MEMORY_TYPES, as_of=as_of)
+            result = await self.memories.search(
+                principal, scope, query, limit=limit, memory_types=RECALL_MEMORY_TYPES,
+                as_of=as_of, exclude_sensitivity=self.exclude_sensitivity)
             return [(hit.record, hit.score) for hit in result.hits]
         except REFUSALS as exc:
             degraded.add(f"recall.refused.{level.value}", exc)
@@ -162,7 +189,8 @@ class MemoryRecall:
                                                 memory_types=RECALL_MEMORY_TYPES)
                 for record in page.items:
                     text = record.content.casefold()
-                    if not terms or any(term in text for term in terms):
+                    if self._allowed(record) and (not terms
+                                                  or any(term in text for term in terms)):
                         found.append((record, None))
                 cursor = page.next_cursor
                 if cursor is None:
@@ -171,6 +199,12 @@ class MemoryRecall:
             degraded.add(f"recall.repository_failed.{level.value}", exc)
             return []
         return found
+
+    def _allowed(self, record: MemoryRecord) -> bool:
+        """Not labelled with an excluded sensitivity: what a listing (which has no
+        such filter) must be checked for, and what a search already guaranteed."""
+        label = sensitivity_label(record.metadata)
+        return label is None or label not in self.exclude_sensitivity
 
     def _fit(self, chosen: list[Scored], budget: int) -> tuple[list[Scored], str, int]:
         """The longest prefix of the ranking whose rendered block fits the budget."""

@@ -10,6 +10,7 @@ and :meth:`MemoryRecords.release_key`.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import attrs
@@ -117,6 +118,20 @@ class MemoryRecords(Repository):
         return sum(1 for row in self._state.rows.values()
                    if row.record.status is not RecordStatus.DELETED
                    and not row.record.is_expired(now))
+
+    async def expired(self, now: float, limit: int) -> list[tuple[str, str]]:
+        found = heapq.nsmallest(
+            limit, ((expires, row.record.id, row.record.scope.tenant_id)
+                    for row in self._state.rows.values()
+                    if (expires := row.record.expires_at) is not None and expires <= now))
+        return [(record_id, tenant_id) for _, record_id, tenant_id in found]
+
+    async def expired_among(self, tenant_id: str, record_ids: Sequence[str],
+                            now: float) -> list[str]:
+        rows = (self._state.rows.get(record_id) for record_id in set(record_ids))
+        return sorted(row.record.id for row in rows
+                      if row is not None and row.record.scope.tenant_id == tenant_id
+                      and row.record.is_expired(now))
 
     async def insert(self, record: MemoryRecord) -> None:
         if record.id in self._state.rows:

@@ -20,6 +20,7 @@ import attrs
 from governed_memory.events import MemoryEvent
 from governed_memory.indexing import IndexJob
 from governed_memory.provider_kit import metadata_matches
+from governed_memory.read_filters import passes_read_filters
 from governed_memory.records import MemoryRecord, MemoryVersion, RecordStatus
 
 from governed_memory_native.retrieval.bm25 import Document
@@ -127,7 +128,10 @@ def passes_filters(record: MemoryRecord, query: SearchQuery) -> bool:
             and (query.valid_at is None or record.is_valid_at(query.valid_at))
             and record.happened_within(query.occurred_since, query.occurred_before)
             and (not query.visibilities or record.visibility in query.visibilities)
-            and metadata_matches(record.metadata, query.metadata_filter))
+            and metadata_matches(record.metadata, query.metadata_filter)
+            and passes_read_filters(record, visibility=None, source_types=query.source_types,
+                                    sensitivity=query.sensitivity,
+                                    exclude_sensitivity=query.exclude_sensitivity))
 
 
 _MISSING: Any = object()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from governed_memory.errors import MemoryValidationError
+from governed_memory.read_filters import SENSITIVITY_KEY
 
 from governed_memory_native.storage.copies import dumps
 from governed_memory_native.storage.values import SearchQuery
@@ -77,10 +78,30 @@ def filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, dict[str,
     if query.occurred_before is not None:
         clauses.append("coalesce(r.occurred_at, r.created_at) < %(occurred_before)s")
         params["occurred_before"] = query.occurred_before
+    if query.source_types:
+        clauses.append(_string_in("r.provenance", "source_type", "source_types"))
+        params["source_types"] = [dumps(value) for value in query.source_types]
+    if query.sensitivity:
+        clauses.append(_string_in("r.metadata", SENSITIVITY_KEY, "sensitivity"))
+        params["sensitivity"] = [dumps(label) for label in query.sensitivity]
+    if query.exclude_sensitivity:
+        clauses.append("NOT " + _string_in("r.metadata", SENSITIVITY_KEY,
+                                           "exclude_sensitivity"))
+        params["exclude_sensitivity"] = [dumps(label) for label in query.exclude_sensitivity]
     return ("(" + " AND ".join(clauses) + ")" if clauses else "true"), params
+
+
+def _string_in(column: str, key: str, param: str) -> str:
+    """Whether ``column``'s JSON object holds a string under ``key`` equal to one of the
+    values bound as ``param``, never NULL (so ``NOT`` of it keeps a record without one).
+
+    Compared as stored JSON text against each value's canonical encoding, as string
+    metadata filters are (:func:`_metadata_clause`): no unescaping, so any string works."""
+    member = f"({column}::json -> '{key}')"
+    return (f"coalesce(json_typeof{member} = 'string'"
+            f" AND {member}::text = ANY(%({param})s), false)")
 
 
 def needs_records(query: SearchQuery) -> bool:
     """Whether a lexical search's filters read columns only ``memory_records`` has."""
-    return bool(query.memory_types or query.entity_ids or query.metadata_filter
-                or query.bounds_event_time())
+    return query.reads_records()

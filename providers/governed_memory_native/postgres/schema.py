@@ -553,6 +553,19 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         # no statement's result needs reading before it.
         statements=(_CAS_FUNCTION,),
     ),
+    Migration(
+        version=13,
+        description="the expiry index of every scope: the maintenance round purges "
+                    "expired records store-wide, earliest expiry first",
+        # memory_records_expires_at leads with the scope; the store-wide purge reads the
+        # earliest expiries of every scope, so it needs expiry first. Partial: records
+        # that never expire write no entry. Built under the migration's exclusive lock
+        # (writers wait for it, as for every migration); nothing is rewritten.
+        statements=(
+            "CREATE INDEX memory_records_expiry ON memory_records (expires_at, id)"
+            " WHERE expires_at IS NOT NULL",
+        ),
+    ),
 )
 
 _REBUILDS: Final = frozenset({9})

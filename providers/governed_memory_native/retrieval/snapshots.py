@@ -33,6 +33,7 @@ from governed_memory.errors import MemoryNotFoundError, MemoryStorageError, Memo
 from governed_memory.ids import new_id
 from governed_memory.indexing import RankingConfig
 from governed_memory.operation_context import OperationContext, ProfileRef
+from governed_memory.read_filters import VALUE_FILTERS
 from governed_memory.records import HitExplanation, SearchHit, SignalScore
 from governed_memory.replay import ReplayResult, SnapshotHeader, SnapshotLostError
 from governed_memory.requests import SearchRequest
@@ -49,8 +50,8 @@ def _digest(value: Any) -> str:
 
 
 def _hashed_request(request: SearchRequest) -> dict[str, Any]:
-    """What the request hash covers. The time fields count only when set, so a search
-    without them hashes as it did before they existed."""
+    """What the request hash covers. The time and read filters count only when set, so
+    a search without them hashes as it did before they existed."""
     hashed: dict[str, Any] = {"query": request.query, "limit": request.limit,
                               "memory_types": [t.value for t in request.memory_types],
                               "entity_ids": list(request.entity_ids),
@@ -58,6 +59,11 @@ def _hashed_request(request: SearchRequest) -> dict[str, Any]:
     for name in ("occurred_since", "occurred_before", "as_of"):
         if getattr(request, name) is not None:
             hashed[name] = getattr(request, name)
+    if request.visibility is not None:
+        hashed["visibility"] = request.visibility.value
+    for name in VALUE_FILTERS:
+        if getattr(request, name):
+            hashed[name] = list(getattr(request, name))
     return hashed
 
 

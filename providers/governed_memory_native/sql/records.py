@@ -146,6 +146,26 @@ class SqlRecords:
             " AND (expires_at IS NULL OR expires_at > ?)"), (now,))
         return int(rows[0][0])
 
+    async def expired(self, now: float, limit: int) -> list[tuple[str, str]]:
+        db = self._db
+        rows = await db.tuples(db.q(
+            "SELECT id, tenant_id FROM memory_records"
+            " WHERE expires_at IS NOT NULL AND expires_at <= ?"
+            " ORDER BY expires_at, id LIMIT ?"), (now, limit))
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def expired_among(self, tenant_id: str, record_ids: Sequence[str],
+                            now: float) -> list[str]:
+        db = self._db
+        found: list[str] = []
+        for chunk in chunks(unique(record_ids), db.chunk):
+            ids, params = db.member("id", chunk)
+            rows = await db.tuples(db.q(
+                f"SELECT id FROM memory_records WHERE {ids} AND tenant_id = ?"
+                " AND expires_at IS NOT NULL AND expires_at <= ?"), [*params, tenant_id, now])
+            found += (str(row[0]) for row in rows)
+        return sorted(found)
+
     async def insert(self, record: MemoryRecord) -> None:
         raise NotImplementedError  # the dialect's own: it indexes the record too
 

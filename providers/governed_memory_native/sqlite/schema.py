@@ -536,6 +536,19 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
               for column in ("expires_at", "valid_from", "invalid_at")),
         ),
     ),
+    Migration(
+        version=15,
+        description="the expiry index of every scope: the maintenance round purges "
+                    "expired records store-wide, earliest expiry first",
+        statements=(
+            # memory_records_expires_at leads with the scope; the store-wide purge reads
+            # the earliest expiries of every scope, so it needs expiry first. Partial:
+            # records that never expire write no entry. A plain index on existing rows:
+            # nothing is rewritten, and the migration's BEGIN IMMEDIATE keeps writers out.
+            "CREATE INDEX memory_records_expiry ON memory_records (expires_at, id)"
+            " WHERE expires_at IS NOT NULL",
+        ),
+    ),
 )
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from governed_memory.errors import MemoryStorageError, MemoryValidationError
+from governed_memory.read_filters import SENSITIVITY_KEY
 from governed_memory.records import MemoryRecord
 
 from governed_memory_native.retrieval.lexical import PostingsSource
@@ -62,8 +63,13 @@ def _metadata_clause(name: str, value: Any) -> tuple[str, list[Any]]:
 
 def _needs_records(query: SearchQuery) -> bool:
     """Whether a lexical search's filters read columns only ``memory_records`` has."""
-    return bool(query.memory_types or query.entity_ids or query.metadata_filter
-                or query.bounds_event_time())
+    return query.reads_records()
+
+
+_LABEL: Final = (f"coalesce(json_type(r.metadata, '$.{SENSITIVITY_KEY}') = 'text'"
+                 f" AND json_extract(r.metadata, '$.{SENSITIVITY_KEY}') IN ({{marks}}), 0)")
+"""Whether the record's sensitivity label (a JSON string under ``sensitivity``) is one
+of the bound labels; never NULL, so ``NOT`` of it keeps the unlabelled records."""
 
 
 def filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, list[Any]]:
@@ -96,6 +102,16 @@ def filter_clause(query: SearchQuery, copied: str = "r") -> tuple[str, list[Any]
     if query.occurred_before is not None:
         clauses.append("coalesce(r.occurred_at, r.created_at) < ?")
         params.append(query.occurred_before)
+    if query.source_types:
+        clauses.append("json_extract(r.provenance, '$.source_type')"
+                       f" IN ({_marks(len(query.source_types))})")
+        params.extend(query.source_types)
+    if query.sensitivity:
+        clauses.append(_LABEL.format(marks=_marks(len(query.sensitivity))))
+        params.extend(query.sensitivity)
+    if query.exclude_sensitivity:
+        clauses.append("NOT " + _LABEL.format(marks=_marks(len(query.exclude_sensitivity))))
+        params.extend(query.exclude_sensitivity)
     return ("(" + " AND ".join(clauses) + ")" if clauses else "1"), params
 
 

@@ -93,6 +93,19 @@ class RecordReads(Protocol):
         """Records neither deleted nor expired at ``now``, every tenant."""
         ...
 
+    async def expired(self, now: float, limit: int) -> list[tuple[str, str]]:
+        """``(record id, tenant id)`` of up to ``limit`` records of any scope, any status,
+        whose ``expires_at`` is at or before ``now``: earliest expiry first, then by id
+        (the store-wide expiry purge, served by an index on ``expires_at``)."""
+        ...
+
+    async def expired_among(self, tenant_id: str, record_ids: Sequence[str],
+                            now: float) -> list[str]:
+        """The ids among ``record_ids`` of records of the tenant still stored and expired
+        at ``now``, ascending (what a purge batch found, read again under the tenant's
+        writer lock: another worker may have removed them since)."""
+        ...
+
 
 class RecordWrites(RecordReads, Protocol):
     async def insert(self, record: MemoryRecord) -> None:

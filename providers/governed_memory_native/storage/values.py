@@ -61,9 +61,24 @@ class SearchQuery:
     occurred_before: float | None = None
     """When set, only records whose ``event_time`` (``occurred_at``, else ``created_at``)
     lies in ``[occurred_since, occurred_before)`` match."""
+    source_types: tuple[str, ...] = ()
+    """When set, only records whose ``provenance.source_type`` is one of these match."""
+    sensitivity: tuple[str, ...] = ()
+    """When set, only records whose sensitivity label (the string
+    ``metadata["sensitivity"]``) is one of these match."""
+    exclude_sensitivity: tuple[str, ...] = ()
+    """Records whose sensitivity label is one of these never match."""
 
     def bounds_event_time(self) -> bool:
         return self.occurred_since is not None or self.occurred_before is not None
+
+    def reads_records(self) -> bool:
+        """Whether a filter reads what only the record row holds (its type, entities,
+        metadata, provenance or event time), not the lexical postings' copies of its
+        validity and visibility."""
+        return bool(self.memory_types or self.entity_ids or self.metadata_filter
+                    or self.source_types or self.sensitivity or self.exclude_sensitivity
+                    or self.bounds_event_time())
 
 
 @attrs.frozen(slots=True)

@@ -61,6 +61,8 @@ def query_fields(query: SearchQuery) -> dict[str, Any]:
         "metadata_filter": dict(query.metadata_filter), "valid_at": query.valid_at,
         "visibilities": [visibility.value for visibility in query.visibilities],
         "occurred_since": query.occurred_since, "occurred_before": query.occurred_before,
+        "source_types": list(query.source_types), "sensitivity": list(query.sensitivity),
+        "exclude_sensitivity": list(query.exclude_sensitivity),
     }
 
 
@@ -73,6 +75,8 @@ def query_from_fields(fields: Mapping[str, Any]) -> SearchQuery:
         metadata_filter=dict(fields["metadata_filter"]), valid_at=fields["valid_at"],
         visibilities=tuple(Visibility(value) for value in fields["visibilities"]),
         occurred_since=fields["occurred_since"], occurred_before=fields["occurred_before"],
+        source_types=tuple(fields["source_types"]), sensitivity=tuple(fields["sensitivity"]),
+        exclude_sensitivity=tuple(fields["exclude_sensitivity"]),
     )
 
 
