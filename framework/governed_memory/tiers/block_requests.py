@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, ClassVar
 import attrs
 
 from governed_memory.errors import MemoryValidationError
-from governed_memory.limits import check_identifier, check_int
+from governed_memory.limits import check_int
 from governed_memory.operations import Operation
 from governed_memory.profiles.blocks import MAX_BLOCK_CHARS, is_block_name
-from governed_memory.request import Request, user_subjects
+from governed_memory.request import Request
 from governed_memory.scope import Scope
 from governed_memory.tiers.blocks import (
     MAX_BLOCK_HISTORY_PAGE,
@@ -26,6 +26,7 @@ from governed_memory.tiers.blocks import (
     BlocksErased,
     BlockSet,
 )
+from governed_memory.tiers.requests import TierUserErasure
 
 if TYPE_CHECKING:
     from governed_memory.operation_context import OperationContext
@@ -147,30 +148,11 @@ class BlockHistoryRequest(Request[BlockHistory]):
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class EraseUserBlocksRequest(Request[BlocksErased]):
-    """Erase every version of every block of one user in one tenant (a data-subject
-    erasure): ``memory:admin``, and a principal bound to a user erases only that user."""
+class EraseUserBlocksRequest(TierUserErasure[BlocksErased]):
+    """Every version of every block of one user in one tenant."""
 
     operation: ClassVar[Operation] = Operation.ERASE_USER_BLOCKS
 
-    tenant_id: str
-    user_id: str
-
-    def target_scopes(self) -> tuple[Scope, ...]:
-        try:
-            return (Scope(self.tenant_id, user_id=self.user_id),)
-        except MemoryValidationError:
-            return ()
-
-    def subjects(self) -> tuple[str, ...]:
-        # The user it names, even when its ids are too malformed for a scope.
-        return user_subjects(self.tenant_id, self.user_id)
-
-    def validate(self) -> None:
-        check_identifier(self.tenant_id, "tenant_id")
-        check_identifier(self.user_id, "user_id")
-
     async def send(self, target: BlockTier, ctx: OperationContext) -> BlocksErased:
-        (scope,) = self.target_scopes()
         removed = await target.store.delete_user(self.tenant_id, self.user_id)
-        return BlocksErased(scope.scope_hash, removed)
+        return BlocksErased(self.subject_scope_hash(), removed)

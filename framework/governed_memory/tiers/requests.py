@@ -255,12 +255,10 @@ class RecordRememberRequest(_TierRequest[RememberRecord]):
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class EraseUserTurnsRequest(_TierRequest[Cleared]):
-    """Erase every conversation turn of one user in one tenant (a data-subject
-    erasure). It names the user's tenant-level scope, so the fixed scope rule decides
-    it: ``memory:admin``, and a principal bound to a user may erase only that user."""
-
-    operation: ClassVar[Operation] = Operation.ERASE_USER_TURNS
+class TierUserErasure(_TierRequest[ResultT]):
+    """Erase what one tier keeps of one user in one tenant (a data-subject erasure). It
+    names the user's tenant-level scope, so the fixed scope rule decides it:
+    ``memory:admin``, and a principal bound to a user may erase only that user."""
 
     tenant_id: str
     user_id: str
@@ -280,10 +278,20 @@ class EraseUserTurnsRequest(_TierRequest[Cleared]):
         check_identifier(self.tenant_id, "tenant_id")
         check_identifier(self.user_id, "user_id")
 
-    async def send(self, target: TurnTier, ctx: OperationContext) -> Cleared:
+    def subject_scope_hash(self) -> str:
         (scope,) = self.target_scopes()
+        return scope.scope_hash
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class EraseUserTurnsRequest(TierUserErasure[Cleared]):
+    """Every conversation turn of one user in one tenant."""
+
+    operation: ClassVar[Operation] = Operation.ERASE_USER_TURNS
+
+    async def send(self, target: TurnTier, ctx: OperationContext) -> Cleared:
         removed = await target.store.delete_user(self.tenant_id, self.user_id)
-        return Cleared(scope.scope_hash, removed)
+        return Cleared(self.subject_scope_hash(), removed)
 
 
 TierRequest = (
